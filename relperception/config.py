@@ -1,0 +1,187 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""One configuration schema whose keys are the ROS parameter names.
+
+A configuration is a flat ``dict`` keyed by dotted ROS parameter names
+(``ncc.patch_size``, ``odometry.mode``, ...). YAML files may be written either flat or
+nested, and either bare or in the ROS 2 parameter-file form::
+
+    /**:
+      ros__parameters:
+        matcher: ncc
+        ncc:
+          patch_size: 9
+
+so the same file feeds ``ros2 launch``, ``relperception run`` and ``relperception eval``.
+Each component takes its own section (``section(config, 'ncc')``) as its ``conf`` dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+import yaml
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """Declaration of one parameter: name, default, description and allowed values."""
+
+    name: str
+    default: Any
+    description: str
+    min_value: Optional[float] = None
+    max_value: Optional[float] = None
+    choices: Optional[Sequence[Any]] = None
+    read_only: bool = False
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` converted to the default's type, or raise ``ValueError`` saying why."""
+        kind = type(self.default)
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f'{self.name} must be true or false, got {value!r}')
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                else:
+                    raise ValueError(f'{self.name} must be an integer, got {value!r}')
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f'{self.name} must be a number, got {value!r}')
+            value = float(value)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise ValueError(f'{self.name} must be a string, got {value!r}')
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f'{self.name} must be one of {list(self.choices)}, got {value!r}')
+        if self.min_value is not None and value < self.min_value:
+            raise ValueError(f'{self.name} must be >= {self.min_value}, got {value!r}')
+        if self.max_value is not None and value > self.max_value:
+            raise ValueError(f'{self.name} must be <= {self.max_value}, got {value!r}')
+        return value
+
+
+PARAMETERS = (
+    # --- matcher choice -------------------------------------------------------------------
+    ParameterSpec('matcher', 'ncc', 'correspondence method', choices=('ncc',)),
+    # --- NCC matcher (relperception.matching.ncc.NCCMatcher.default_conf) -------------------
+    ParameterSpec('ncc.max_keypoints', 1000, 'maximum number of keypoints per frame',
+                  16, 20000),
+    ParameterSpec('ncc.cell_size_px', 32, 'grid cell size for spreading keypoints (pixels)',
+                  4, 512),
+    ParameterSpec('ncc.patch_size', 9, 'side of the correlated patch (pixels, odd)', 3, 31),
+    ParameterSpec('ncc.search_radius_px', 4,
+                  'search radius at every pyramid level (pixels of that level)', 1, 64),
+    ParameterSpec('ncc.pyramid_levels', 4, 'number of pyramid levels (1 = full resolution only)',
+                  1, 8),
+    ParameterSpec('ncc.min_score', 0.8, 'minimum zero-mean NCC score of a match', -1.0, 1.0),
+    ParameterSpec('ncc.max_forward_backward_px', 1.0,
+                  'maximum forward-backward error of a match (pixels)', 0.0, 100.0),
+    ParameterSpec('ncc.min_corner_quality', 0.001,
+                  'Shi-Tomasi quality level relative to the strongest corner', 0.0, 1.0),
+    ParameterSpec('ncc.min_patch_std', 2.0,
+                  'patches with a smaller grey-level standard deviation are rejected', 0.0, 128.0),
+    # --- visual odometry (relperception.odometry.vo.VisualOdometry.default_conf) ------------
+    ParameterSpec('odometry.mode', 'auto',
+                  'auto: RGB-D (PnP) when depth arrives, monocular otherwise',
+                  choices=('auto', 'rgbd', 'mono')),
+    ParameterSpec('odometry.min_matches', 30, 'fewer inlier matches than this = tracking lost',
+                  5, 100000),
+    ParameterSpec('odometry.ransac_threshold_px', 1.0, 'RANSAC inlier threshold (pixels)',
+                  0.05, 50.0),
+    ParameterSpec('odometry.ransac_confidence', 0.999, 'RANSAC confidence', 0.5, 0.999999),
+    ParameterSpec('odometry.keyframe_min_parallax_px', 1.0,
+                  'median flow below which a monocular frame is not a new keyframe (pixels)',
+                  0.0, 1000.0),
+    ParameterSpec('odometry.min_depth_m', 0.1, 'depth readings below this are invalid (m)',
+                  0.0, 1000.0),
+    ParameterSpec('odometry.max_depth_m', 40.0, 'depth readings above this are invalid (m)',
+                  0.0, 10000.0),
+    ParameterSpec('odometry.use_motion_prior', True,
+                  'centre the search on a constant-velocity prediction'),
+    # --- bag topics (offline evaluation and replay) -----------------------------------------
+    ParameterSpec('topics.image', '/camera/image_raw', 'image topic (Image or CompressedImage)'),
+    ParameterSpec('topics.camera_info', '/camera/camera_info', 'CameraInfo topic'),
+    ParameterSpec('topics.depth', '/camera/depth/image_raw',
+                  'depth image topic (16UC1 mm or 32FC1 m); empty to ignore depth'),
+    ParameterSpec('topics.ground_truth_pose', '/ground_truth/pose',
+                  'ground-truth camera pose topic (PoseStamped, T_world_cam)'),
+)
+
+SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
+
+
+def defaults() -> Dict[str, Any]:
+    """Return a fresh flat dict of every parameter's default."""
+    return {spec.name: spec.default for spec in PARAMETERS}
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
+    """Flatten nested mappings into dotted keys: ``{'a': {'b': 1}} -> {'a.b': 1}``."""
+    flat: Dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f'{prefix}{key}'
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + '.'))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _strip_ros_wrapper(tree: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Merge the ``ros__parameters`` of every node entry, if the file is a ROS parameter file."""
+    if not any(isinstance(v, Mapping) and 'ros__parameters' in v for v in tree.values()):
+        return tree
+    merged: Dict[str, Any] = {}
+    for value in tree.values():
+        if isinstance(value, Mapping) and 'ros__parameters' in value:
+            merged.update(flatten(value['ros__parameters']))
+    return merged
+
+
+def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None
+             ) -> Dict[str, Any]:
+    """Return ``base`` (default: defaults) updated with checked ``overrides``.
+
+    Raises:
+        ValueError: naming the first unknown key or invalid value.
+    """
+    config = dict(defaults() if base is None else base)
+    for name, value in flatten(overrides).items():
+        if name not in SPECS:
+            raise ValueError(f'unknown parameter {name!r}; known: {", ".join(sorted(SPECS))}')
+        config[name] = SPECS[name].validate(value)
+    return config
+
+
+def load_config(path: Optional[Union[str, Path]] = None,
+                overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Load a YAML configuration (flat, nested or ROS parameter file) over the defaults.
+
+    Args:
+        path: YAML file, or None for the defaults.
+        overrides: flat or nested values applied last (e.g. from the command line).
+    """
+    config = defaults()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f'configuration file not found: {path}')
+        with open(path, encoding='utf-8') as stream:
+            tree = yaml.safe_load(stream) or {}
+        if not isinstance(tree, Mapping):
+            raise ValueError(f'{path}: expected a mapping at the top level')
+        config = validate(_strip_ros_wrapper(tree), config)
+    if overrides:
+        config = validate(overrides, config)
+    return config
+
+
+def section(config: Mapping[str, Any], name: str) -> Dict[str, Any]:
+    """Return the keys under ``name.`` with the prefix removed (a component's ``conf``)."""
+    prefix = name + '.'
+    return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}

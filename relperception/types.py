@@ -1,0 +1,186 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Core value types shared by every layer: Camera, Frame, Matches.
+
+Conventions
+-----------
+* Pixel coordinates: x right, y down, the centre of the top-left pixel at (0, 0).
+* Camera frame: REP 103 optical frame (z forward, x right, y down).
+* Poses are 4x4 float64 homogeneous transforms named ``T_<to>_<from>``: ``T_world_cam``
+  maps a point from camera coordinates into world coordinates.
+* Depth is float32 metres along the optical axis (z), NaN where invalid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+
+def _as_matrix(K) -> np.ndarray:
+    K = np.asarray(K, dtype=np.float64)
+    if K.shape != (3, 3):
+        raise ValueError(f'camera matrix K must have shape (3, 3), got {K.shape}')
+    if not np.all(np.isfinite(K)) or K[0, 0] <= 0 or K[1, 1] <= 0:
+        raise ValueError(f'camera matrix K must be finite with fx, fy > 0, got {K.tolist()}')
+    return K
+
+
+@dataclass(frozen=True)
+class Camera:
+    """Pinhole camera intrinsics.
+
+    Attributes:
+        K: (3, 3) float64 camera matrix in pixels.
+        width: image width in pixels.
+        height: image height in pixels.
+        distortion: (N,) float64 distortion coefficients (``plumb_bob``: k1 k2 p1 p2 k3).
+        distortion_model: ``sensor_msgs/CameraInfo`` distortion model name.
+    """
+
+    K: np.ndarray
+    width: int
+    height: int
+    distortion: np.ndarray = field(default_factory=lambda: np.zeros(5))
+    distortion_model: str = 'plumb_bob'
+
+    def __post_init__(self):
+        object.__setattr__(self, 'K', _as_matrix(self.K))
+        object.__setattr__(self, 'distortion',
+                           np.asarray(self.distortion, dtype=np.float64).reshape(-1))
+        if int(self.width) <= 0 or int(self.height) <= 0:
+            raise ValueError(f'camera size must be positive, got {self.width}x{self.height}')
+        object.__setattr__(self, 'width', int(self.width))
+        object.__setattr__(self, 'height', int(self.height))
+
+    @classmethod
+    def from_intrinsics(cls, fx: float, fy: float, cx: float, cy: float,
+                        width: int, height: int) -> 'Camera':
+        """Build an undistorted camera from focal lengths and principal point (pixels)."""
+        K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+        return cls(K=K, width=width, height=height)
+
+    @property
+    def fx(self) -> float:
+        return float(self.K[0, 0])
+
+    @property
+    def fy(self) -> float:
+        return float(self.K[1, 1])
+
+    @property
+    def cx(self) -> float:
+        return float(self.K[0, 2])
+
+    @property
+    def cy(self) -> float:
+        return float(self.K[1, 2])
+
+    @property
+    def has_distortion(self) -> bool:
+        return bool(np.any(self.distortion != 0.0))
+
+    def scaled(self, scale: float) -> 'Camera':
+        """Return the camera for an image resized by ``scale`` (pixel-centre convention)."""
+        if not scale > 0:
+            raise ValueError(f'scale must be > 0, got {scale}')
+        K = self.K.copy()
+        K[0, 0] *= scale
+        K[1, 1] *= scale
+        K[0, 2] = (K[0, 2] + 0.5) * scale - 0.5
+        K[1, 2] = (K[1, 2] + 0.5) * scale - 0.5
+        return Camera(K=K, width=round(self.width * scale), height=round(self.height * scale),
+                      distortion=self.distortion, distortion_model=self.distortion_model)
+
+
+@dataclass
+class Frame:
+    """One camera frame as the core sees it.
+
+    Attributes:
+        image: (H, W) uint8 grey or (H, W, 3) uint8 RGB.
+        stamp_ns: acquisition time in integer nanoseconds (the message header stamp).
+        camera: intrinsics of ``image``.
+        depth: optional (H, W) float32 metric depth registered to ``image``, NaN where invalid.
+    """
+
+    image: np.ndarray
+    stamp_ns: int
+    camera: Camera
+    depth: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        if not isinstance(self.image, np.ndarray) or self.image.dtype != np.uint8:
+            raise ValueError('Frame.image must be a uint8 numpy array')
+        if self.image.ndim not in (2, 3) or (self.image.ndim == 3 and self.image.shape[2] != 3):
+            raise ValueError(f'Frame.image must be (H, W) or (H, W, 3), got {self.image.shape}')
+        h, w = self.image.shape[:2]
+        if (w, h) != (self.camera.width, self.camera.height):
+            raise ValueError(f'image is {w}x{h} but camera_info says '
+                             f'{self.camera.width}x{self.camera.height}')
+        if self.depth is not None:
+            if self.depth.shape != (h, w):
+                raise ValueError(f'depth {self.depth.shape} does not match image {(h, w)}')
+            self.depth = np.asarray(self.depth, dtype=np.float32)
+        self.stamp_ns = int(self.stamp_ns)
+
+    @property
+    def gray(self) -> np.ndarray:
+        """(H, W) uint8 grey image (luma of RGB)."""
+        if self.image.ndim == 2:
+            return self.image
+        import cv2
+        return cv2.cvtColor(self.image, cv2.COLOR_RGB2GRAY)
+
+
+def _points(name: str, value) -> np.ndarray:
+    value = np.asarray(value, dtype=np.float32)
+    if value.ndim != 2 or value.shape[1] != 2:
+        raise ValueError(f'{name} must have shape (N, 2), got {value.shape}')
+    return value
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Correspondences between image 0 and image 1; every matcher returns this type.
+
+    Attributes:
+        keypoints0: (N, 2) float32 pixel coordinates (x, y) in image 0.
+        keypoints1: (N, 2) float32 pixel coordinates (x, y) in image 1.
+        confidence: (N,) float32 match confidence in [0, 1].
+    """
+
+    keypoints0: np.ndarray
+    keypoints1: np.ndarray
+    confidence: np.ndarray
+
+    def __post_init__(self):
+        k0 = _points('keypoints0', self.keypoints0)
+        k1 = _points('keypoints1', self.keypoints1)
+        conf = np.asarray(self.confidence, dtype=np.float32).reshape(-1)
+        if not (len(k0) == len(k1) == len(conf)):
+            raise ValueError(f'keypoints0 ({len(k0)}), keypoints1 ({len(k1)}) and confidence '
+                             f'({len(conf)}) must have the same length')
+        object.__setattr__(self, 'keypoints0', k0)
+        object.__setattr__(self, 'keypoints1', k1)
+        object.__setattr__(self, 'confidence', conf)
+
+    def __len__(self) -> int:
+        return len(self.keypoints0)
+
+    @classmethod
+    def empty(cls) -> 'Matches':
+        """Return a result with no correspondences."""
+        return cls(np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32),
+                   np.zeros((0,), np.float32))
+
+    def select(self, mask_or_index) -> 'Matches':
+        """Return the subset chosen by a boolean mask or an index array."""
+        return Matches(self.keypoints0[mask_or_index], self.keypoints1[mask_or_index],
+                       self.confidence[mask_or_index])
+
+    def swapped(self) -> 'Matches':
+        """Return the same correspondences seen from image 1 to image 0."""
+        return Matches(self.keypoints1, self.keypoints0, self.confidence)
