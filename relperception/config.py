@@ -67,7 +67,9 @@ class ParameterSpec:
 
 PARAMETERS = (
     # --- matcher choice -------------------------------------------------------------------
-    ParameterSpec('matcher', 'ncc', 'correspondence method', choices=('ncc',)),
+    ParameterSpec('matcher', 'ncc',
+                  'correspondence method: ncc, or the baselines klt (pyramidal Lucas-Kanade) '
+                  'and orb (ORB + ratio test)', choices=('ncc', 'klt', 'orb')),
     # --- NCC matcher (relperception.matching.ncc.NCCMatcher.default_conf) -------------------
     ParameterSpec('ncc.max_keypoints', 1000, 'maximum number of keypoints per frame',
                   16, 20000),
@@ -85,6 +87,18 @@ PARAMETERS = (
                   'Shi-Tomasi quality level relative to the strongest corner', 0.0, 1.0),
     ParameterSpec('ncc.min_patch_std', 2.0,
                   'patches with a smaller grey-level standard deviation are rejected', 0.0, 128.0),
+    # --- baselines (relperception.matching.baselines) ---------------------------------------
+    ParameterSpec('klt.max_keypoints', 1000, 'maximum number of tracked corners', 16, 20000),
+    ParameterSpec('klt.cell_size_px', 32, 'grid cell size for spreading corners (pixels)',
+                  4, 512),
+    ParameterSpec('klt.min_corner_quality', 0.001, 'Shi-Tomasi quality level', 0.0, 1.0),
+    ParameterSpec('klt.window_size', 21, 'Lucas-Kanade window side (pixels)', 5, 101),
+    ParameterSpec('klt.pyramid_levels', 4, 'Lucas-Kanade pyramid levels', 1, 8),
+    ParameterSpec('klt.max_forward_backward_px', 1.0,
+                  'maximum forward-backward error of a track (pixels)', 0.0, 100.0),
+    ParameterSpec('orb.max_keypoints', 2000, 'maximum number of ORB features', 16, 50000),
+    ParameterSpec('orb.ratio_test', 0.8, "Lowe's ratio test threshold", 0.1, 1.0),
+    ParameterSpec('orb.fast_threshold', 10, 'FAST threshold of the ORB detector', 1, 255),
     # --- visual odometry (relperception.odometry.vo.VisualOdometry.default_conf) ------------
     ParameterSpec('odometry.mode', 'auto',
                   'auto: RGB-D (PnP) when depth arrives, monocular otherwise',
@@ -95,7 +109,7 @@ PARAMETERS = (
                   0.05, 50.0),
     ParameterSpec('odometry.ransac_confidence', 0.999, 'RANSAC confidence', 0.5, 0.999999),
     ParameterSpec('odometry.keyframe_min_parallax_px', 1.0,
-                  'median flow below which a monocular frame is not a new keyframe (pixels)',
+                  'median flow below which the keyframe is kept (camera static; pixels)',
                   0.0, 1000.0),
     ParameterSpec('odometry.min_depth_m', 0.1, 'depth readings below this are invalid (m)',
                   0.0, 1000.0),

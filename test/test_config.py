@@ -2,6 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Configuration: one schema, keys = ROS parameter names, shipped YAML presets valid."""
 
+import importlib
+
 from lint_targets import REPO_ROOT
 import pytest
 from relperception import config
@@ -43,6 +45,23 @@ class TestLoadConfig:
     def test_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError):
             config.load_config(tmp_path / 'nope.yaml')
+
+
+@pytest.mark.parametrize('section, component', [
+    ('ncc', 'relperception.matching.ncc:NCCMatcher'),
+    ('klt', 'relperception.matching.baselines:KLTMatcher'),
+    ('orb', 'relperception.matching.baselines:ORBMatcher'),
+    ('odometry', 'relperception.odometry.vo:VisualOdometry'),
+])
+def test_schema_matches_component_defaults(section, component):
+    module_name, class_name = component.split(':')
+    cls = getattr(importlib.import_module(module_name), class_name)
+    assert config.section(config.defaults(), section) == cls.default_conf
+
+
+def test_default_yaml_lists_every_parameter_with_its_default():
+    tree = yaml.safe_load((REPO_ROOT / 'config' / 'default.yaml').read_text())
+    assert config.flatten(tree['/**']['ros__parameters']) == config.defaults()
 
 
 @pytest.mark.parametrize('path', sorted((REPO_ROOT / 'config').glob('*.yaml')),

@@ -71,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return int(_load(args.verb).run(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError) as exc:
         logging.getLogger('relperception').error('%s', exc)
         return 1
 

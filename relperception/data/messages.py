@@ -1,0 +1,197 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Conversions between ROS message objects and the core types, without importing ROS.
+
+Every function is duck-typed: it reads attributes by their ROS field names, so it works on
+``rosbags`` message dataclasses and on ``rclpy`` messages alike. Functions that build messages
+return plain dicts of field values; the caller constructs the message class it has.
+"""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+
+from ..core_types import Camera
+from ..transforms import (
+    check_transform,
+    quaternion_xyzw_from_transform,
+    transform_from_quaternion_xyzw,
+)
+
+NS_PER_SEC = 1_000_000_000
+
+# Number of distortion coefficients each CameraInfo distortion model needs.
+_DISTORTION_SIZES = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
+
+
+def stamp_to_ns(stamp) -> int:
+    """Return a ``builtin_interfaces/Time`` (fields ``sec``, ``nanosec``) as integer nanoseconds.
+
+    Raises:
+        ValueError: if ``nanosec`` is outside [0, 1e9).
+    """
+    sec = int(stamp.sec)
+    nanosec = int(stamp.nanosec)
+    if not 0 <= nanosec < NS_PER_SEC:
+        raise ValueError(f'stamp nanosec must be in [0, 1e9), got {nanosec}')
+    return sec * NS_PER_SEC + nanosec
+
+
+def ns_to_sec_nanosec(ns: int) -> tuple[int, int]:
+    """Split integer nanoseconds into ``(sec, nanosec)`` for a ``builtin_interfaces/Time``.
+
+    Raises:
+        ValueError: for negative times or times beyond the int32 seconds of ROS 2.
+    """
+    ns = int(ns)
+    if ns < 0:
+        raise ValueError(f'time must be >= 0 ns, got {ns}')
+    sec, nanosec = divmod(ns, NS_PER_SEC)
+    if sec >= 2**31:
+        raise ValueError(f'time {ns} ns does not fit the int32 seconds of builtin_interfaces/Time')
+    return sec, nanosec
+
+
+def seconds_to_ns(seconds: str | float) -> int:
+    """Return a time in seconds as integer nanoseconds, rounded to the nearest nanosecond.
+
+    A decimal string (``'1341847980.722988'``, ``'1.036594e-01'``) is converted exactly, without
+    passing through a binary float, so that dataset file names survive the round trip.
+
+    Raises:
+        ValueError: if ``seconds`` is not a finite number.
+    """
+    try:
+        value = decimal.Decimal(seconds.strip() if isinstance(seconds, str) else repr(seconds))
+    except (decimal.InvalidOperation, TypeError):
+        raise ValueError(f'not a time in seconds: {seconds!r}') from None
+    if not value.is_finite():
+        raise ValueError(f'time must be finite, got {seconds!r}')
+    return int((value * NS_PER_SEC).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+
+
+def camera_from_camera_info(msg) -> Camera:
+    """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
+
+    Reads ``k`` (9 values, row-major 3x3, pixels), ``d``, ``distortion_model``, ``width`` and
+    ``height``. An empty ``d`` means no distortion.
+
+    Raises:
+        ValueError: for an all-zero or malformed K (the "uncalibrated" CameraInfo), a zero image
+            size, a principal point outside the image or a distortion vector whose length does
+            not fit the distortion model.
+    """
+    width, height = int(msg.width), int(msg.height)
+    if width <= 0 or height <= 0:
+        raise ValueError(f'CameraInfo has no image size ({width}x{height}); is it calibrated?')
+    k = np.asarray(msg.k, dtype=np.float64).reshape(-1)
+    if k.shape != (9,):
+        raise ValueError(f'CameraInfo.k must have 9 values, got {k.shape[0]}')
+    if not np.any(k):
+        raise ValueError('CameraInfo.k is all zeros: the camera is not calibrated')
+    K = k.reshape(3, 3)
+    if not np.allclose(K[2], [0.0, 0.0, 1.0]) or K[1, 0] != 0.0:
+        raise ValueError(f'CameraInfo.k is not a pinhole camera matrix: {K.tolist()}')
+    if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
+        raise ValueError(f'principal point ({K[0, 2]}, {K[1, 2]}) lies outside the '
+                         f'{width}x{height} image')
+    model = str(msg.distortion_model or 'plumb_bob')
+    d = np.asarray(msg.d, dtype=np.float64).reshape(-1)
+    expected = _DISTORTION_SIZES.get(model)
+    if d.size == 0:
+        d = np.zeros(expected or 5)
+    elif expected is not None and d.size != expected and not (
+            model == 'plumb_bob' and d.size in (4, 8, 12, 14)):
+        # OpenCV accepts 4/8/12/14 coefficients under the plumb_bob name, as camera_calibration
+        # writes them; anything else is inconsistent with the model.
+        raise ValueError(f'distortion model {model!r} needs {expected} coefficients, '
+                         f'got {d.size}')
+    if not np.all(np.isfinite(d)):
+        raise ValueError('CameraInfo.d contains NaN or inf')
+    return Camera(K=K, width=width, height=height, distortion=d, distortion_model=model)
+
+
+def camera_info_fields(camera: Camera) -> dict[str, object]:
+    """Return the ``sensor_msgs/CameraInfo`` field values of ``camera`` (header and roi excluded).
+
+    Keys: ``height``, ``width`` (int), ``distortion_model`` (str), ``d`` (N,) float64,
+    ``k`` (9,) float64, ``r`` (9,) float64 identity, ``p`` (12,) float64 ``[K | 0]`` (a monocular
+    camera), ``binning_x``, ``binning_y`` (0 = no binning).
+    """
+    if not isinstance(camera, Camera):
+        raise TypeError(f'camera must be a relperception Camera, got {type(camera).__name__}')
+    p = np.zeros((3, 4))
+    p[:, :3] = camera.K
+    return {
+        'height': camera.height,
+        'width': camera.width,
+        'distortion_model': camera.distortion_model,
+        'd': camera.distortion.astype(np.float64).copy(),
+        'k': camera.K.reshape(-1).copy(),
+        'r': np.eye(3).reshape(-1),
+        'p': p.reshape(-1),
+        'binning_x': 0,
+        'binning_y': 0,
+    }
+
+
+def transform_from_pose_msg(pose) -> np.ndarray:
+    """Return the (4, 4) float64 transform of a ``geometry_msgs/Pose`` (metres, xyzw quaternion).
+
+    A ``PoseStamped`` (anything with a ``pose`` field) is accepted too. For the ground-truth topic
+    the result is ``T_world_cam``.
+
+    Raises:
+        ValueError: for a zero or non-finite quaternion or a non-finite position.
+    """
+    if not hasattr(pose, 'position') and hasattr(pose, 'pose'):
+        pose = pose.pose
+    p, q = pose.position, pose.orientation
+    t = np.array([p.x, p.y, p.z], dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f'pose position must be finite, got {t.tolist()}')
+    return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
+
+
+def pose_fields(T) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(position, q_xyzw)`` of a rigid transform for a ``geometry_msgs/Pose``.
+
+    Args:
+        T: (4, 4) rigid transform, e.g. ``T_world_cam``.
+
+    Returns:
+        position (3,) float64 metres and the scalar-last unit quaternion (4,) float64.
+
+    Raises:
+        ValueError: if ``T`` is not a finite rigid transform.
+    """
+    T = check_transform(T, 'T')
+    return T[:3, 3].copy(), quaternion_xyzw_from_transform(T)
+
+
+def decode_image_message(msg, msgtype: str) -> tuple[np.ndarray, str]:
+    """Return ``(array, encoding)`` of a ``sensor_msgs/Image`` or ``sensor_msgs/CompressedImage``.
+
+    Args:
+        msg: the message object (rosbags or rclpy).
+        msgtype: its type name, ``sensor_msgs/msg/Image`` or ``sensor_msgs/msg/CompressedImage``
+            (the ``/msg/`` part may be omitted).
+
+    Returns:
+        The decoded array, (H, W) or (H, W, C), in the dtype of the encoding, and the encoding
+        of that array (for compressed images the encoding of the decoded pixels).
+
+    Raises:
+        ValueError: for another message type or an undecodable image.
+    """
+    name = str(msgtype).replace('/msg/', '/')
+    if name == 'sensor_msgs/CompressedImage':
+        from relperception.imaging.compressed import compressed_to_numpy
+        array, encoding = compressed_to_numpy(msg)
+        return array, encoding
+    if name == 'sensor_msgs/Image':
+        from relperception.imaging.image_encodings import image_to_numpy
+        return image_to_numpy(msg), str(msg.encoding)
+    raise ValueError(f'not an image message type: {msgtype!r}')

@@ -1,0 +1,367 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Trajectory evaluation with evo: TUM files, time association, alignment, ATE, RPE, drift.
+
+Every metric comes from evo (``evo.core.sync``, ``evo.core.metrics.APE`` / ``RPE``,
+``PoseTrajectory3D.align``); this module only converts our conventions (integer nanosecond
+stamps, ``T_world_cam`` 4x4 float64 arrays) to evo's and collects the numbers in one dict.
+
+Drift (``drift_percent``, ``rot_drift_deg_per_m``) follows the KITTI odometry devkit: for a
+set of path lengths, every sub-sequence of the ground truth of (about) that length is
+compared with the estimate; the translational error of the relative motion divided by the
+ground-truth path length of the segment is averaged over all segments of all lengths. KITTI
+uses 100, 200, ..., 800 m; our development sequences are 5-60 m long, so the lengths are
+10 %, 20 %, ..., 80 % of the matched ground-truth path length (8 steps), and a segment is
+accepted when its length is within 10 % of the nominal one (evo's path-distance filter).
+"""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal, InvalidOperation
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from relperception.transforms import quaternion_xyzw_from_transform
+
+logger = logging.getLogger(__name__)
+
+#: Key of the per-pose arrays in the result of :func:`evaluate_trajectory` (not for JSON).
+PER_POSE_KEY = 'per_pose'
+
+#: Fractions of the path length used as KITTI-style drift segment lengths.
+DRIFT_LENGTH_FRACTIONS = tuple(np.linspace(0.1, 0.8, 8))
+
+_ALIGNMENTS = ('se3', 'sim3', 'none')
+_NS_PER_S = 1_000_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# input checks and conversions
+# --------------------------------------------------------------------------------------------
+def _check_poses(name: str, stamps_ns, T_world_cam) -> tuple[np.ndarray, np.ndarray]:
+    stamps = np.asarray(stamps_ns)
+    poses = np.asarray(T_world_cam, dtype=np.float64)
+    if stamps.ndim != 1 or len(stamps) == 0:
+        raise ValueError(f'{name}: stamps must be a non-empty (N,) array, got shape '
+                         f'{stamps.shape}')
+    if not np.issubdtype(stamps.dtype, np.integer):
+        if not np.all(np.isfinite(stamps)):
+            raise ValueError(f'{name}: stamps contain NaN or inf')
+        stamps = np.round(stamps).astype(np.int64)
+    stamps = stamps.astype(np.int64)
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) != len(stamps):
+        raise ValueError(f'{name}: poses must have shape ({len(stamps)}, 4, 4) to match the '
+                         f'stamps, got {poses.shape}')
+    if not np.all(np.isfinite(poses)):
+        raise ValueError(f'{name}: poses contain NaN or inf')
+    rotations = poses[:, :3, :3]
+    eye = np.broadcast_to(np.eye(3), rotations.shape)
+    if not np.allclose(rotations @ np.transpose(rotations, (0, 2, 1)), eye, atol=1e-4):
+        raise ValueError(f'{name}: poses must be rigid transforms (orthonormal rotation)')
+    return stamps, poses
+
+
+def _to_evo(stamps_ns: np.ndarray, T_world_cam: np.ndarray, origin_ns: int, name: str):
+    from evo.core.trajectory import PoseTrajectory3D
+
+    # Seconds relative to a common origin keep float64 precision far below 1 us.
+    seconds = (stamps_ns - origin_ns).astype(np.float64) / _NS_PER_S
+    return PoseTrajectory3D(poses_se3=list(T_world_cam), timestamps=seconds, name=name)
+
+
+def _range_text(stamps_ns: np.ndarray) -> str:
+    return f'[{stamps_ns.min() / _NS_PER_S:.6f}, {stamps_ns.max() / _NS_PER_S:.6f}] s'
+
+
+# --------------------------------------------------------------------------------------------
+# TUM files
+# --------------------------------------------------------------------------------------------
+def _parse_stamp_ns(text: str) -> int:
+    try:
+        return int((Decimal(text) * _NS_PER_S).to_integral_value())
+    except InvalidOperation as exc:
+        raise ValueError(f'not a timestamp: {text!r}') from exc
+
+
+def _format_stamp_ns(stamp_ns: int) -> str:
+    stamp_ns = int(stamp_ns)
+    sign = '-' if stamp_ns < 0 else ''
+    seconds, nanoseconds = divmod(abs(stamp_ns), _NS_PER_S)
+    return f'{sign}{seconds}.{nanoseconds:09d}'
+
+
+def read_tum(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a TUM trajectory file (``timestamp tx ty tz qx qy qz qw`` per line).
+
+    Lines starting with ``#`` and blank lines are skipped. Timestamps are parsed as decimal
+    text, so nanoseconds survive exactly.
+
+    Args:
+        path: text file; timestamps in seconds, translation in metres, scalar-last quaternion.
+
+    Returns:
+        ``(stamps_ns, T_world_cam)``: (N,) int64 nanoseconds and (N, 4, 4) float64 poses.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: on a malformed line (with its number) or an empty file.
+    """
+    from relperception.transforms import transform_from_quaternion_xyzw
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'trajectory file not found: {path}')
+    stamps, poses = [], []
+    with open(path, encoding='utf-8') as stream:
+        for number, line in enumerate(stream, start=1):
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            fields = line.replace(',', ' ').split()
+            if len(fields) != 8:
+                raise ValueError(f'{path}:{number}: expected 8 values '
+                                 f'(timestamp tx ty tz qx qy qz qw), got {len(fields)}')
+            try:
+                values = np.array([float(v) for v in fields[1:]])
+                stamps.append(_parse_stamp_ns(fields[0]))
+                poses.append(transform_from_quaternion_xyzw(values[:3], values[3:]))
+            except ValueError as exc:
+                raise ValueError(f'{path}:{number}: {exc}') from exc
+    if not stamps:
+        raise ValueError(f'{path}: no poses in file')
+    return np.asarray(stamps, dtype=np.int64), np.stack(poses)
+
+
+def write_tum(path: str | Path, stamps_ns, T_world_cam) -> None:
+    """Write poses as a TUM trajectory file (``timestamp tx ty tz qx qy qz qw``).
+
+    Args:
+        path: output text file (parent folders are created).
+        stamps_ns: (N,) int nanoseconds; written as seconds with 9 decimals (exact).
+        T_world_cam: (N, 4, 4) float64 rigid transforms (metres).
+    """
+    stamps, poses = _check_poses('write_tum', stamps_ns, T_world_cam)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ['# timestamp tx ty tz qx qy qz qw']
+    for stamp, T in zip(stamps, poses):
+        q = quaternion_xyzw_from_transform(T)
+        values = ' '.join(f'{v:.9f}' for v in (*T[:3, 3], *q))
+        lines.append(f'{_format_stamp_ns(stamp)} {values}')
+    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+
+
+# --------------------------------------------------------------------------------------------
+# interpolation
+# --------------------------------------------------------------------------------------------
+def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
+                      max_extrapolation_s: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """Interpolate poses at other stamps (linear position, slerp rotation; evo).
+
+    Args:
+        stamps_ns: (N,) int nanoseconds of the known poses (sorted or not).
+        T_world_cam: (N, 4, 4) float64 known poses.
+        query_stamps_ns: (M,) int nanoseconds to interpolate at.
+        max_extrapolation_s: queries up to this far outside ``[stamps.min(), stamps.max()]``
+            take the nearest end pose and are valid; further ones are marked invalid.
+
+    Returns:
+        ``(T_world_cam_query, valid)``: (M, 4, 4) float64 and (M,) bool.
+    """
+    stamps, poses = _check_poses('interpolate_poses', stamps_ns, T_world_cam)
+    query = np.asarray(query_stamps_ns).astype(np.int64).reshape(-1)
+    order = np.argsort(stamps, kind='stable')
+    stamps, poses = stamps[order], poses[order]
+    tolerance_ns = round(max_extrapolation_s * _NS_PER_S)
+    valid = (query >= stamps[0] - tolerance_ns) & (query <= stamps[-1] + tolerance_ns)
+    if len(query) == 0:
+        return np.zeros((0, 4, 4)), valid
+    if len(stamps) == 1:
+        return np.repeat(poses, len(query), axis=0), valid
+    origin = int(stamps[0])
+    trajectory = _to_evo(stamps, poses, origin, 'interpolate')
+    seconds = (query - origin).astype(np.float64) / _NS_PER_S
+    result = trajectory.interpolate(seconds, extrapolate=False)
+    return np.stack(result.poses_se3), valid
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+def _kitti_drift(traj_ref, traj_est, path_length_m: float) -> tuple[float, float, int]:
+    """Return (translational drift %, rotational drift deg/m, segment count) with evo."""
+    from evo.core import lie_algebra as lie
+    from evo.core.filters import FilterException
+    from evo.core.geometry import accumulated_distances
+    from evo.core.metrics import RPE, Unit, id_pairs_from_delta
+
+    if traj_ref.num_poses < 2 or path_length_m <= 0:
+        return float('nan'), float('nan'), 0
+    distances = accumulated_distances(traj_ref.positions_xyz)
+    ref_poses, est_poses = traj_ref.poses_se3, traj_est.poses_se3
+    trans_ratios, rot_ratios = [], []
+    for fraction in DRIFT_LENGTH_FRACTIONS:
+        length = float(fraction) * path_length_m
+        try:
+            pairs = id_pairs_from_delta(ref_poses, length, Unit.meters, rel_tol=0.1,
+                                        all_pairs=True)
+        except FilterException:
+            continue
+        for i, j in pairs:
+            segment = distances[j] - distances[i]
+            if segment <= 0:
+                continue
+            E = RPE.rpe_base(ref_poses[i], ref_poses[j], est_poses[i], est_poses[j])
+            trans_ratios.append(np.linalg.norm(E[:3, 3]) / segment)
+            rot_ratios.append(abs(lie.so3_log_angle(E[:3, :3], True)) / segment)
+    if not trans_ratios:
+        return float('nan'), float('nan'), 0
+    return (float(np.mean(trans_ratios) * 100.0), float(np.mean(rot_ratios)),
+            len(trans_ratios))
+
+
+def _rpe(traj_ref, traj_est, delta_frames: int) -> tuple[float, float]:
+    from evo.core.metrics import RPE, PoseRelation, StatisticsType, Unit
+
+    if traj_ref.num_poses <= delta_frames:
+        return float('nan'), float('nan')
+    values = []
+    for relation in (PoseRelation.translation_part, PoseRelation.rotation_angle_deg):
+        metric = RPE(relation, delta=delta_frames, delta_unit=Unit.frames, all_pairs=False)
+        metric.process_data((traj_ref, traj_est))
+        values.append(float(metric.get_statistic(StatisticsType.rmse)))
+    return values[0], values[1]
+
+
+def _align_degenerate(traj_est, traj_gt, with_scale: bool) -> float:
+    """Align a (near) collinear estimate, where Umeyama is undefined: first poses, path scale."""
+    scale = 1.0
+    if with_scale:
+        length_est = float(traj_est.path_length)
+        if length_est > 0:
+            scale = float(traj_gt.path_length) / length_est
+            traj_est.scale(scale)
+    traj_est.align_origin(traj_gt)
+    logger.warning('positions are (nearly) collinear, Umeyama alignment is undefined; '
+                   'aligned the first poses instead%s',
+                   f' with path-length scale {scale:.4g}' if with_scale else '')
+    return scale
+
+
+def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_cam_gt,
+                        alignment: str = 'se3', max_time_diff_s: float = 0.02,
+                        rpe_delta_frames: int = 1) -> dict[str, Any]:
+    """Compare an estimated trajectory with ground truth (evo APE / RPE, KITTI-style drift).
+
+    The estimate is associated with the ground truth by nearest stamp (evo), aligned to it
+    (Umeyama; ``'se3'`` rigid, ``'sim3'`` rigid + scale, ``'none'`` as is), then scored.
+    When the associated positions are collinear (Umeyama undefined), the first poses are
+    aligned instead (and, for Sim(3), the path lengths give the scale); the result's
+    ``alignment_method`` then reads ``'<alignment>-origin'``.
+
+    Args:
+        stamps_est_ns: (N,) int nanoseconds of the estimated poses.
+        T_world_cam_est: (N, 4, 4) float64 estimated poses (metres; any world frame when
+            aligned, the ground-truth world frame for ``'none'``).
+        stamps_gt_ns: (M,) int nanoseconds of the ground-truth poses.
+        T_world_cam_gt: (M, 4, 4) float64 ground-truth poses (metres).
+        alignment: ``'se3'``, ``'sim3'`` or ``'none'``.
+        max_time_diff_s: largest stamp difference of an associated pair (seconds).
+        rpe_delta_frames: frame distance of the RPE pairs.
+
+    Returns:
+        dict with floats ``ate_rmse_m, ate_mean_m, ate_median_m, ate_max_m,
+        rpe_trans_rmse_m, rpe_rot_rmse_deg, drift_percent, rot_drift_deg_per_m, scale,
+        path_length_m`` (NaN where undefined, e.g. drift on a too short path), ints
+        ``num_poses_matched, num_drift_segments``, str ``alignment``, and under
+        :data:`PER_POSE_KEY` a dict of arrays for plots: ``stamps_ns`` (K,) int64,
+        ``stamps_s`` (K,) float64 seconds since the first matched pose, ``ape_m`` (K,),
+        ``gt_xyz`` (K, 3) and ``est_xyz`` (K, 3) aligned estimate, metres.
+
+    Raises:
+        ValueError: on empty or malformed input, an unknown alignment, no time overlap
+            (the message gives both stamp ranges), or fewer than 2 (3 for alignment)
+            associated poses.
+    """
+    from evo.core.geometry import GeometryException
+    from evo.core.metrics import APE, PoseRelation, StatisticsType
+    from evo.core.sync import SyncException, associate_trajectories
+
+    if alignment not in _ALIGNMENTS:
+        raise ValueError(f'alignment must be one of {_ALIGNMENTS}, got {alignment!r}')
+    if not max_time_diff_s >= 0:
+        raise ValueError(f'max_time_diff_s must be >= 0, got {max_time_diff_s}')
+    if int(rpe_delta_frames) < 1:
+        raise ValueError(f'rpe_delta_frames must be >= 1, got {rpe_delta_frames}')
+    stamps_est, poses_est = _check_poses('estimate', stamps_est_ns, T_world_cam_est)
+    stamps_gt, poses_gt = _check_poses('ground truth', stamps_gt_ns, T_world_cam_gt)
+
+    origin = int(min(stamps_est.min(), stamps_gt.min()))
+    traj_gt = _to_evo(stamps_gt, poses_gt, origin, 'ground truth')
+    traj_est = _to_evo(stamps_est, poses_est, origin, 'estimate')
+    no_overlap = ValueError(
+        f'no time overlap between estimate {_range_text(stamps_est)} and ground truth '
+        f'{_range_text(stamps_gt)} within {max_time_diff_s} s')
+    try:
+        traj_gt, traj_est = associate_trajectories(traj_gt, traj_est, max_diff=max_time_diff_s)
+    except SyncException:
+        raise no_overlap from None
+    matched = traj_est.num_poses
+    minimum = 2 if alignment == 'none' else 3
+    if matched < minimum:
+        raise ValueError(f'only {matched} poses associated between estimate '
+                         f'{_range_text(stamps_est)} and ground truth {_range_text(stamps_gt)}; '
+                         f'need at least {minimum} for alignment {alignment!r}')
+
+    traj_est = copy.deepcopy(traj_est)
+    scale, alignment_method = 1.0, alignment
+    if alignment != 'none':
+        try:
+            _, _, s = traj_est.align(traj_gt, correct_scale=(alignment == 'sim3'))
+            scale = float(s) if alignment == 'sim3' else 1.0
+        except GeometryException:
+            scale = _align_degenerate(traj_est, traj_gt, with_scale=(alignment == 'sim3'))
+            alignment_method = f'{alignment}-origin'
+
+    ape = APE(PoseRelation.translation_part)
+    ape.process_data((traj_gt, traj_est))
+    stats = {kind: float(ape.get_statistic(getattr(StatisticsType, kind)))
+             for kind in ('rmse', 'mean', 'median', 'max')}
+    rpe_trans, rpe_rot = _rpe(traj_gt, traj_est, int(rpe_delta_frames))
+    path_length = float(traj_gt.path_length)
+    drift, rot_drift, segments = _kitti_drift(traj_gt, traj_est, path_length)
+
+    seconds = np.asarray(traj_gt.timestamps, dtype=np.float64)
+    stamps_ns = origin + np.round(seconds * _NS_PER_S).astype(np.int64)
+    return {
+        'ate_rmse_m': stats['rmse'],
+        'ate_mean_m': stats['mean'],
+        'ate_median_m': stats['median'],
+        'ate_max_m': stats['max'],
+        'rpe_trans_rmse_m': rpe_trans,
+        'rpe_rot_rmse_deg': rpe_rot,
+        'rpe_delta_frames': int(rpe_delta_frames),
+        'drift_percent': drift,
+        'rot_drift_deg_per_m': rot_drift,
+        'num_drift_segments': segments,
+        'scale': scale,
+        'num_poses_matched': int(matched),
+        'path_length_m': path_length,
+        'alignment': alignment,
+        'alignment_method': alignment_method,
+        PER_POSE_KEY: {
+            'stamps_ns': stamps_ns,
+            'stamps_s': seconds - seconds[0],
+            'ape_m': np.asarray(ape.error, dtype=np.float64),
+            'gt_xyz': np.asarray(traj_gt.positions_xyz, dtype=np.float64),
+            'est_xyz': np.asarray(traj_est.positions_xyz, dtype=np.float64),
+        },
+    }
+
+
+def summary_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    """Return ``result`` of :func:`evaluate_trajectory` without the per-pose arrays."""
+    return {k: v for k, v in result.items() if k != PER_POSE_KEY}

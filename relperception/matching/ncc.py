@@ -1,0 +1,530 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Classical matcher: coarse-to-fine zero-mean normalised cross-correlation (NCC).
+
+Pipeline of ``NCCMatcher.match``:
+
+1. Grid-spread Shi-Tomasi keypoints in image 0 (``detect_keypoints``).
+2. Gaussian pyramids of both images (``cv2.pyrDown``).
+3. Coarse to fine: at the coarsest level the search window is centred on the motion prior
+   (or on the keypoint itself); the best zero-mean NCC position within
+   +-``search_radius_px`` is propagated (x2) to the next level and searched again, down to
+   full resolution. The reach without a prior is ``search_radius_px * (2**levels - 1)``
+   pixels (60 px with the defaults).
+4. Sub-pixel peak: a 1-D parabola in x and in y through the NCC surface around the integer
+   maximum; for matches that pass the forward-backward check, through the average of the
+   forward and the mirrored backward surface (``_symmetric_refinement``), which removes the
+   bias a single finite patch gives (identical images give exactly zero displacement).
+5. Forward-backward check: the image-1 positions are matched back into image 0 the same way
+   (prior = the forward displacement reversed); matches whose round trip misses by more than
+   ``max_forward_backward_px``, or whose NCC score (either way) is below ``min_score``, or
+   whose patch is too flat (``min_patch_std``), are dropped.
+
+All correlations of one pyramid level are computed at once (in blocks of 512 points):
+patches are gathered into ``(p, p, N)`` arrays (points last, so every reduction runs over
+contiguous memory), one ``einsum`` per candidate row gives the numerators, and the window
+statistics come from separable running box sums. Integer-valued sums are exact, so a flat
+(zero-variance) patch is detected exactly and scored 0 instead of NaN.
+
+``ncc_search`` exposes the single-level search for tests and tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import logging
+from typing import Callable, List, Optional, Tuple
+
+import cv2
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from relperception.core_types import Matches
+from relperception.matching.base import check_gray_pair
+from relperception.matching.keypoints import detect_keypoints
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Score given to candidate positions whose patch leaves the image (NCC lies in [-1, 1]).
+INVALID_SCORE = -2.0
+_VALID_ABOVE = -1.5
+
+#: Points correlated together (bounds the size of temporaries, see ``_ncc_surfaces``).
+_BLOCK_POINTS = 512
+
+#: Largest patch side whose box sums of squared uint8 values are exact in float32.
+_MAX_EXACT_FLOAT32_PATCH = 15
+
+
+def _box_sums(values: np.ndarray, side: int) -> np.ndarray:
+    """Sum ``side`` consecutive entries along axis 1 of (A, L, M) -> (A, L - side + 1, M).
+
+    A running sum (add the entering, subtract the leaving entry); exact for integer values
+    while every partial sum stays exactly representable in the dtype.
+    """
+    outputs = values.shape[1] - side + 1
+    sums = np.empty((values.shape[0], outputs, values.shape[2]), values.dtype)
+    sums[:, 0] = values[:, :side].sum(axis=1)
+    for i in range(1, outputs):
+        np.add(sums[:, i - 1], values[:, i + side - 1], out=sums[:, i])
+        sums[:, i] -= values[:, i - 1]
+    return sums
+
+
+class _Level:
+    """One uint8 pyramid level, zero-padded so that patch gathers need no index clamping."""
+
+    def __init__(self, image: np.ndarray, pad: int):
+        self.height, self.width = image.shape
+        self.pad = pad
+        if image.dtype != np.uint8:  # ncc_search accepts integer-valued float images too
+            image = np.asarray(image, np.float32)
+        padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=0)
+        self.windows = {}
+        self._padded = padded
+
+    def patches(self, left: np.ndarray, top: np.ndarray, size: int) -> np.ndarray:
+        """Return (size, size, N) float32 patches with top-left corners (left, top).
+
+        Corners are clamped to the padded area; zeros are read outside the image. Fancy
+        indexing a sliding-window view copies whole rows and needs no (size, size, N) index
+        array (large temporaries cost page faults on every call).
+        """
+        view = self.windows.get(size)
+        if view is None:
+            view = self.windows[size] = sliding_window_view(self._padded, (size, size))
+        pad = self.pad
+        left = np.clip(left, -pad, self.width + pad - size) + pad
+        top = np.clip(top, -pad, self.height + pad - size) + pad
+        gathered = view[top, left]  # (N, size, size)
+        out = np.empty((size, size, len(left)), np.float32)
+        out[...] = gathered.transpose(1, 2, 0)
+        return out
+
+
+def _ncc_surfaces(image0: _Level, image1: _Level, template_xy: np.ndarray,
+                  centre_xy: np.ndarray, half: int, radius: int
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Zero-mean NCC of every template against every candidate offset (see ``_ncc_block``).
+
+    Points are processed in blocks of ``_BLOCK_POINTS``: the temporaries stay small enough to
+    be reused by the allocator (bigger ones are fresh pages, i.e. page faults, on every call;
+    measured 2.1 ms instead of 4.3 ms for 1000 points).
+    """
+    count = len(template_xy)
+    if count <= _BLOCK_POINTS:
+        return _ncc_block(image0, image1, template_xy, centre_xy, half, radius)
+    outputs = 2 * radius + 1
+    scores = np.empty((outputs, outputs, count), np.float32)
+    template_norm = np.empty(count, np.float32)
+    template_inside = np.empty(count, bool)
+    for start in range(0, count, _BLOCK_POINTS):
+        block = slice(start, start + _BLOCK_POINTS)
+        scores[:, :, block], template_norm[block], template_inside[block] = _ncc_block(
+            image0, image1, template_xy[block], centre_xy[block], half, radius)
+    return scores, template_norm, template_inside
+
+
+def _ncc_block(image0: _Level, image1: _Level, template_xy: np.ndarray,
+               centre_xy: np.ndarray, half: int, radius: int
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Zero-mean NCC of every template against every candidate offset, all points at once.
+
+    Args:
+        image0: image holding the templates (integer grey values).
+        image1: image searched (integer grey values).
+        template_xy: (N, 2) int64 template centres in image 0.
+        centre_xy: (N, 2) int64 search-window centres in image 1.
+        half: half the patch side (patch side p = 2 * half + 1).
+        radius: search radius r; candidates are centre + (dx, dy), |dx|, |dy| <= r.
+
+    Returns:
+        scores: (2r + 1, 2r + 1, N) float32 indexed [dy + r, dx + r, n]: NCC in [-1, 1], 0 where
+            the candidate patch is flat, ``INVALID_SCORE`` where it leaves image 1.
+        template_norm: (N,) float32 L2 norm of the zero-mean template (0: flat template).
+        template_inside: (N,) bool, the template lies fully inside image 0.
+    """
+    count = len(template_xy)
+    side = 2 * half + 1
+    pixels = side * side
+    outputs = 2 * radius + 1
+    window = side + 2 * radius
+    h0, w0 = image0.height, image0.width
+    h1, w1 = image1.height, image1.width
+    tx, ty = template_xy[:, 0], template_xy[:, 1]
+    template_inside = (tx >= half) & (tx <= w0 - 1 - half) & (ty >= half) & (ty <= h0 - 1 - half)
+
+    template = image0.patches(tx - half, ty - half, side).reshape(pixels, count)
+    template_mean = template.mean(axis=0)
+    template = template - template_mean
+    template_norm = np.sqrt(np.einsum('kn,kn->n', template, template))
+    inverse_norm = np.zeros_like(template_norm)
+    np.divide(1.0, template_norm, out=inverse_norm, where=template_norm > 0)
+    template = (template * inverse_norm).reshape(side, side, count)
+
+    cx, cy = centre_xy[:, 0], centre_xy[:, 1]
+    patches = image1.patches(cx - radius - half, cy - radius - half, window)
+
+    # Numerator: sum_k t_k * (s_k - c) with the zero-sum normalised template t; subtracting the
+    # template mean c changes nothing mathematically but keeps float32 magnitudes small.
+    centred = patches - template_mean
+    numerator = np.empty((outputs, outputs, count), np.float32)
+    rows = sliding_window_view(centred, side, axis=1)  # [y, dx, n, kx]
+    for dy in range(outputs):
+        np.einsum('ixnj,ijn->xn', rows[dy:dy + side], template, out=numerator[dy])
+
+    # Box sums of the candidate patches and of their squares (separable running sums).
+    dtype = np.float32 if side <= _MAX_EXACT_FLOAT32_PATCH else np.float64
+    values = patches.astype(dtype, copy=False)
+    sums = _box_sums(_box_sums(values, side).transpose(1, 0, 2), side)
+    squares = _box_sums(_box_sums(values * values, side).transpose(1, 0, 2), side)
+    sums = sums.astype(np.float64)
+    variance_sum = pixels * squares.astype(np.float64) - sums * sums  # n^2 var, exact, >= 0
+    variance_sum = variance_sum.transpose(1, 0, 2)  # sums were indexed [dx, dy, n]
+    patch_norm = np.sqrt(variance_sum.astype(np.float32)) * np.float32(1.0 / side)
+    scores = np.zeros((outputs, outputs, count), np.float32)
+    np.divide(numerator, patch_norm, out=scores, where=patch_norm > 0)
+    np.clip(scores, -1.0, 1.0, out=scores)
+
+    offsets = np.arange(-radius, radius + 1)
+    xs = cx[None, :] + offsets[:, None]
+    ys = cy[None, :] + offsets[:, None]
+    valid_x = (xs >= half) & (xs <= w1 - 1 - half)
+    valid_y = (ys >= half) & (ys <= h1 - 1 - half)
+    scores[~(valid_y[:, None, :] & valid_x[None, :, :])] = INVALID_SCORE
+    return scores, template_norm, template_inside
+
+
+def _parabola_offset(before: np.ndarray, peak: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Vertex of the parabola through (-1, before), (0, peak), (1, after), in [-0.5, 0.5]."""
+    curvature = before - 2.0 * peak + after
+    usable = (before > _VALID_ABOVE) & (after > _VALID_ABOVE) & (curvature < 0)
+    offset = np.zeros(peak.shape, np.float64)
+    np.divide(0.5 * (before - after), curvature, out=offset, where=usable)
+    return np.clip(offset, -0.5, 0.5)
+
+
+def _peaks(scores: np.ndarray):
+    """Integer argmax of (s, s, N) surfaces and the scores around it.
+
+    Returns:
+        ix, iy: (N,) int64 argmax column / row.
+        around: (5, N) float32 scores at the peak, left, right, above and below it
+            (``INVALID_SCORE`` outside the surface).
+    """
+    outputs, _, count = scores.shape
+    index = scores.reshape(outputs * outputs, count).argmax(axis=0)
+    iy, ix = np.divmod(index, outputs)
+    padded_x = np.clip(np.stack([ix, ix - 1, ix + 1, ix, ix]), 0, outputs - 1)
+    padded_y = np.clip(np.stack([iy, iy, iy, iy - 1, iy + 1]), 0, outputs - 1)
+    around = scores[padded_y, padded_x, np.arange(count)]
+    around[1, ix == 0] = INVALID_SCORE
+    around[2, ix == outputs - 1] = INVALID_SCORE
+    around[3, iy == 0] = INVALID_SCORE
+    around[4, iy == outputs - 1] = INVALID_SCORE
+    return ix, iy, around
+
+
+def _subpixel(around: np.ndarray) -> np.ndarray:
+    """(N, 2) float64 parabola vertex offsets (x, y) from (5, N) peak neighbourhoods."""
+    around = around.astype(np.float64)
+    return np.stack([_parabola_offset(around[1], around[0], around[2]),
+                     _parabola_offset(around[3], around[0], around[4])], axis=1)
+
+
+def _as_points(name: str, points) -> np.ndarray:
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[1] != 2:
+        raise ValueError(f'{name} must have shape (N, 2), got {points.shape}')
+    if not np.all(np.isfinite(points)):
+        raise ValueError(f'{name} must be finite')
+    return points
+
+
+def ncc_search(image0: np.ndarray, image1: np.ndarray, points0, centres1, patch_size: int,
+               radius: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Find, for each point, the best zero-mean NCC position within a window (one level).
+
+    The (patch_size x patch_size) patch of ``image0`` centred at ``points0[i]`` is compared
+    with every equally sized patch of ``image1`` centred at ``centres1[i] + (dx, dy)``,
+    ``|dx|, |dy| <= radius``, by zero-mean normalised cross-correlation
+    ``sum((a - mean a) * (b - mean b)) / sqrt(sum((a - mean a)^2) * sum((b - mean b)^2))``.
+    A candidate whose patch is flat (zero variance) scores 0; a candidate whose patch leaves
+    ``image1`` is not considered. Ties go to the first candidate in row-major (dy, dx) order.
+
+    Args:
+        image0: (H0, W0) uint8 (or integer-valued float) image holding the templates.
+        image1: (H1, W1) uint8 (or integer-valued float) image searched.
+        points0: (N, 2) template centres (x, y) in image 0, pixels; rounded to integers.
+        centres1: (N, 2) search-window centres (x, y) in image 1, pixels; rounded to integers.
+        patch_size: odd patch side (pixels).
+        radius: search radius (pixels), >= 0.
+
+    Returns:
+        best_xy: (N, 2) float64 integer positions (x, y) of the best candidate in image 1.
+        best_score: (N,) float32 NCC score of that candidate in [-1, 1].
+        Both are NaN for points whose template leaves image 0 or is flat (NCC undefined), or
+        that have no candidate inside image 1.
+
+    Raises:
+        ValueError: for non-2-D or empty images, badly shaped or non-finite points, an even
+            or non-positive patch size, or a negative radius.
+    """
+    for name, image in (('image0', image0), ('image1', image1)):
+        if not isinstance(image, np.ndarray) or image.ndim != 2 or image.size == 0:
+            raise ValueError(f'{name} must be a non-empty (H, W) numpy array')
+    if int(patch_size) != patch_size or patch_size < 1 or patch_size % 2 == 0:
+        raise ValueError(f'patch_size must be a positive odd integer, got {patch_size!r}')
+    if int(radius) != radius or radius < 0:
+        raise ValueError(f'radius must be an integer >= 0, got {radius!r}')
+    points0 = _as_points('points0', points0)
+    centres1 = _as_points('centres1', centres1)
+    if len(points0) != len(centres1):
+        raise ValueError(f'points0 ({len(points0)}) and centres1 ({len(centres1)}) differ in '
+                         'length')
+    half, radius = int(patch_size) // 2, int(radius)
+    pad = 2 * (half + radius) + 1
+    level0, level1 = _Level(image0, pad), _Level(image1, pad)
+    template_xy = np.clip(np.rint(points0), -pad, np.array(image0.shape[::-1]) + pad)
+    template_xy = template_xy.astype(np.int64)
+    # Centres further out than radius + half have no candidate inside image 1 either way.
+    centre_xy = np.clip(np.rint(centres1), -(radius + half),
+                        np.array(image1.shape[::-1]) - 1 + radius + half).astype(np.int64)
+    scores, template_norm, template_inside = _ncc_surfaces(level0, level1, template_xy,
+                                                           centre_xy, half, radius)
+    ix, iy, around = _peaks(scores)
+    best_xy = (centre_xy + np.stack([ix, iy], axis=1) - radius).astype(np.float64)
+    best_score = around[0].astype(np.float32)
+    bad = ~template_inside | (template_norm <= 0) | (best_score <= _VALID_ABOVE)
+    best_xy[bad] = np.nan
+    best_score[bad] = np.nan
+    return best_xy, best_score
+
+
+def gaussian_pyramid(image: np.ndarray, levels: int) -> List[np.ndarray]:
+    """Return ``levels`` uint8 images: ``image`` and successive ``cv2.pyrDown`` halvings.
+
+    Level ``L`` has pixel centres at full-resolution coordinates ``x * 2**L`` (x right,
+    y down, pixel centre at integer), i.e. a point (x, y) maps to (x, y) / 2**L.
+    """
+    pyramid = [image]
+    for _ in range(levels - 1):
+        pyramid.append(cv2.pyrDown(pyramid[-1]))
+    return pyramid
+
+
+def usable_levels(shape: Tuple[int, int], levels: int, patch_size: int) -> int:
+    """Return how many of ``levels`` pyramid levels keep the image >= 2 patches on each side."""
+    height, width = shape
+    usable = 1
+    while usable < levels:
+        height, width = (height + 1) // 2, (width + 1) // 2
+        if min(height, width) < 2 * patch_size:
+            break
+        usable += 1
+    return usable
+
+
+@dataclass
+class _Tracks:
+    """Result of ``_track`` for N points (full-resolution values)."""
+
+    points1: np.ndarray        # (N, 2) float64 sub-pixel positions in image 1
+    score: np.ndarray          # (N,) float32 NCC score of the integer peak
+    template_std: np.ndarray   # (N,) float32 grey-level std of the template (0: flat)
+    found: np.ndarray          # (N,) bool, a peak inside the search window was found
+    template_xy: np.ndarray    # (N, 2) int64 template centres in image 0
+    peak_xy: np.ndarray        # (N, 2) int64 integer peak positions in image 1
+    around: np.ndarray         # (5, N) float32 scores at, left, right, above, below the peak
+
+
+def _track(pyramid0: List[_Level], pyramid1: List[_Level], points0: np.ndarray,
+           prior1: Optional[np.ndarray], half: int, radius: int) -> _Tracks:
+    """Coarse-to-fine NCC tracking of ``points0`` (N, 2) float64 from pyramid 0 to pyramid 1.
+
+    ``prior1`` (N, 2) float64 (NaN rows: none) centres the coarsest search; without it the
+    search starts at the point itself. A point whose template is flat, or that has no valid
+    candidate, at a coarse level keeps its displacement estimate for the next level; the
+    full-resolution level decides (``found``): a peak on the edge of the search window is
+    not bracketed and is not found.
+    """
+    count = len(points0)
+    displacement = np.zeros((count, 2), np.float64)
+    if prior1 is not None:
+        guess = prior1 - points0
+        known = np.all(np.isfinite(guess), axis=1)
+        displacement[known] = guess[known]
+    for level in range(len(pyramid0) - 1, -1, -1):
+        scale = float(2 ** level)
+        image0, image1 = pyramid0[level], pyramid1[level]
+        h0, w0 = image0.height, image0.width
+        h1, w1 = image1.height, image1.width
+        template_xy = np.rint(points0 / scale).astype(np.int64)
+        # Near the border the template moves inwards; its displacement stands in for the point's.
+        template_xy[:, 0] = np.clip(template_xy[:, 0], half, w0 - 1 - half)
+        template_xy[:, 1] = np.clip(template_xy[:, 1], half, h0 - 1 - half)
+        centre = np.rint(template_xy + displacement / scale)
+        centre[:, 0] = np.clip(centre[:, 0], -radius - half, w1 + radius + half)
+        centre[:, 1] = np.clip(centre[:, 1], -radius - half, h1 + radius + half)
+        centre_xy = centre.astype(np.int64)
+        scores, template_norm, _ = _ncc_surfaces(image0, image1, template_xy, centre_xy,
+                                                 half, radius)
+        ix, iy, around = _peaks(scores)
+        usable = (around[0] > _VALID_ABOVE) & (template_norm > 0)
+        peak_xy = centre_xy + np.stack([ix, iy], axis=1) - radius
+        new_displacement = (peak_xy + _subpixel(around) - template_xy) * scale
+        displacement[usable] = new_displacement[usable]
+    edge = (ix == 0) | (ix == 2 * radius) | (iy == 0) | (iy == 2 * radius)
+    return _Tracks(points1=points0 + displacement, score=around[0].copy(),
+                   template_std=template_norm / (2 * half + 1), found=usable & ~edge,
+                   template_xy=template_xy, peak_xy=peak_xy, around=around)
+
+
+def _symmetric_refinement(forward: _Tracks, backward: _Tracks) -> Tuple[np.ndarray, np.ndarray]:
+    """Sub-pixel peaks from the forward and backward NCC surfaces averaged.
+
+    The forward surface F(u) (template at x0, candidates p1 + u in image 1) and the backward
+    surface B(v) (template at p1, candidates x0 + v in image 0) measure the same displacement
+    for v = -u, so A(u) = (F(u) + B(-u)) / 2 is free of the asymmetry a single finite patch
+    gives its correlation surface (identical images give exactly zero displacement). Applies
+    where the backward pass started at the forward integer peak and came back to the forward
+    template position.
+
+    Returns:
+        refined1: (M, 2) float64 positions in image 1 (forward template position + the
+            integer displacement + the parabola vertex of A), for the points ...
+        usable: (M,) bool ... where the two passes are aligned on the same integer lattice.
+    """
+    aligned = (np.all(backward.template_xy == forward.peak_xy, axis=1)
+               & np.all(backward.peak_xy == forward.template_xy, axis=1))
+    mirrored = backward.around[[0, 2, 1, 4, 3]]  # B(-u): left <-> right, above <-> below
+    both_valid = (forward.around > _VALID_ABOVE) & (mirrored > _VALID_ABOVE)
+    averaged = np.where(both_valid, 0.5 * (forward.around + mirrored), INVALID_SCORE)
+    refined1 = forward.peak_xy + _subpixel(averaged)
+    return refined1, aligned
+
+
+class NCCMatcher:
+    """Coarse-to-fine zero-mean NCC matcher with forward-backward check (see module doc).
+
+    ``conf`` keys are the ROS parameter names under ``ncc.`` (see ``default_conf``).
+    """
+
+    default_conf = {
+        'max_keypoints': 1000,          # keypoints per frame
+        'cell_size_px': 32,             # grid cell for spreading keypoints (pixels)
+        'patch_size': 9,                # correlated patch side (pixels, odd)
+        'search_radius_px': 4,          # search radius at every pyramid level (level pixels)
+        'pyramid_levels': 4,            # 1 = full resolution only
+        'min_score': 0.8,               # minimum NCC score, both directions
+        'max_forward_backward_px': 1.0,  # maximum round-trip error (pixels)
+        'min_corner_quality': 0.001,    # Shi-Tomasi quality level
+        'min_patch_std': 2.0,           # flatter patches (grey-level std) are rejected
+    }
+
+    def __init__(self, conf: Optional[dict] = None):
+        """Merge ``conf`` over ``default_conf``; unknown keys or bad values raise ValueError."""
+        conf = dict(conf or {})
+        unknown = set(conf) - set(self.default_conf)
+        if unknown:
+            raise ValueError(f'unknown NCC configuration keys {sorted(unknown)}; '
+                             f'known: {sorted(self.default_conf)}')
+        self.conf = {**self.default_conf, **conf}
+        self._validate()
+
+    def _validate(self) -> None:
+        c = self.conf
+
+        def integer(name: str, minimum: int) -> None:
+            value = c[name]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < minimum:
+                raise ValueError(f'ncc.{name} must be an integer >= {minimum}, got {value!r}')
+            c[name] = int(value)
+
+        def number(name: str, low: float, high: float) -> None:
+            value = c[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                    or not low <= value <= high:
+                raise ValueError(f'ncc.{name} must be a number in [{low}, {high}], '
+                                 f'got {value!r}')
+            c[name] = float(value)
+
+        integer('max_keypoints', 0)
+        integer('cell_size_px', 1)
+        integer('patch_size', 3)
+        if c['patch_size'] % 2 == 0:
+            raise ValueError(f'ncc.patch_size must be odd, got {c["patch_size"]}')
+        integer('search_radius_px', 1)
+        integer('pyramid_levels', 1)
+        number('min_score', -1.0, 1.0)
+        number('max_forward_backward_px', 0.0, float('inf'))
+        number('min_corner_quality', 0.0, 0.999999)
+        number('min_patch_std', 0.0, 255.0)
+
+    def match(self, image0: np.ndarray, image1: np.ndarray,
+              predict: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Matches:
+        """Match keypoints of ``image0`` into ``image1``.
+
+        Args:
+            image0: (H, W) uint8 grey image.
+            image1: (H, W) uint8 grey image.
+            predict: optional motion prior: (N, 2) float32 keypoints of image 0 (pixels) ->
+                (N, 2) float32 predicted positions in image 1 (pixels), NaN where unknown;
+                the coarsest search is centred there instead of on the keypoint.
+
+        Returns:
+            ``Matches``: keypoints0 (N, 2) float32 integer corner positions in image 0,
+            keypoints1 (N, 2) float32 sub-pixel positions in image 1, confidence (N,)
+            float32 = the smaller of the forward and backward NCC scores, clipped to [0, 1].
+
+        Raises:
+            ValueError: for images that are not equally sized non-empty (H, W) uint8 arrays,
+                or a prior that does not return (N, 2).
+        """
+        check_gray_pair(image0, image1)
+        c = self.conf
+        half = c['patch_size'] // 2
+        radius = c['search_radius_px']
+        keypoints0 = detect_keypoints(image0, c['max_keypoints'], c['cell_size_px'],
+                                      c['min_corner_quality'], border_px=half)
+        if len(keypoints0) == 0:
+            _LOGGER.debug('ncc: no keypoints')
+            return Matches.empty()
+        prior1 = None
+        if predict is not None:
+            prior1 = np.asarray(predict(keypoints0.copy()), dtype=np.float64)
+            if prior1.shape != keypoints0.shape:
+                raise ValueError(f'predict must return ({len(keypoints0)}, 2), '
+                                 f'got {prior1.shape}')
+
+        levels = usable_levels(image0.shape, c['pyramid_levels'], c['patch_size'])
+        pad = 2 * (half + radius) + 1
+        pyramid0 = [_Level(level, pad) for level in gaussian_pyramid(image0, levels)]
+        pyramid1 = [_Level(level, pad) for level in gaussian_pyramid(image1, levels)]
+        points0 = keypoints0.astype(np.float64)
+        forward = _track(pyramid0, pyramid1, points0, prior1, half, radius)
+        forward_ok = (forward.found & (forward.score >= c['min_score'])
+                      & (forward.template_std >= c['min_patch_std']))
+        index = np.flatnonzero(forward_ok)
+        if len(index) == 0:
+            _LOGGER.debug('ncc: %d keypoints, no forward match', len(points0))
+            return Matches.empty()
+        forward = _Tracks(*(getattr(forward, f)[index] for f in (
+            'points1', 'score', 'template_std', 'found', 'template_xy', 'peak_xy')),
+            around=forward.around[:, index])
+
+        backward = _track(pyramid1, pyramid0, forward.points1, points0[index], half, radius)
+        round_trip = np.linalg.norm(backward.points1 - points0[index], axis=1)
+        keep = (backward.found & (backward.score >= c['min_score'])
+                & (backward.template_std >= c['min_patch_std'])
+                & (round_trip <= c['max_forward_backward_px']))
+        refined1, aligned = _symmetric_refinement(forward, backward)
+        # keypoints0 are integer pixels: the forward template sits exactly on them.
+        points1 = np.where(aligned[:, None], refined1, forward.points1)[keep]
+        confidence = np.clip(np.minimum(forward.score, backward.score)[keep], 0.0, 1.0)
+        index = index[keep]
+        _LOGGER.debug('ncc: %d keypoints, %d forward, %d after forward-backward',
+                      len(points0), int(forward_ok.sum()), len(index))
+        return Matches(keypoints0[index], points1.astype(np.float32),
+                       confidence.astype(np.float32))

@@ -1,0 +1,508 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Frame-to-keyframe visual odometry for RGB-D and monocular cameras, with recovery.
+
+:class:`VisualOdometry` takes one :class:`~relperception.core_types.Frame` at a time and returns a
+:class:`VOResult` with ``T_world_cam``, where *world* is the camera frame of the first frame
+that initialised the tracker (identity there).
+
+Estimation (keyframe ``kf`` -> current frame ``cur``; any :class:`Matcher` gives the matches):
+
+* **RGB-D** (``mode`` 'rgbd', or 'auto' when the keyframe has depth): the matched keyframe
+  pixels are back-projected with the keyframe depth (nearest pixel, inside
+  ``[min_depth_m, max_depth_m]``) and ``cv2.solvePnPRansac`` gives the metric ``T_cur_kf``.
+* **Monocular** (otherwise): essential matrix + ``recoverPose`` give the rotation and the
+  translation direction. The metric scale comes, in this order, from
+
+  1. depth, whenever the keyframe (else the current frame) has some: inliers are triangulated
+     with the unit-norm translation and the scale is the median of measured / triangulated
+     depth;
+  2. ``translation_norm_m`` passed to :meth:`VisualOdometry.step` (wheel odometry, or ground
+     truth in benchmarks): the distance travelled since the previous call; hints of frames
+     that did not become keyframes are summed;
+  3. constant speed: the last keyframe-to-keyframe speed (translation norm / time) times the
+     time since the keyframe (the previous step's norm when stamps do not increase); this
+     keeps the scale of the first pair, it does not observe it. Before any scale is known
+     (first pair of a pure monocular run) the translation keeps unit norm, i.e. the
+     trajectory is defined up to that scale.
+
+Keyframes: the median flow (pixels) of the matches between keyframe and current frame is the
+parallax measure. Below ``keyframe_min_parallax_px`` the camera is considered static: in
+monocular mode the essential matrix is *not* estimated (it is degenerate) and the pose and the
+keyframe are kept; in RGB-D mode the pose is still estimated by PnP against the kept keyframe
+(no drift while static). Otherwise the current frame becomes the keyframe.
+
+Motion prior (``use_motion_prior``): constant velocity. The last frame-to-frame motion, scaled
+to the elapsed time, predicts ``T_cur_kf``; the matcher gets a ``predict`` callable that maps
+keyframe pixels to their expected position in the current image, by back-projection with the
+keyframe depth (RGB-D) or by the infinite homography ``K R K^-1`` (rotation only, monocular).
+NaN is returned where the depth is unknown. No prediction is made before the first motion is
+known or when the gap is more than three times the last frame interval.
+
+Recovery: when matching or the pose estimate fails (fewer than ``min_matches`` matches or
+inliers, RANSAC failure, non-finite pose, matcher error) the result is ``'lost'`` with a
+``message`` and the last good pose is held (no extrapolation). On the next frame the tracker
+first tries to relocalise against the last keyframe (its pose is still valid, so the
+trajectory stays continuous) and, if that keyframe came from a re-initialisation and was never
+tracked against, against the last keyframe that was; if that fails and the frame has texture
+(at least ``min_matches`` Shi-Tomasi corners), the frame becomes the new keyframe at the held
+pose. Both are reported as ``'reinitialized'`` (the first good pose after a loss). The same
+fallback to the confirmed keyframe is tried whenever tracking against an unconfirmed one
+fails. A frame whose size or intrinsics differ from the keyframe's re-initialises
+the same way. Bad data never raise; only wrong argument types raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import logging
+import numbers
+import time
+import typing
+
+import cv2
+import numpy as np
+
+from relperception.core_types import Camera, Frame, Matches
+from relperception.odometry import geometry
+from relperception.transforms import invert_transform, make_transform
+
+logger = logging.getLogger(__name__)
+
+STATUS_INITIALIZED = 'initialized'
+STATUS_TRACKING = 'tracking'
+STATUS_LOST = 'lost'
+STATUS_REINITIALIZED = 'reinitialized'
+
+MODES = ('auto', 'rgbd', 'mono')
+
+#: Largest ratio (gap / last frame interval) the constant-velocity prior is extrapolated over.
+_MAX_PRIOR_EXTRAPOLATION = 3.0
+#: Fewest depth-vs-triangulation pairs for a monocular scale from depth.
+_MIN_SCALE_SAMPLES = 5
+
+#: Keypoint predictor handed to the matcher: (N, 2) float32 pixels -> (N, 2) float32, NaN unknown.
+Predictor = collections.abc.Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass
+class VOResult:
+    """Output of one :meth:`VisualOdometry.step`.
+
+    Attributes:
+        stamp_ns: stamp of the frame (integer nanoseconds).
+        T_world_cam: (4, 4) float64 pose of the camera in the world (first camera) frame.
+        status: 'initialized' | 'tracking' | 'lost' | 'reinitialized'.
+        num_matches: number of matches the matcher returned (keyframe -> frame).
+        num_inliers: matches consistent with the estimated motion.
+        is_keyframe: whether the frame became the new keyframe.
+        matches: the matches keyframe -> frame (all of them, see ``inlier_mask``).
+        message: why the frame is lost, or how it was (re)initialised / scaled.
+        inlier_mask: (num_matches,) bool inliers of ``matches`` (added field; None if unknown).
+        mode: estimator used for this frame: 'rgbd', 'mono' or '' (none).
+    """
+
+    stamp_ns: int
+    T_world_cam: np.ndarray
+    status: str
+    num_matches: int = 0
+    num_inliers: int = 0
+    is_keyframe: bool = False
+    matches: Matches = dataclasses.field(default_factory=Matches.empty)
+    message: str = ''
+    inlier_mask: np.ndarray | None = None
+    mode: str = ''
+
+
+@dataclasses.dataclass
+class _Keyframe:
+    gray: np.ndarray
+    depth: np.ndarray | None
+    camera: Camera
+    T_world_cam: np.ndarray
+    stamp_ns: int
+
+
+@dataclasses.dataclass
+class _Estimate:
+    T_world_cam: np.ndarray
+    matches: Matches
+    inlier_mask: np.ndarray
+    is_keyframe: bool
+    mode: str
+    message: str
+
+
+@dataclasses.dataclass
+class _Failure:
+    message: str
+    matches: Matches = dataclasses.field(default_factory=Matches.empty)
+    mode: str = ''
+
+
+def _same_camera(camera0: Camera, camera1: Camera) -> bool:
+    return ((camera0.width, camera0.height) == (camera1.width, camera1.height)
+            and np.allclose(camera0.K, camera1.K)
+            and np.array_equal(camera0.distortion, camera1.distortion))
+
+
+def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
+    """Return the motion ``T_cam1_cam0`` (4, 4) scaled in time by ``ratio`` (rotation vector)."""
+    rotvec = cv2.Rodrigues(np.ascontiguousarray(T_cam1_cam0[:3, :3]))[0] * ratio
+    return make_transform(cv2.Rodrigues(rotvec)[0], T_cam1_cam0[:3, 3] * ratio)
+
+
+class VisualOdometry:
+    """Frame-to-keyframe visual odometry (RGB-D PnP or monocular essential matrix).
+
+    Args:
+        matcher: object with ``match(image0, image1, predict=None) -> Matches`` on (H, W)
+            uint8 grey images (see ``relperception.matching``).
+        conf: overrides of :attr:`default_conf`; unknown keys raise ``ValueError``.
+    """
+
+    default_conf: typing.ClassVar[dict] = {
+        'mode': 'auto',                  # 'auto' | 'rgbd' | 'mono'
+        'min_matches': 30,               # fewest matches and inliers to accept a pose
+        'ransac_threshold_px': 1.0,      # RANSAC threshold (epipolar distance / reprojection)
+        'ransac_confidence': 0.999,
+        'keyframe_min_parallax_px': 1.0,  # median flow below which the camera is static
+        'min_depth_m': 0.1,              # depth outside [min, max] is treated as invalid
+        'max_depth_m': 40.0,
+        'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
+    }
+
+    def __init__(self, matcher, conf: dict | None = None):
+        """Validate ``conf`` against :attr:`default_conf` and start in the reset state."""
+        if not callable(getattr(matcher, 'match', None)):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
+        self.matcher = matcher
+        self.conf = self._check_conf(conf)
+        self.reset()
+
+    @classmethod
+    def _check_conf(cls, conf: dict | None) -> dict:
+        conf = dict(conf or {})
+        unknown = sorted(set(conf) - set(cls.default_conf))
+        if unknown:
+            raise ValueError(f'unknown odometry configuration keys: {unknown}; '
+                             f'known: {sorted(cls.default_conf)}')
+        merged = {**cls.default_conf, **conf}
+        if merged['mode'] not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {merged['mode']!r}")
+        min_matches = merged['min_matches']
+        if isinstance(min_matches, bool) or not isinstance(min_matches, numbers.Integral) \
+                or min_matches < 5:
+            raise ValueError(f'min_matches must be an integer >= 5, got {min_matches!r}')
+        merged['min_matches'] = int(min_matches)
+        for key in ('ransac_threshold_px', 'ransac_confidence', 'keyframe_min_parallax_px',
+                    'min_depth_m', 'max_depth_m'):
+            value = merged[key]
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not np.isfinite(value):
+                raise ValueError(f'{key} must be a finite number, got {value!r}')
+            merged[key] = float(value)
+        if merged['ransac_threshold_px'] <= 0:
+            raise ValueError('ransac_threshold_px must be > 0')
+        if not 0.0 < merged['ransac_confidence'] < 1.0:
+            raise ValueError('ransac_confidence must be in (0, 1)')
+        if merged['keyframe_min_parallax_px'] < 0:
+            raise ValueError('keyframe_min_parallax_px must be >= 0')
+        if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
+            raise ValueError('need 0 <= min_depth_m < max_depth_m')
+        if not isinstance(merged['use_motion_prior'], (bool, np.bool_)):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f"use_motion_prior must be a bool, got {merged['use_motion_prior']!r}")
+        merged['use_motion_prior'] = bool(merged['use_motion_prior'])
+        return merged
+
+    def reset(self) -> None:
+        """Forget everything; the next frame initialises a new world frame at identity."""
+        self._keyframe: _Keyframe | None = None
+        self._anchor: _Keyframe | None = None  # last keyframe confirmed by tracking
+        self._initialized = False
+        self._lost = False
+        self._T_world_last = np.eye(4)        # last good (or held) pose
+        self._stamp_last: int | None = None  # stamp of the last good frame
+        self._velocity: tuple[np.ndarray, float] | None = None  # (T_cur_prev, dt_s)
+        self._speed_mps: float | None = None
+        self._last_step_m: float | None = None  # last keyframe-to-keyframe distance
+        self._hint_since_keyframe: float | None = None
+
+    # ------------------------------------------------------------------ public API
+
+    def step(self, frame: Frame, translation_norm_m: float | None = None) -> VOResult:
+        """Track one frame and return its pose.
+
+        Args:
+            frame: the new frame (``image`` uint8 grey or RGB, ``stamp_ns``, ``camera`` and
+                optional ``depth`` (H, W) float32 metres, NaN invalid).
+            translation_norm_m: optional distance in metres the camera travelled since the
+                previous call (wheel odometry, ground truth); used for the monocular scale
+                only. NaN or negative values are ignored.
+
+        Returns:
+            :class:`VOResult`; never raises on bad image data.
+
+        Raises:
+            ValueError: ``frame`` is not a :class:`Frame` or ``translation_norm_m`` not a number.
+        """
+        if not isinstance(frame, Frame):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f'frame must be a relperception.core_types.Frame, got {type(frame)}')
+        if translation_norm_m is not None:
+            if isinstance(translation_norm_m, bool) \
+                    or not isinstance(translation_norm_m, numbers.Real):
+                raise ValueError(f'translation_norm_m must be a number or None, '
+                                 f'got {translation_norm_m!r}')
+            translation_norm_m = float(translation_norm_m)
+            if not (np.isfinite(translation_norm_m) and translation_norm_m >= 0):
+                logger.warning('ignoring translation_norm_m=%s', translation_norm_m)
+                translation_norm_m = None
+        start = time.perf_counter()
+        if translation_norm_m is not None:
+            self._hint_since_keyframe = (self._hint_since_keyframe or 0.0) + translation_norm_m
+        gray = frame.gray
+        depth = self._sanitize_depth(frame.depth)
+        result = self._step(frame, gray, depth)
+        logger.debug('VO %s %s in %.1f ms: %s', frame.stamp_ns, result.status,
+                     1e3 * (time.perf_counter() - start), result.message)
+        return result
+
+    # ------------------------------------------------------------------ state machine
+
+    def _step(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None) -> VOResult:
+        if self._keyframe is None:
+            return self._start(frame, gray, depth, 'first frame')
+        if not _same_camera(self._keyframe.camera, frame.camera):
+            self._lost = True
+            return self._start(frame, gray, depth, 'image size or intrinsics changed')
+        outcome = self._track(frame, gray, depth)
+        to_anchor = False
+        anchor = self._anchor
+        if isinstance(outcome, _Failure) and anchor is not None \
+                and anchor is not self._keyframe and _same_camera(anchor.camera, frame.camera):
+            # The keyframe was never tracked against (a re-initialisation, maybe on a bad
+            # frame): try the last keyframe that was.
+            unconfirmed, self._keyframe = self._keyframe, anchor
+            retry = self._track(frame, gray, depth)
+            if isinstance(retry, _Estimate):
+                outcome, to_anchor = retry, True
+            else:
+                self._keyframe = unconfirmed
+        if isinstance(outcome, _Estimate):
+            recovered = self._lost or to_anchor
+            status = STATUS_REINITIALIZED if recovered else STATUS_TRACKING
+            message = outcome.message
+            if recovered:
+                which = 'last confirmed keyframe' if to_anchor else 'last keyframe'
+                message = f'relocalised against the {which}; {message}'
+            self._accept(frame, gray, depth, outcome)
+            return VOResult(frame.stamp_ns, outcome.T_world_cam.copy(), status,
+                            len(outcome.matches), int(np.count_nonzero(outcome.inlier_mask)),
+                            outcome.is_keyframe, outcome.matches, message,
+                            outcome.inlier_mask, outcome.mode)
+        if self._lost:
+            # Second failure in a row: re-initialise from this frame if it has texture.
+            return self._start(frame, gray, depth, f'relocalisation failed ({outcome.message})')
+        self._lost = True
+        return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
+                        len(outcome.matches), 0, False, outcome.matches, outcome.message,
+                        np.zeros(len(outcome.matches), dtype=bool), outcome.mode)
+
+    def _start(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
+               reason: str) -> VOResult:
+        """Make ``frame`` the keyframe at the held pose (identity for the very first)."""
+        if not self._has_texture(gray):
+            self._lost = self._initialized
+            return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
+                            message=f'{reason}; too little texture to (re)initialise')
+        status = STATUS_REINITIALIZED if self._initialized else STATUS_INITIALIZED
+        self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, self._T_world_last.copy(),
+                                   frame.stamp_ns)
+        self._initialized = True
+        self._lost = False
+        self._stamp_last = frame.stamp_ns
+        self._velocity = None
+        self._hint_since_keyframe = None
+        message = reason if status == STATUS_INITIALIZED else \
+            f'{reason}; re-initialised from this frame at the held pose'
+        return VOResult(frame.stamp_ns, self._T_world_last.copy(), status, is_keyframe=True,
+                        message=message)
+
+    def _accept(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
+                estimate: _Estimate) -> None:
+        """Commit a successful estimate: velocity, speed, keyframe."""
+        T_world_cur = estimate.T_world_cam
+        if self._stamp_last is not None:
+            dt = (frame.stamp_ns - self._stamp_last) * 1e-9
+            T_cur_prev = invert_transform(T_world_cur) @ self._T_world_last
+            self._velocity = (T_cur_prev, dt)
+        if estimate.is_keyframe:
+            kf = self._keyframe
+            dt_kf = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+            distance = float(np.linalg.norm(T_world_cur[:3, 3] - kf.T_world_cam[:3, 3]))
+            self._last_step_m = distance
+            if dt_kf > 0:
+                self._speed_mps = distance / dt_kf
+            self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, T_world_cur.copy(),
+                                       frame.stamp_ns)
+            self._hint_since_keyframe = None
+        self._anchor = self._keyframe
+        self._T_world_last = T_world_cur.copy()
+        self._stamp_last = frame.stamp_ns
+        self._lost = False
+
+    # ------------------------------------------------------------------ estimation
+
+    def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
+        conf = self.conf
+        kf = self._keyframe
+        use_rgbd = conf['mode'] != 'mono' and kf.depth is not None
+        mode_name = 'rgbd' if use_rgbd else 'mono'
+        if conf['mode'] == 'rgbd' and kf.depth is None:
+            return _Failure("mode is 'rgbd' but the keyframe has no valid depth")
+        predict = self._make_predict(frame, use_rgbd) if conf['use_motion_prior'] else None
+        try:
+            matches = self.matcher.match(kf.gray, gray, predict=predict)
+        except (ValueError, cv2.error, np.linalg.LinAlgError, FloatingPointError) as error:
+            logger.warning('matcher failed: %s', error)
+            return _Failure(f'matcher failed: {error}', mode=mode_name)
+        if not isinstance(matches, Matches):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f'matcher returned {type(matches)}, expected Matches')
+        keypoints0 = matches.keypoints0.astype(np.float64)
+        keypoints1 = matches.keypoints1.astype(np.float64)
+        finite = np.isfinite(keypoints0).all(axis=1) & np.isfinite(keypoints1).all(axis=1)
+        num_finite = int(np.count_nonzero(finite))
+        if num_finite < conf['min_matches']:
+            return _Failure(f'only {num_finite} matches (min_matches={conf["min_matches"]})',
+                            matches, mode_name)
+        flow = float(np.median(np.linalg.norm(keypoints1[finite] - keypoints0[finite], axis=1)))
+        moving = flow >= conf['keyframe_min_parallax_px']
+        threshold, confidence = conf['ransac_threshold_px'], conf['ransac_confidence']
+
+        if use_rgbd:
+            points3d = geometry.backproject(keypoints0, kf.depth, kf.camera)
+            result = geometry.relative_pose_pnp(points3d, keypoints1, frame.camera, threshold,
+                                                confidence)
+            if result is None:
+                num_depth = int(np.count_nonzero(np.isfinite(points3d).all(axis=1)))
+                return _Failure(f'PnP RANSAC failed ({num_depth} matches with depth)',
+                                matches, mode_name)
+            T_cur_kf, inliers = result
+            message = f'PnP, median flow {flow:.2f} px'
+        elif not moving:
+            T_cur_kf = None   # the pose is kept exactly
+            inliers = finite
+            message = (f'static (median flow {flow:.2f} px < keyframe_min_parallax_px): '
+                       'pose and keyframe kept')
+        else:
+            result = geometry.relative_pose_essential(keypoints0, keypoints1, frame.camera,
+                                                      threshold, confidence)
+            if result is None:
+                return _Failure('essential matrix RANSAC failed', matches, mode_name)
+            T_unit, inliers = result
+            if np.count_nonzero(inliers) >= conf['min_matches']:
+                scale, source = self._mono_scale(frame, depth, keypoints0[inliers],
+                                                 keypoints1[inliers], T_unit)
+                T_cur_kf = T_unit.copy()
+                T_cur_kf[:3, 3] *= scale
+                message = f'essential matrix, scale {scale:.4g} m from {source}'
+            else:
+                T_cur_kf = T_unit
+                message = ''
+        num_inliers = int(np.count_nonzero(inliers))
+        if num_inliers < conf['min_matches']:
+            return _Failure(f'only {num_inliers} inliers of {num_finite} matches '
+                            f'(min_matches={conf["min_matches"]})', matches, mode_name)
+        if T_cur_kf is None:
+            T_world_cur = self._T_world_last.copy()
+        elif np.all(np.isfinite(T_cur_kf)):
+            T_world_cur = kf.T_world_cam @ invert_transform(T_cur_kf)
+        else:
+            return _Failure('non-finite pose estimate', matches, mode_name)
+        return _Estimate(T_world_cur, matches, inliers, bool(moving), mode_name, message)
+
+    def _mono_scale(self, frame: Frame, depth: np.ndarray | None, points0: np.ndarray,
+                    points1: np.ndarray, T_unit: np.ndarray) -> tuple[float, str]:
+        """Return the metric norm of the keyframe -> frame translation and where it came from."""
+        kf = self._keyframe
+        if kf.depth is not None or depth is not None:
+            X0 = geometry.triangulate(points0, points1, T_unit, frame.camera)
+            if kf.depth is not None:
+                z_triangulated = X0[:, 2]
+                z_measured = geometry.backproject(points0, kf.depth, kf.camera)[:, 2]
+                source = 'keyframe depth'
+            else:
+                z_triangulated = (X0 @ T_unit[:3, :3].T + T_unit[:3, 3])[:, 2]
+                z_measured = geometry.backproject(points1, depth, frame.camera)[:, 2]
+                source = 'frame depth'
+            valid = np.isfinite(z_triangulated) & np.isfinite(z_measured) & (z_triangulated > 0)
+            if np.count_nonzero(valid) >= _MIN_SCALE_SAMPLES:
+                ratios = z_measured[valid] / z_triangulated[valid]
+                scale = float(np.median(ratios))
+                if np.isfinite(scale) and scale > 0:
+                    return scale, f'{source} ({np.count_nonzero(valid)} points)'
+        if self._hint_since_keyframe is not None:
+            return self._hint_since_keyframe, 'translation_norm_m'
+        dt = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+        if self._speed_mps is not None and dt > 0:
+            return self._speed_mps * dt, 'constant speed'
+        if self._last_step_m is not None:
+            return self._last_step_m, 'previous step (no usable stamps)'
+        return 1.0, 'nothing (unit translation, arbitrary scale)'
+
+    def _make_predict(self, frame: Frame, use_rgbd: bool) -> Predictor | None:
+        """Return the constant-velocity keypoint predictor keyframe -> frame, or None."""
+        if self._velocity is None or self._stamp_last is None:
+            return None
+        T_cur_prev, dt_last = self._velocity
+        dt = (frame.stamp_ns - self._stamp_last) * 1e-9
+        if dt_last > 0 and dt >= 0:
+            ratio = dt / dt_last
+        else:
+            ratio = 1.0
+        if ratio > _MAX_PRIOR_EXTRAPOLATION:
+            return None
+        T_cur_world = _scale_motion(T_cur_prev, ratio) @ invert_transform(self._T_world_last)
+        kf = self._keyframe
+        T_cur_kf = T_cur_world @ kf.T_world_cam
+        if not np.all(np.isfinite(T_cur_kf)):
+            return None
+        camera_cur = frame.camera
+
+        def predict(keypoints0: np.ndarray) -> np.ndarray:
+            keypoints0 = np.asarray(keypoints0, dtype=np.float64).reshape(-1, 2)
+            if use_rgbd:
+                points = geometry.backproject(keypoints0, kf.depth, kf.camera)
+                points = points @ T_cur_kf[:3, :3].T + T_cur_kf[:3, 3]
+            else:
+                points = geometry.normalized_rays(keypoints0, kf.camera) @ T_cur_kf[:3, :3].T
+            return geometry.project(points, camera_cur).astype(np.float32)
+
+        return predict
+
+    # ------------------------------------------------------------------ helpers
+
+    def _sanitize_depth(self, depth: np.ndarray | None) -> np.ndarray | None:
+        """Return depth with values outside [min, max] set to NaN, or None if too few valid."""
+        if depth is None:
+            return None
+        depth = np.array(depth, dtype=np.float32, copy=True)
+        with np.errstate(invalid='ignore'):
+            invalid = ~((depth >= self.conf['min_depth_m']) & (depth <= self.conf['max_depth_m']))
+        depth[invalid] = np.nan
+        if depth.size - np.count_nonzero(invalid) < self.conf['min_matches']:
+            return None
+        return depth
+
+    def _has_texture(self, gray: np.ndarray) -> bool:
+        """Return whether ``gray`` has at least ``min_matches`` corners (is worth a keyframe)."""
+        if float(gray.std()) < 1.0:
+            return False
+        corners = cv2.goodFeaturesToTrack(gray, maxCorners=self.conf['min_matches'],
+                                          qualityLevel=0.01, minDistance=3)
+        return corners is not None and len(corners) >= self.conf['min_matches']

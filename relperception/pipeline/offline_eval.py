@@ -1,0 +1,600 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Offline evaluation of the VO pipeline on a rosbag2 recording.
+
+:func:`evaluate_bag` reads a bag (topics from the ``topics.*`` configuration), runs
+:class:`~relperception.pipeline.vo_pipeline.VOPipeline` on every image and scores the
+trajectory against the ground-truth pose topic with evo. It writes into the output folder:
+
+=================  =========================================================================
+``trajectory.tum``   estimated camera poses (TUM format) in the ground-truth world frame: the
+                     VO trajectory (world = first camera) left-multiplied by the ground-truth
+                     pose at the first estimated frame (interpolated); in the VO frame when the
+                     bag has no ground truth. Frames reported ``'lost'`` are left out.
+``groundtruth.tum``  ground truth interpolated at the stamps of the estimated frames.
+``summary.json``     metrics (:func:`~relperception.evaluation.trajectory.evaluate_trajectory`,
+                     SE(3) alignment for RGB-D, Sim(3) for monocular), frame counts, timing,
+                     and every error met on the way.
+``timing.csv``       one row per processed frame: stamp, status, matches, inliers, keyframe,
+                     depth used, VO processing time (ms), decode time (ms).
+``trajectory.png``   top and side views of ground truth and aligned estimate.
+``errors.png``       absolute position error over time.
+=================  =========================================================================
+
+Pairing: each image is paired with the depth image of the same header stamp, or else the
+nearest one within 20 ms; images wait in a short queue for their depth (the two topics may be
+interleaved either way in the bag). The latest ``CameraInfo`` gives the intrinsics.
+
+Modes: ``'rgbd'`` needs the depth topic; ``'mono'`` ignores depth entirely (pure monocular,
+the trajectory is defined up to scale and aligned with Sim(3)); ``'auto'`` chooses RGB-D when
+the bag has depth for at least half of its images, monocular otherwise. With
+``gt_scale=True`` (benchmark option ``--gt-scale``) a monocular run receives the ground-truth
+distance travelled between consecutive frames as its scale hint; the summary says so.
+
+Robustness: a missing image or CameraInfo topic raises ``ValueError`` listing the bag's topics.
+Bad messages (undecodable image, no CameraInfo yet, depth of the wrong size or without a single
+valid pixel) are logged, counted in ``summary['errors']`` and the frame is skipped or its depth
+ignored. A damaged or truncated bag is read up to the damage and everything computed so far is
+written; ``summary['complete']`` is then False and the damage is in ``summary['errors']``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+import csv
+import logging
+import math
+from pathlib import Path
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from relperception.config import load_config
+from relperception.evaluation.report import plot_errors, plot_trajectories, write_json
+from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
+                                                 PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.transforms import invert_transform
+
+logger = logging.getLogger(__name__)
+
+MODES = ('auto', 'rgbd', 'mono')
+
+#: Largest stamp difference of an image and the depth image paired with it (seconds).
+DEPTH_PAIRING_TOLERANCE_S = 0.02
+#: Auto mode runs RGB-D when the bag has at least this many depth images per image.
+AUTO_RGBD_MIN_DEPTH_FRACTION = 0.5
+#: Largest stamp difference when ground truth is associated with a frame (seconds).
+GT_TOLERANCE_S = 0.02
+#: Images waiting for their depth image; older ones are processed without waiting longer.
+_MAX_PENDING_IMAGES = 8
+#: Depth messages kept for pairing.
+_MAX_BUFFERED_DEPTHS = 32
+#: Error messages kept in the summary (all are counted).
+_MAX_ERRORS_KEPT = 200
+
+#: Metric keys of the summary (None when they cannot be computed, e.g. no ground truth).
+METRIC_KEYS = ('ate_rmse_m', 'ate_mean_m', 'ate_median_m', 'ate_max_m', 'rpe_trans_rmse_m',
+               'rpe_rot_rmse_deg', 'drift_percent', 'rot_drift_deg_per_m', 'scale',
+               'num_poses_matched', 'path_length_m', 'alignment')
+
+_NS_PER_S = 1_000_000_000
+
+
+class _Errors:
+    """Collects error messages: logs each one, keeps the first few hundred, counts all."""
+
+    def __init__(self):
+        self.kept: list[str] = []
+        self.count = 0
+
+    def add(self, message: str, level: int = logging.WARNING) -> None:
+        self.count += 1
+        logger.log(level, '%s', message)
+        if len(self.kept) < _MAX_ERRORS_KEPT:
+            self.kept.append(message)
+
+    def add_new(self, messages, already: set) -> None:
+        for message in messages:
+            if message not in already:
+                already.add(message)
+                self.add(message, logging.ERROR)
+
+
+def _require_topic(bag_topics: Mapping[str, str], topic: str, what: str, bag_path) -> str:
+    """Return the topic to read for ``topic`` (or its ``/compressed`` variant), else raise."""
+    from relperception.data.topics import compressed_topic
+
+    if topic in bag_topics:
+        return topic
+    if what == 'image' and compressed_topic(topic) in bag_topics:
+        logger.info('reading %s (the bag has no %s)', compressed_topic(topic), topic)
+        return compressed_topic(topic)
+    listing = ', '.join(f'{name} ({kind})' for name, kind in sorted(bag_topics.items()))
+    raise ValueError(f'bag {bag_path} has no {what} topic {topic!r} (set topics.{what} in the '
+                     f'configuration); its topics: {listing or "none"}')
+
+
+def _resolve_mode(requested: str, num_depth: int, num_images: int,
+                  depth_topic: str | None) -> str:
+    """Return 'rgbd' or 'mono'; 'auto' is RGB-D when at least half the images have depth."""
+    if requested not in MODES:
+        raise ValueError(f'mode must be one of {MODES}, got {requested!r}')
+    if requested == 'rgbd' and num_depth == 0:
+        raise ValueError(f"mode 'rgbd' needs depth, but the bag has no messages on the depth "
+                         f'topic {depth_topic!r}')
+    if requested == 'auto':
+        if 0 < num_depth < AUTO_RGBD_MIN_DEPTH_FRACTION * num_images:
+            logger.warning('only %d depth images for %d images: auto mode runs monocular '
+                           '(use --mode rgbd to force RGB-D)', num_depth, num_images)
+        rgbd = num_depth > 0 and num_depth >= AUTO_RGBD_MIN_DEPTH_FRACTION * num_images
+        return 'rgbd' if rgbd else 'mono'
+    return requested
+
+
+def _read_ground_truth(reader, topic: str | None, errors: _Errors):
+    """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic."""
+    from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+
+    stamps, poses = [], []
+    if topic is None:
+        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+    try:
+        for message in reader.messages([topic]):
+            try:
+                header = getattr(message.msg, 'header', None)
+                stamp = stamp_to_ns(header.stamp) if header is not None else \
+                    message.log_time_ns
+                poses.append(transform_from_pose_msg(message.msg))
+                stamps.append(stamp)
+            except (ValueError, AttributeError) as exc:
+                errors.add(f'{topic} at {message.log_time_ns} ns: bad pose ({exc})')
+    except Exception as exc:  # noqa: BLE001 - a damaged bag keeps what was read
+        errors.add(f'reading ground truth stopped: {type(exc).__name__}: {exc}', logging.ERROR)
+    if not stamps:
+        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+    stamps = np.asarray(stamps, dtype=np.int64)
+    order = np.argsort(stamps, kind='stable')
+    return stamps[order], np.stack(poses)[order]
+
+
+class _FrameAssembler:
+    """Pairs images with CameraInfo and depth and turns them into Frames, in stamp order."""
+
+    def __init__(self, use_depth: bool, errors: _Errors):
+        self.use_depth = use_depth
+        self.errors = errors
+        self.camera = None
+        self.pending: deque = deque()           # (stamp_ns, BagMessage) of images
+        self.depths: deque = deque(maxlen=_MAX_BUFFERED_DEPTHS)  # (stamp_ns, BagMessage)
+        self.newest_depth_ns: int | None = None
+        self.frames_without_depth = 0
+        self.frames_skipped = 0
+        self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
+
+    @staticmethod
+    def _stamp(message) -> int:
+        from relperception.data.messages import stamp_to_ns
+
+        header = getattr(message.msg, 'header', None)
+        return stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
+
+    def add_camera_info(self, message) -> list:
+        from relperception.data.messages import camera_from_camera_info
+
+        try:
+            self.camera = camera_from_camera_info(message.msg)
+        except (ValueError, AttributeError) as exc:
+            self.errors.add(f'{message.topic} at {message.log_time_ns} ns: bad CameraInfo '
+                            f'({exc})')
+            return []
+        return self._ready()
+
+    def add_depth(self, message) -> list:
+        try:
+            stamp = self._stamp(message)
+        except ValueError as exc:
+            self.errors.add(f'{message.topic}: bad header stamp ({exc})')
+            return []
+        self.depths.append((stamp, message))
+        self.newest_depth_ns = stamp if self.newest_depth_ns is None else \
+            max(self.newest_depth_ns, stamp)
+        return self._ready()
+
+    def add_image(self, message) -> list:
+        try:
+            stamp = self._stamp(message)
+        except ValueError as exc:
+            self.errors.add(f'{message.topic}: bad header stamp ({exc})')
+            self.frames_skipped += 1
+            return []
+        self.pending.append((stamp, message))
+        return self._ready()
+
+    def flush(self) -> list:
+        """Return every waiting frame (end of the bag)."""
+        return self._ready(final=True)
+
+    def _has_exact_depth(self, stamp: int) -> bool:
+        return any(depth_stamp == stamp for depth_stamp, _ in self.depths)
+
+    def _ready(self, final: bool = False) -> list:
+        """Return (stamp_ns, frame or None, decode_ms) of the images that need not wait longer."""
+        out = []
+        while self.pending:
+            stamp, message = self.pending[0]
+            overflow = len(self.pending) > _MAX_PENDING_IMAGES
+            # The CameraInfo of the first image may follow it in the bag: wait for it.
+            has_camera = self.camera is not None
+            has_depth = (not self.use_depth or self._has_exact_depth(stamp)
+                         or (self.newest_depth_ns is not None
+                             and self.newest_depth_ns > stamp + self.tolerance_ns))
+            done = final or overflow or (has_camera and has_depth)
+            if not done:
+                break
+            self.pending.popleft()
+            start = time.perf_counter()
+            frame = self._build(stamp, message)
+            out.append((stamp, frame, 1e3 * (time.perf_counter() - start)))
+        return out
+
+    def _nearest_depth(self, stamp: int):
+        best = None
+        for depth_stamp, message in self.depths:
+            gap = abs(depth_stamp - stamp)
+            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
+                best = (gap, message)
+        return None if best is None else best[1]
+
+    def _build(self, stamp: int, message):
+        from relperception.data.messages import decode_image_message
+        from relperception.imaging.image_encodings import to_mono8
+        from relperception.core_types import Frame
+
+        where = f'{message.topic} at {stamp} ns'
+        if self.camera is None:
+            self.errors.add(f'{where}: no CameraInfo received yet; frame skipped')
+            self.frames_skipped += 1
+            return None
+        try:
+            array, encoding = decode_image_message(message.msg, message.msgtype)
+            image = to_mono8(array, encoding)
+        except (ValueError, TypeError) as exc:
+            self.errors.add(f'{where}: undecodable image ({exc}); frame skipped')
+            self.frames_skipped += 1
+            return None
+        if image.shape != (self.camera.height, self.camera.width):
+            self.errors.add(f'{where}: image is {image.shape[1]}x{image.shape[0]} but CameraInfo '
+                            f'says {self.camera.width}x{self.camera.height}; frame skipped')
+            self.frames_skipped += 1
+            return None
+        depth = self._depth_for(stamp, image.shape) if self.use_depth else None
+        if self.use_depth and depth is None:
+            self.frames_without_depth += 1
+        return Frame(image=np.ascontiguousarray(image), stamp_ns=stamp, camera=self.camera,
+                     depth=depth)
+
+    def _depth_for(self, stamp: int, shape):
+        from relperception.data.messages import decode_image_message
+        from relperception.imaging.image_encodings import depth_to_metres
+
+        message = self._nearest_depth(stamp)
+        if message is None:
+            self.errors.add(f'image at {stamp} ns: no depth image within '
+                            f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms; depth ignored')
+            return None
+        where = f'{message.topic} for the image at {stamp} ns'
+        try:
+            array, encoding = decode_image_message(message.msg, message.msgtype)
+            depth = depth_to_metres(array, encoding)
+        except (ValueError, TypeError) as exc:
+            self.errors.add(f'{where}: undecodable depth ({exc}); depth ignored')
+            return None
+        if depth.shape != tuple(shape):
+            self.errors.add(f'{where}: depth is {depth.shape[1]}x{depth.shape[0]}, image is '
+                            f'{shape[1]}x{shape[0]}; depth ignored')
+            return None
+        if not np.isfinite(depth).any():
+            self.errors.add(f'{where}: no valid depth pixel (all NaN, zero or negative); depth '
+                            'ignored')
+            return None
+        return depth
+
+
+def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None:
+    """Return the ground-truth distance (m) between two stamps, None if not covered."""
+    if len(gt_stamps) == 0:
+        return None
+    poses, valid = interpolate_poses(gt_stamps, gt_poses, [stamp0, stamp1], GT_TOLERANCE_S)
+    if not valid.all():
+        return None
+    return float(np.linalg.norm(poses[1][:3, 3] - poses[0][:3, 3]))
+
+
+def _write_timing_csv(path: Path, rows: list) -> None:
+    fields = ('frame', 'stamp_ns', 'status', 'num_matches', 'num_inliers', 'is_keyframe',
+              'depth', 'process_ms', 'decode_ms')
+    with open(path, 'w', newline='', encoding='utf-8') as stream:
+        writer = csv.writer(stream)
+        writer.writerow(fields)
+        for index, row in enumerate(rows):
+            writer.writerow([index, row['stamp_ns'], row['status'], row['num_matches'],
+                             row['num_inliers'], int(row['is_keyframe']), int(row['depth']),
+                             f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}"])
+
+
+def _percentile(values, q: float) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(values, q)) if len(values) else float('nan')
+
+
+def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
+                 mode: str | None = None, max_frames: int | None = None,
+                 progress: bool = True, gt_scale: bool = False,
+                 plots: bool = True) -> dict[str, Any]:
+    """Run the VO pipeline over a bag, score it against ground truth and write a report.
+
+    Args:
+        bag_path: rosbag2 directory or ``.mcap`` / ``.db3`` file.
+        output_dir: folder for the outputs listed in the module docstring (created).
+        config: flat configuration (:func:`relperception.config.load_config`); None for the
+            defaults. Topics come from ``topics.*``, the mode from ``odometry.mode``.
+        mode: ``'auto'``, ``'rgbd'`` or ``'mono'``; overrides ``odometry.mode``.
+        max_frames: stop after this many images (None: all).
+        progress: show a tqdm progress bar on stderr.
+        gt_scale: monocular benchmark option: give VO the ground-truth distance between
+            consecutive frames as scale hint.
+        plots: write ``trajectory.png`` and ``errors.png``.
+
+    Returns:
+        the summary dict that is also written to ``summary.json`` (see module docstring);
+        metric keys (:data:`METRIC_KEYS`) are None when there is no ground truth.
+
+    Raises:
+        FileNotFoundError: if the bag does not exist.
+        ValueError: unreadable bag, missing image / CameraInfo topic (the message lists the
+            bag's topics), ``'rgbd'`` without depth, ``gt_scale`` without ground truth, or a
+            bad argument.
+    """
+    from relperception.data.bag import BagReader
+    from relperception.pipeline.vo_pipeline import VOPipeline
+
+    started = time.perf_counter()
+    config = load_config(overrides=dict(config or {}))
+    requested = str(mode if mode is not None else config['odometry.mode'])
+    if requested not in MODES:
+        raise ValueError(f'mode must be one of {MODES}, got {requested!r}')
+    if max_frames is not None and int(max_frames) < 1:
+        raise ValueError(f'max_frames must be >= 1 or None, got {max_frames}')
+    bag_path, output_dir = Path(bag_path), Path(output_dir)
+    errors = _Errors()
+    seen_reader_errors: set = set()
+    rows: list = []
+    poses_vo: list = []
+    complete = True
+    frames_read = 0
+
+    with BagReader(bag_path) as reader:
+        bag_topics = reader.topics
+        counts = reader.message_counts
+        image_topic = _require_topic(bag_topics, config['topics.image'], 'image', bag_path)
+        info_topic = _require_topic(bag_topics, config['topics.camera_info'], 'camera_info',
+                                    bag_path)
+        depth_topic = config['topics.depth'] or None
+        num_depth = counts.get(depth_topic, 0) if depth_topic is not None else 0
+        if depth_topic is not None and depth_topic not in bag_topics:
+            logger.info('bag has no depth topic %s', depth_topic)
+        resolved = _resolve_mode(requested, num_depth, counts.get(image_topic, 0), depth_topic)
+        gt_topic = config['topics.ground_truth_pose'] or None
+        if gt_topic is not None and gt_topic not in bag_topics:
+            logger.warning('bag has no ground-truth topic %s; no metrics will be computed',
+                           gt_topic)
+            gt_topic = None
+        if gt_scale and gt_topic is None:
+            raise ValueError('gt_scale needs the ground-truth topic '
+                             f"{config['topics.ground_truth_pose']!r}, which the bag lacks")
+        use_depth = resolved == 'rgbd'
+        errors.add_new(reader.errors, seen_reader_errors)
+
+        gt_stamps, gt_poses = _read_ground_truth(reader, gt_topic, errors)
+        errors.add_new(reader.errors, seen_reader_errors)
+        pipeline = VOPipeline({**config, 'odometry.mode': resolved})
+        assembler = _FrameAssembler(use_depth, errors)
+        wanted = [image_topic, info_topic] + ([depth_topic] if use_depth else [])
+        total = counts.get(image_topic, 0)
+        if max_frames is not None:
+            total = min(total, int(max_frames))
+        logger.info('evaluating %s: %d images, mode %s%s, %d ground-truth poses', bag_path,
+                    counts.get(image_topic, 0), resolved, ' (gt scale)' if gt_scale else '',
+                    len(gt_stamps))
+
+        from tqdm import tqdm
+        bar = tqdm(total=total, unit='frame', file=sys.stderr, disable=not progress,
+                   desc='eval', dynamic_ncols=True)
+        previous_stamp = None
+
+        def consume(ready) -> bool:
+            """Run VO on assembled frames; return False once max_frames is reached."""
+            nonlocal frames_read, previous_stamp
+            for stamp, frame, decode_ms in ready:
+                if max_frames is not None and frames_read >= int(max_frames):
+                    return False
+                frames_read += 1
+                bar.update(1)
+                if frame is None:
+                    continue
+                hint = None
+                if gt_scale and previous_stamp is not None:
+                    hint = _gt_step_norm(gt_stamps, gt_poses, previous_stamp, stamp)
+                result = pipeline.process(frame, translation_norm_m=hint)
+                previous_stamp = stamp
+                rows.append({'stamp_ns': stamp, 'status': result.status,
+                             'num_matches': int(result.num_matches),
+                             'num_inliers': int(result.num_inliers),
+                             'is_keyframe': bool(result.is_keyframe),
+                             'depth': frame.depth is not None,
+                             'process_ms': pipeline.last_timing_ms, 'decode_ms': decode_ms,
+                             'message': result.message})
+                poses_vo.append(np.asarray(result.T_world_cam, dtype=np.float64))
+                if result.status == 'lost':
+                    logger.debug('frame %d lost: %s', stamp, result.message)
+            return max_frames is None or frames_read < int(max_frames)
+
+        try:
+            keep_going = True
+            for message in reader.messages(wanted):
+                if message.topic == info_topic:
+                    ready = assembler.add_camera_info(message)
+                elif message.topic == image_topic:
+                    ready = assembler.add_image(message)
+                else:
+                    ready = assembler.add_depth(message)
+                keep_going = consume(ready)
+                if not keep_going:
+                    break
+            if keep_going:
+                consume(assembler.flush())
+        except Exception as exc:  # noqa: BLE001 - keep and report what was computed so far
+            complete = False
+            errors.add(f'processing stopped after {frames_read} frames: '
+                       f'{type(exc).__name__}: {exc}', logging.ERROR)
+        finally:
+            bar.close()
+        if reader.salvaged or any('damaged' in e for e in reader.errors):
+            complete = False
+        errors.add_new(reader.errors, seen_reader_errors)
+
+    summary = _finish(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
+                      poses_vo, gt_stamps, gt_poses, errors, plots)
+    summary.update({
+        'complete': complete,
+        'frames_in_bag': int(counts.get(image_topic, 0)),
+        'frames_read': frames_read,
+        'frames_skipped': assembler.frames_skipped,
+        'frames_without_depth': assembler.frames_without_depth,
+        'topics': {'image': image_topic, 'camera_info': info_topic,
+                   'depth': depth_topic if use_depth else None, 'ground_truth_pose': gt_topic},
+        'errors': errors.kept,
+        'num_errors': errors.count,
+        'elapsed_s': time.perf_counter() - started,
+    })
+    write_json(output_dir / 'summary.json', summary)
+    _log_summary(summary)
+    return summary
+
+
+def _finish(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
+            gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses, errors: _Errors,
+            plots: bool) -> dict[str, Any]:
+    """Write trajectories, metrics, timing and plots; return the summary (without errors)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    statuses = [row['status'] for row in rows]
+    process_ms = [row['process_ms'] for row in rows]
+    alignment = 'se3' if resolved == 'rgbd' else 'sim3'
+    if resolved == 'rgbd':
+        scale_source = 'depth (metric RGB-D)'
+    elif gt_scale:
+        scale_source = ('ground-truth distance between consecutive frames (benchmark option '
+                        '--gt-scale; not available to a real monocular system)')
+    else:
+        scale_source = 'none: unit-scale monocular trajectory, Sim(3) alignment'
+    summary: dict[str, Any] = {
+        'bag': str(bag_path),
+        'output_dir': str(output_dir),
+        'requested_mode': requested,
+        'mode': resolved,
+        'gt_scale': bool(gt_scale),
+        'scale_source': scale_source,
+        'frames_processed': len(rows),
+        'frames_tracked': sum(s == 'tracking' for s in statuses),
+        'frames_lost': sum(s == 'lost' for s in statuses),
+        'reinitializations': sum(s == 'reinitialized' for s in statuses),
+        'keyframes': sum(bool(row['is_keyframe']) for row in rows),
+        'timing_median_ms': _percentile(process_ms, 50),
+        'timing_p95_ms': _percentile(process_ms, 95),
+        'timing_mean_ms': float(np.mean(process_ms)) if process_ms else float('nan'),
+        'timing_max_ms': float(np.max(process_ms)) if process_ms else float('nan'),
+        'ground_truth_poses': len(gt_stamps),
+        'matcher': config['matcher'],
+    }
+    summary.update(dict.fromkeys(METRIC_KEYS))
+    summary['alignment'] = alignment
+    _write_timing_csv(output_dir / 'timing.csv', rows)
+
+    keep = [i for i, row in enumerate(rows) if row['status'] != 'lost']
+    stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
+    poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
+    summary['outputs'] = {}
+    if len(stamps) == 0:
+        errors.add('no frame was tracked; no trajectory written', logging.ERROR)
+        return summary
+    gt_at_frames, valid = (interpolate_poses(gt_stamps, gt_poses, stamps, GT_TOLERANCE_S)
+                           if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
+    if valid.any():
+        first = int(np.flatnonzero(valid)[0])
+        T_gtworld_vo = gt_at_frames[first] @ invert_transform(poses[first])
+        poses = T_gtworld_vo[None] @ poses
+        summary['trajectory_frame'] = 'ground-truth world (VO anchored at the first frame)'
+    else:
+        summary['trajectory_frame'] = 'first camera (no ground truth at the frame stamps)'
+        if len(gt_stamps):
+            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns does not cover the '
+                       f'frames [{stamps[0]}, {stamps[-1]}] ns; no metrics', logging.ERROR)
+    write_tum(output_dir / 'trajectory.tum', stamps, poses)
+    summary['outputs']['trajectory'] = 'trajectory.tum'
+    if not valid.any():
+        return summary
+    write_tum(output_dir / 'groundtruth.tum', stamps[valid], gt_at_frames[valid])
+    summary['outputs']['groundtruth'] = 'groundtruth.tum'
+    try:
+        result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
+                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S)
+    except ValueError as exc:
+        errors.add(f'trajectory evaluation failed: {exc}', logging.ERROR)
+        return summary
+    summary.update(summary_metrics(result))
+    if plots:
+        _plot(output_dir, result, rows, resolved, alignment, summary, errors)
+    return summary
+
+
+def _plot(output_dir: Path, result: dict, rows: list, resolved: str, alignment: str,
+          summary: dict, errors: _Errors) -> None:
+    per_pose = result[PER_POSE_KEY]
+    title = (f'{resolved} VO, {alignment} aligned: ATE RMSE {result["ate_rmse_m"]:.4f} m, '
+             f'{result["num_poses_matched"]} poses')
+    origin_ns = int(per_pose['stamps_ns'][0])
+    events = {}
+    for status in ('lost', 'reinitialized'):
+        times = [(row['stamp_ns'] - origin_ns) / _NS_PER_S for row in rows
+                 if row['status'] == status]
+        if times:
+            events[status] = times
+    try:
+        plot_trajectories(output_dir / 'trajectory.png', per_pose['gt_xyz'], per_pose['est_xyz'],
+                          title, est_label=f'{resolved} VO')
+        plot_errors(output_dir / 'errors.png', per_pose['stamps_s'], per_pose['ape_m'],
+                    title=f'{resolved} VO: absolute position error ({alignment})',
+                    events=events)
+        summary['outputs'].update({'trajectory_plot': 'trajectory.png',
+                                   'errors_plot': 'errors.png'})
+    except (ValueError, RuntimeError, OSError) as exc:
+        errors.add(f'plotting failed: {exc}', logging.ERROR)
+
+
+def _log_summary(summary: Mapping[str, Any]) -> None:
+    def fmt(value, unit=''):
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return 'n/a'
+        return f'{value:.4g}{unit}' if isinstance(value, float) else f'{value}{unit}'
+
+    logger.info('%s: %s mode, %d frames processed, %d lost, %d re-initialisations, '
+                '%d errors', summary['bag'], summary['mode'], summary['frames_processed'],
+                summary['frames_lost'], summary['reinitializations'], summary['num_errors'])
+    logger.info('ATE RMSE %s, RPE %s / %s, drift %s, scale %s (%s); VO %s median, %s p95',
+                fmt(summary.get('ate_rmse_m'), ' m'), fmt(summary.get('rpe_trans_rmse_m'), ' m'),
+                fmt(summary.get('rpe_rot_rmse_deg'), ' deg'),
+                fmt(summary.get('drift_percent'), ' %'), fmt(summary.get('scale')),
+                summary.get('alignment'), fmt(summary.get('timing_median_ms'), ' ms'),
+                fmt(summary.get('timing_p95_ms'), ' ms'))

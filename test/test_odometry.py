@@ -1,0 +1,509 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of relperception.odometry: two-view geometry and the visual odometry tracker.
+
+Geometry is checked on random 3-D points projected into two cameras (exact answers known);
+the tracker runs the real ``NCCMatcher`` on rendered synthetic sequences with ground truth.
+"""
+
+import cv2
+import numpy as np
+import pytest
+
+from relperception.core_types import Camera, Frame, Matches
+from relperception.data.synthetic import iter_sequence
+from relperception.matching.ncc import NCCMatcher
+from relperception.odometry import geometry
+from relperception.odometry.vo import VisualOdometry, VOResult
+from relperception.transforms import (
+    invert_transform,
+    make_transform,
+    rotation_angle_deg,
+)
+
+WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 30
+
+
+def _camera(distortion=None) -> Camera:
+    camera = Camera.from_intrinsics(300.0, 300.0, 159.5, 119.5, WIDTH, HEIGHT)
+    if distortion is None:
+        return camera
+    return Camera(K=camera.K, width=WIDTH, height=HEIGHT, distortion=distortion)
+
+
+def _scene(seed=0, num_points=200):
+    """Return random points in camera 0 (metres), a relative pose T_cam1_cam0 and the camera."""
+    rng = np.random.default_rng(seed)
+    points = np.stack([rng.uniform(-3, 3, num_points), rng.uniform(-2, 2, num_points),
+                       rng.uniform(3, 10, num_points)], axis=1)
+    T_cam1_cam0 = make_transform(cv2.Rodrigues(np.array([0.02, -0.04, 0.01]))[0],
+                                 [0.25, -0.04, 0.08])
+    return points, T_cam1_cam0
+
+
+def _transform_points(T, points):
+    return points @ T[:3, :3].T + T[:3, 3]
+
+
+def _pose_error(T_estimate, T_true):
+    """Return (translation error m, rotation error deg) of T_estimate w.r.t. T_true."""
+    delta = invert_transform(T_true) @ T_estimate
+    return float(np.linalg.norm(delta[:3, 3])), rotation_angle_deg(delta)
+
+
+class TestBackprojectProject:
+    def test_round_trip(self):
+        camera = _camera()
+        points, _ = _scene()
+        pixels = geometry.project(points, camera)
+        assert pixels.shape == (len(points), 2)
+        inside = ((pixels[:, 0] > -0.5) & (pixels[:, 0] < WIDTH - 0.5)
+                  & (pixels[:, 1] > -0.5) & (pixels[:, 1] < HEIGHT - 0.5))
+        # Depth image whose nearest pixel to each projection holds that point's depth.
+        depth = np.full((HEIGHT, WIDTH), np.nan, np.float32)
+        cols = np.floor(pixels[inside, 0] + 0.5).astype(int)
+        rows = np.floor(pixels[inside, 1] + 0.5).astype(int)
+        depth[rows, cols] = points[inside, 2]
+        lifted = geometry.backproject(pixels, depth, camera)
+        assert lifted.shape == (len(points), 3) and lifted.dtype == np.float64
+        assert np.all(np.isnan(lifted[~inside]))
+        # Points sharing a pixel overwrite each other: compare where the depth is theirs.
+        own = np.isclose(lifted[inside, 2], points[inside, 2], rtol=1e-6)
+        assert own.mean() > 0.9
+        np.testing.assert_allclose(lifted[inside][own], points[inside][own], rtol=1e-5)
+
+    def test_reference_pinhole(self):
+        camera = _camera()
+        points = np.array([[0.0, 0.0, 2.0], [1.0, -0.5, 4.0]])
+        expected = np.array([[159.5, 119.5], [159.5 + 300 * 0.25, 119.5 - 300 * 0.125]])
+        np.testing.assert_allclose(geometry.project(points, camera), expected, atol=1e-9)
+
+    def test_distortion_round_trip(self):
+        camera = _camera(distortion=[0.1, -0.05, 0.001, -0.002, 0.0])
+        points, _ = _scene(num_points=50)
+        pixels = geometry.project(points, camera)
+        undistorted_pinhole = geometry.project(points, _camera())
+        assert np.abs(pixels - undistorted_pinhole).max() > 1.0   # distortion is applied
+        rays = geometry.normalized_rays(pixels, camera)
+        np.testing.assert_allclose(rays[:, :2], points[:, :2] / points[:, 2:], atol=1e-6)
+
+    def test_invalid_depth_and_points(self):
+        camera = _camera()
+        depth = np.full((HEIGHT, WIDTH), 2.0, np.float32)
+        depth[10, 20] = np.nan
+        depth[11, 20] = 0.0
+        pixels = np.array([[20.0, 10.0], [20.2, 10.8], [-3.0, 5.0], [np.nan, 1.0], [40.0, 30.0],
+                           [319.4, 239.4]])
+        lifted = geometry.backproject(pixels, depth, camera)
+        assert np.all(np.isnan(lifted[:4]))
+        np.testing.assert_allclose(lifted[4:, 2], 2.0)
+        behind = geometry.project(np.array([[0.0, 0.0, -1.0], [np.nan, 0, 1], [0, 0, 1.0]]),
+                                  camera)
+        assert np.all(np.isnan(behind[:2])) and np.all(np.isfinite(behind[2]))
+
+    def test_bad_input(self):
+        camera = _camera()
+        with pytest.raises(ValueError):
+            geometry.backproject(np.zeros((3, 3)), np.ones((4, 4), np.float32), camera)
+        with pytest.raises(ValueError):
+            geometry.backproject(np.zeros((3, 2)), np.ones(4, np.float32), camera)
+        with pytest.raises(ValueError):
+            geometry.project(np.zeros((3, 2)), camera)
+        with pytest.raises(ValueError):
+            geometry.project(np.zeros((3, 3)), 'camera')
+
+
+class TestRelativePoseEssential:
+    @pytest.mark.parametrize('distortion', [None, [0.08, -0.03, 0.001, 0.001, 0.0]])
+    def test_exact_recovery(self, distortion):
+        camera = _camera(distortion)
+        points, T_true = _scene()
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        result = geometry.relative_pose_essential(pixels0, pixels1, camera)
+        assert result is not None
+        T_est, inliers = result
+        assert T_est.shape == (4, 4) and inliers.shape == (len(points),) and inliers.dtype == bool
+        assert inliers.mean() > 0.98
+        assert np.isclose(np.linalg.norm(T_est[:3, 3]), 1.0)
+        assert rotation_angle_deg(invert_transform(T_true) @ T_est) < 1e-3
+        direction = T_true[:3, 3] / np.linalg.norm(T_true[:3, 3])
+        assert np.degrees(np.arccos(np.clip(direction @ T_est[:3, 3], -1, 1))) < 1e-2
+
+    def test_outliers_rejected(self):
+        camera = _camera()
+        points, T_true = _scene()
+        rng = np.random.default_rng(1)
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        pixels1 += rng.normal(0, 0.2, pixels1.shape)
+        outlier = np.zeros(len(points), bool)
+        outlier[rng.choice(len(points), 50, replace=False)] = True
+        pixels1[outlier] += rng.uniform(15, 40, (50, 2)) * rng.choice([-1, 1], (50, 2))
+        T_est, inliers = geometry.relative_pose_essential(pixels0, pixels1, camera, 1.0)
+        assert inliers[~outlier].mean() > 0.95
+        assert inliers[outlier].mean() < 0.1   # an outlier may land on its epipolar line
+        assert rotation_angle_deg(invert_transform(T_true) @ T_est) < 0.1
+
+    def test_degenerate(self):
+        camera = _camera()
+        points, T_true = _scene(num_points=7)
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        assert geometry.relative_pose_essential(pixels0, pixels1, camera) is None  # < 8 points
+        points, _ = _scene()
+        pixels0 = geometry.project(points, camera)
+        assert geometry.relative_pose_essential(pixels0, pixels0, camera) is None  # no motion
+        same = np.tile([[100.0, 100.0]], (50, 1))
+        assert geometry.relative_pose_essential(same, same + 3.0, camera) is None
+        empty = np.zeros((0, 2))
+        assert geometry.relative_pose_essential(empty, empty, camera) is None
+        nan = np.full((50, 2), np.nan)
+        assert geometry.relative_pose_essential(nan, nan, camera) is None
+
+    def test_nan_rows_are_not_inliers(self):
+        camera = _camera()
+        points, T_true = _scene()
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        pixels1[:5] = np.nan
+        _, inliers = geometry.relative_pose_essential(pixels0, pixels1, camera)
+        assert not inliers[:5].any() and inliers[5:].mean() > 0.98
+
+    def test_bad_input(self):
+        camera = _camera()
+        with pytest.raises(ValueError):
+            geometry.relative_pose_essential(np.zeros((10, 2)), np.zeros((9, 2)), camera)
+        with pytest.raises(ValueError):
+            geometry.relative_pose_essential(np.zeros((10, 3)), np.zeros((10, 3)), camera)
+        with pytest.raises(ValueError):
+            geometry.relative_pose_essential(np.zeros((10, 2)), np.zeros((10, 2)), camera, 0.0)
+
+
+class TestRelativePosePnP:
+    @pytest.mark.parametrize('distortion', [None, [0.08, -0.03, 0.001, 0.001, 0.0]])
+    def test_exact_recovery(self, distortion):
+        camera = _camera(distortion)
+        points, T_true = _scene()
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        T_est, inliers = geometry.relative_pose_pnp(points, pixels1, camera, 1.0, 0.999)
+        assert inliers.all()
+        translation_error, rotation_error = _pose_error(T_est, T_true)
+        assert translation_error < 1e-6 and rotation_error < 1e-5
+
+    def test_outliers_rejected(self):
+        camera = _camera()
+        points, T_true = _scene()
+        rng = np.random.default_rng(2)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        pixels1 += rng.normal(0, 0.2, pixels1.shape)
+        outlier = np.zeros(len(points), bool)
+        outlier[rng.choice(len(points), 60, replace=False)] = True
+        pixels1[outlier] += rng.uniform(5, 30, (60, 2)) * rng.choice([-1, 1], (60, 2))
+        points_nan = points.copy()
+        points_nan[:3] = np.nan
+        T_est, inliers = geometry.relative_pose_pnp(points_nan, pixels1, camera, 1.0, 0.999)
+        assert not inliers[:3].any() and not inliers[outlier].any()
+        assert inliers[~outlier][3:].mean() > 0.95
+        translation_error, rotation_error = _pose_error(T_est, T_true)
+        assert translation_error < 0.02 and rotation_error < 0.05
+
+    def test_degenerate(self):
+        camera = _camera()
+        points, T_true = _scene(num_points=5)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        assert geometry.relative_pose_pnp(points, pixels1, camera, 1.0, 0.999) is None
+        same = np.tile([[0.0, 0.0, 5.0]], (20, 1))
+        assert geometry.relative_pose_pnp(same, np.full((20, 2), 100.0), camera, 1.0,
+                                          0.999) is None
+        rng = np.random.default_rng(3)
+        garbage = rng.uniform(0, 300, (40, 2))
+        points, _ = _scene(num_points=40)
+        result = geometry.relative_pose_pnp(points, garbage, camera, 1.0, 0.999)
+        assert result is None or result[1].sum() < 12
+
+    def test_bad_input(self):
+        camera = _camera()
+        with pytest.raises(ValueError):
+            geometry.relative_pose_pnp(np.zeros((10, 2)), np.zeros((10, 2)), camera, 1.0, 0.99)
+        with pytest.raises(ValueError):
+            geometry.relative_pose_pnp(np.zeros((10, 3)), np.zeros((8, 2)), camera, 1.0, 0.99)
+        with pytest.raises(ValueError):
+            geometry.relative_pose_pnp(np.zeros((10, 3)), np.zeros((10, 2)), camera, 1.0, 1.5)
+
+
+class TestTriangulate:
+    def test_exact(self):
+        camera = _camera([0.05, 0.0, 0.0, 0.0, 0.0])
+        points, T_true = _scene()
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        pixels0[0] = np.nan
+        triangulated = geometry.triangulate(pixels0, pixels1, T_true, camera)
+        assert triangulated.shape == points.shape
+        assert np.all(np.isnan(triangulated[0]))
+        np.testing.assert_allclose(triangulated[1:], points[1:], rtol=1e-5, atol=1e-6)
+
+    def test_scale_follows_translation(self):
+        camera = _camera()
+        points, T_true = _scene()
+        pixels0 = geometry.project(points, camera)
+        pixels1 = geometry.project(_transform_points(T_true, points), camera)
+        T_half = T_true.copy()
+        T_half[:3, 3] *= 0.5
+        np.testing.assert_allclose(geometry.triangulate(pixels0, pixels1, T_half, camera),
+                                   0.5 * points, rtol=1e-5)
+
+    def test_bad_input(self):
+        camera = _camera()
+        with pytest.raises(ValueError):
+            geometry.triangulate(np.zeros((4, 2)), np.zeros((4, 2)), np.eye(3), camera)
+        with pytest.raises(ValueError):
+            geometry.triangulate(np.zeros((4, 2)), np.zeros((5, 2)), np.eye(4), camera)
+
+
+# ---------------------------------------------------------------------------- tracker
+
+
+@pytest.fixture(scope='module')
+def sequence():
+    """Render the 320x240 test sequence: camera and list of SyntheticFrame (~1 s)."""
+    camera, frames = iter_sequence(NUM_FRAMES, seed=0, width=WIDTH, height=HEIGHT)
+    return camera, list(frames)
+
+
+@pytest.fixture(scope='module')
+def noisy_sequence():
+    """Render the test sequence with grey-level noise of std 4."""
+    camera, frames = iter_sequence(NUM_FRAMES, seed=0, width=WIDTH, height=HEIGHT,
+                                   image_noise_std=4.0)
+    return camera, list(frames)
+
+
+def _run(vo, camera, frames, use_depth=True, hint=False, replace=None):
+    """Run ``vo`` over synthetic frames; ``replace`` maps index -> Frame to inject."""
+    results = []
+    for i, synthetic in enumerate(frames):
+        frame = Frame(synthetic.rgb, synthetic.stamp_ns, camera,
+                      synthetic.depth if use_depth else None)
+        if replace and i in replace:
+            frame = replace[i]
+        norm = None
+        if hint and i > 0:
+            norm = float(np.linalg.norm(synthetic.T_world_cam[:3, 3]
+                                        - frames[i - 1].T_world_cam[:3, 3]))
+        results.append(vo.step(frame, norm))
+    return results
+
+
+def _relative_errors(results, frames, indices=None):
+    """Return per-step (translation m, rotation deg) errors of consecutive relative poses."""
+    errors = []
+    indices = range(1, len(frames)) if indices is None else indices
+    for i in indices:
+        T_true = invert_transform(frames[i].T_world_cam) @ frames[i - 1].T_world_cam
+        T_est = invert_transform(results[i].T_world_cam) @ results[i - 1].T_world_cam
+        errors.append(_pose_error(T_est, T_true))
+    return np.array(errors)
+
+
+def _world_error(results, frames, i):
+    """Return the position error of frame i in the world (= first camera) frame, metres."""
+    T_world0_cam = invert_transform(frames[0].T_world_cam) @ frames[i].T_world_cam
+    return float(np.linalg.norm(results[i].T_world_cam[:3, 3] - T_world0_cam[:3, 3]))
+
+
+class TestVisualOdometry:
+    def test_smoke_rgbd(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher())
+        results = _run(vo, camera, frames[:3])
+        assert all(isinstance(r, VOResult) for r in results)
+        assert [r.status for r in results] == ['initialized', 'tracking', 'tracking']
+        np.testing.assert_array_equal(results[0].T_world_cam, np.eye(4))
+        for r in results[1:]:
+            assert r.T_world_cam.shape == (4, 4) and r.T_world_cam.dtype == np.float64
+            assert isinstance(r.matches, Matches) and r.num_matches == len(r.matches)
+            assert r.inlier_mask.shape == (r.num_matches,)
+            assert r.num_inliers == r.inlier_mask.sum() >= vo.conf['min_matches']
+            assert r.mode == 'rgbd' and r.is_keyframe
+
+    def test_rgbd_accuracy(self, sequence):
+        camera, frames = sequence
+        results = _run(VisualOdometry(NCCMatcher()), camera, frames)
+        assert all(r.status == 'tracking' for r in results[1:])
+        errors = _relative_errors(results, frames)
+        assert errors[:, 0].mean() < 0.004 and errors[:, 1].mean() < 0.05
+        assert _world_error(results, frames, len(frames) - 1) < 0.05   # path is ~1.7 m
+
+    def test_mono_with_translation_hint(self, sequence):
+        camera, frames = sequence
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames,
+                       use_depth=False, hint=True)
+        assert all(r.status == 'tracking' and r.mode == 'mono' for r in results[1:])
+        errors = _relative_errors(results, frames)
+        # Per-frame motion is ~55 mm; monocular direction errors are the limit here.
+        assert errors[:, 0].mean() < 0.015 and errors[:, 1].mean() < 0.2
+
+    def test_mono_scale_from_depth(self, sequence):
+        camera, frames = sequence
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames[:12])
+        assert all('keyframe depth' in r.message for r in results[1:])
+        errors = _relative_errors(results, frames[:12])
+        assert errors[:, 0].mean() < 0.015 and errors[:, 1].mean() < 0.2
+
+    def test_mono_without_scale_keeps_speed(self, sequence):
+        camera, frames = sequence
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames[:12],
+                       use_depth=False)
+        assert 'unit translation' in results[1].message
+        assert all('constant speed' in r.message for r in results[2:])
+        steps = [np.linalg.norm(results[i].T_world_cam[:3, 3] - results[i - 1].T_world_cam[:3, 3])
+                 for i in range(1, 12)]
+        # Rotation needs no scale; the step length stays that of the first (unit) step.
+        assert _relative_errors(results, frames[:12])[:, 1].mean() < 0.2
+        np.testing.assert_allclose(steps, 1.0, rtol=1e-6)
+
+    def test_noise_bounded(self, noisy_sequence):
+        camera, frames = noisy_sequence
+        rgbd = _run(VisualOdometry(NCCMatcher()), camera, frames)
+        mono = _run(VisualOdometry(NCCMatcher()), camera, frames, use_depth=False, hint=True)
+        for results in (rgbd, mono):
+            assert all(r.status == 'tracking' for r in results[1:])
+        assert _relative_errors(rgbd, frames)[:, 0].mean() < 0.006
+        assert _relative_errors(mono, frames)[:, 0].mean() < 0.02
+
+    def test_motion_prior_predicts_matches(self, sequence):
+        camera, frames = sequence
+
+        class RecordingMatcher:
+            """The real NCC matcher, recording the predictions it was given."""
+
+            def __init__(self):
+                self.inner = NCCMatcher()
+                self.errors = []
+
+            def match(self, image0, image1, predict=None):
+                matches = self.inner.match(image0, image1, predict=predict)
+                if predict is not None:
+                    predicted = predict(matches.keypoints0)
+                    assert predicted.shape == matches.keypoints0.shape
+                    assert predicted.dtype == np.float32
+                    self.errors.append(np.nanmedian(
+                        np.linalg.norm(predicted - matches.keypoints1, axis=1)))
+                return matches
+
+        for use_depth in (True, False):
+            matcher = RecordingMatcher()
+            _run(VisualOdometry(matcher), camera, frames[:8], use_depth=use_depth)
+            assert len(matcher.errors) == 6   # no prior for frames 0 and 1
+            # Constant velocity predicts within a pixel or two (rotation only: a few px).
+            assert np.max(matcher.errors) < (1.5 if use_depth else 4.0)
+        matcher = RecordingMatcher()
+        _run(VisualOdometry(matcher, {'use_motion_prior': False}), camera, frames[:4])
+        assert matcher.errors == []
+
+    def test_black_frame_lost_then_relocalised(self, sequence):
+        camera, frames = sequence
+        black = Frame(np.zeros((HEIGHT, WIDTH, 3), np.uint8), frames[10].stamp_ns, camera,
+                      np.full((HEIGHT, WIDTH), np.nan, np.float32))
+        results = _run(VisualOdometry(NCCMatcher()), camera, frames[:16], replace={10: black})
+        statuses = [r.status for r in results]
+        assert statuses[10] == 'lost' and results[10].message
+        np.testing.assert_array_equal(results[10].T_world_cam, results[9].T_world_cam)
+        assert statuses[11] == 'reinitialized'
+        assert statuses[12:] == ['tracking'] * 4
+        # Relocalised against the last keyframe: the trajectory stays continuous.
+        assert _world_error(results, frames, 15) < 0.03
+
+    def test_garbage_keyframe_falls_back_to_confirmed_keyframe(self, sequence):
+        camera, frames = sequence
+        rng = np.random.default_rng(0)
+        replace = {i: Frame(rng.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8),
+                            frames[i].stamp_ns, camera, frames[i].depth) for i in (6, 7)}
+        results = _run(VisualOdometry(NCCMatcher()), camera, frames[:12], replace=replace)
+        statuses = [r.status for r in results]
+        # Noise has texture, so frame 7 re-initialises on it; frame 8 cannot track it and
+        # goes back to the keyframe of frame 5, which keeps the trajectory continuous.
+        assert statuses[6:9] == ['lost', 'reinitialized', 'reinitialized']
+        assert 'confirmed keyframe' in results[8].message
+        assert statuses[9:] == ['tracking'] * 3
+        assert _world_error(results, frames, 11) < 0.03
+
+    def test_reinitialise_from_current_frame(self, sequence):
+        camera, frames = sequence
+        other_camera, other = iter_sequence(4, seed=5, width=WIDTH, height=HEIGHT)
+        other = [Frame(f.rgb, frames[0].stamp_ns, other_camera, f.depth) for f in other]
+        flat = Frame(np.full((HEIGHT, WIDTH), 128, np.uint8), 0, camera)
+        replace = {5: flat, 6: other[0], 7: other[1], 8: other[2]}
+        for index, frame in replace.items():
+            frame.stamp_ns = frames[index].stamp_ns
+        results = _run(VisualOdometry(NCCMatcher()), camera, frames[:9], replace=replace)
+        statuses = [r.status for r in results]
+        assert statuses[5] == 'lost'
+        assert statuses[6] == 'reinitialized' and results[6].is_keyframe
+        assert 're-initialised from this frame' in results[6].message
+        np.testing.assert_array_equal(results[6].T_world_cam, results[4].T_world_cam)
+        assert statuses[7:] == ['tracking', 'tracking']
+
+    def test_flat_first_frame(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher())
+        flat = Frame(np.full((HEIGHT, WIDTH), 7, np.uint8), 0, camera)
+        assert vo.step(flat).status == 'lost'
+        results = _run(vo, camera, frames[:3])
+        assert [r.status for r in results] == ['initialized', 'tracking', 'tracking']
+        np.testing.assert_array_equal(results[0].T_world_cam, np.eye(4))
+
+    def test_size_change_reinitialises(self, sequence):
+        camera, frames = sequence
+        small_camera = camera.scaled(0.5)
+
+        def small(i):
+            f = frames[i]
+            rgb = np.ascontiguousarray(f.rgb[::2, ::2])
+            return Frame(rgb, f.stamp_ns, small_camera, np.ascontiguousarray(f.depth[::2, ::2]))
+
+        vo = VisualOdometry(NCCMatcher())
+        results = _run(vo, camera, frames[:5])
+        resized = vo.step(small(5))
+        assert resized.status == 'reinitialized' and resized.is_keyframe
+        np.testing.assert_array_equal(resized.T_world_cam, results[4].T_world_cam)
+        assert vo.step(small(6)).status == 'tracking'
+
+    def test_static_camera_mono(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        first = _run(vo, camera, frames[:2], use_depth=False)
+        again = Frame(frames[1].rgb, frames[1].stamp_ns + 100_000_000, camera)
+        result = vo.step(again)
+        assert result.status == 'tracking' and not result.is_keyframe
+        assert 'static' in result.message
+        np.testing.assert_array_equal(result.T_world_cam, first[1].T_world_cam)
+
+    def test_reset(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher())
+        _run(vo, camera, frames[:3])
+        vo.reset()
+        result = vo.step(Frame(frames[5].rgb, frames[5].stamp_ns, camera, frames[5].depth))
+        assert result.status == 'initialized'
+        np.testing.assert_array_equal(result.T_world_cam, np.eye(4))
+
+    def test_bad_input(self, sequence):
+        camera, frames = sequence
+        with pytest.raises(ValueError):
+            VisualOdometry(NCCMatcher(), {'no_such_key': 1})
+        with pytest.raises(ValueError):
+            VisualOdometry(NCCMatcher(), {'mode': 'stereo'})
+        with pytest.raises(ValueError):
+            VisualOdometry(NCCMatcher(), {'min_matches': 2})
+        with pytest.raises(ValueError):
+            VisualOdometry(object())
+        vo = VisualOdometry(NCCMatcher())
+        with pytest.raises(ValueError):
+            vo.step(frames[0].rgb)
+        with pytest.raises(ValueError):
+            vo.step(Frame(frames[0].rgb, 0, camera), translation_norm_m='1 m')
+        # Bad data is not a programming error: NaN hints are ignored, nothing raises.
+        assert vo.step(Frame(frames[0].rgb, 0, camera), float('nan')).status == 'initialized'

@@ -1,0 +1,283 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of the VO pipeline, the offline bag evaluation and the ``eval`` / ``demo`` verbs.
+
+Every bag is written into pytest's tmp folder from the synthetic scene generator.
+"""
+
+import csv
+import json
+import shutil
+
+from conftest import SHARED_DATA
+import numpy as np
+import pytest
+from relperception.cli.main import main
+from relperception.core_types import Frame
+from relperception.data import topics
+from relperception.data.bag import BagReader, BagWriter
+from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+from relperception.data.synthetic import iter_sequence
+from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.evaluation.trajectory import evaluate_trajectory, read_tum
+from relperception.pipeline.offline_eval import evaluate_bag, METRIC_KEYS
+from relperception.pipeline.vo_pipeline import VOPipeline
+
+FRAMES = 24
+WIDTH, HEIGHT = 320, 240
+KITTI_06 = SHARED_DATA / 'kitti_odometry_06_f0000-0050'
+
+
+@pytest.fixture(scope='module')
+def synthetic_bag(tmp_path_factory):
+    path = tmp_path_factory.mktemp('bags') / 'synthetic'
+    write_synthetic_bag(path, frames=FRAMES, width=WIDTH, height=HEIGHT)
+    return path
+
+
+@pytest.fixture(scope='module')
+def rgbd_run(synthetic_bag, tmp_path_factory):
+    output = tmp_path_factory.mktemp('rgbd')
+    return output, evaluate_bag(synthetic_bag, output, None, progress=False)
+
+
+def _gt_from_bag(path):
+    stamps, poses = [], []
+    with BagReader(path) as reader:
+        for message in reader.messages([topics.GT_POSE]):
+            stamps.append(stamp_to_ns(message.msg.header.stamp))
+            poses.append(transform_from_pose_msg(message.msg))
+    return np.asarray(stamps), np.stack(poses)
+
+
+def _write_broken_bag(path, num_frames=10):
+    """Write a 320x240 RGB-D bag with one bad image, one wrong-size and one NaN depth.
+
+    Depth messages come before their image for odd frames, and are stamped 5 ms late for
+    frame 2 (nearest-stamp pairing).
+    """
+    camera, sequence = iter_sequence(num_frames=num_frames, seed=1, width=WIDTH, height=HEIGHT)
+    with BagWriter(path) as writer:
+        for index, frame in enumerate(sequence):
+            stamp = frame.stamp_ns
+            depth = frame.depth
+            if index == 3:
+                depth = depth[::2, ::2].copy()  # wrong size
+            elif index == 5:
+                depth = np.full_like(depth, np.nan)  # no valid pixel
+            depth_stamp = stamp + (5_000_000 if index == 2 else 0)
+
+            def write_depth(depth=depth, depth_stamp=depth_stamp):
+                writer.write_image(topics.DEPTH, depth_stamp, depth, '32FC1')
+
+            writer.write_camera_info(topics.CAMERA_INFO, stamp, camera)
+            if index % 2:
+                write_depth()
+            if index == 7:  # an rgb8 image whose data is far too short: undecodable
+                msg = writer.typestore.types[topics.IMAGE_MSGTYPE](
+                    header=writer.header(stamp, topics.CAMERA_FRAME), height=HEIGHT,
+                    width=WIDTH, encoding='rgb8', is_bigendian=0, step=WIDTH * 3,
+                    data=np.zeros(100, np.uint8))
+                writer.write_message(topics.IMAGE, topics.IMAGE_MSGTYPE, stamp, msg)
+            else:
+                writer.write_image(topics.IMAGE, stamp, frame.rgb, 'rgb8')
+            if not index % 2:
+                write_depth()
+            writer.write_pose(topics.GT_POSE, stamp, frame.T_world_cam)
+
+
+class TestVOPipeline:
+    def test_process(self):
+        camera, sequence = iter_sequence(num_frames=3, seed=2, width=WIDTH, height=HEIGHT)
+        pipeline = VOPipeline({'odometry.mode': 'rgbd', 'ncc.max_keypoints': 300})
+        assert pipeline.mode == 'rgbd' and pipeline.config['ncc.max_keypoints'] == 300
+        results = []
+        for item in sequence:
+            frame = Frame(image=item.rgb, stamp_ns=item.stamp_ns, camera=camera, depth=item.depth)
+            results.append(pipeline.process(frame))
+        assert results[0].status == 'initialized'
+        np.testing.assert_allclose(results[0].T_world_cam, np.eye(4))
+        assert all(r.T_world_cam.shape == (4, 4) for r in results)
+        assert len(pipeline.timings_ms) == 3 and pipeline.frames_processed == 3
+        stats = pipeline.timing_stats()
+        assert 0 < stats['median_ms'] <= stats['max_ms']
+        pipeline.reset()
+        assert len(pipeline.timings_ms) == 0 and np.isnan(pipeline.timing_stats()['median_ms'])
+
+    def test_bad_input(self):
+        with pytest.raises(ValueError, match='unknown parameter'):
+            VOPipeline({'odometry.no_such_key': 1})
+        with pytest.raises(ValueError):
+            VOPipeline({'odometry.mode': 'stereo'})
+        with pytest.raises(ValueError, match='Frame'):
+            VOPipeline().process(np.zeros((HEIGHT, WIDTH), np.uint8))
+
+
+class TestEvaluateBag:
+    def test_rgbd_accuracy(self, rgbd_run):
+        _, summary = rgbd_run
+        assert summary['mode'] == 'rgbd' and summary['alignment'] == 'se3'
+        assert summary['frames_processed'] == FRAMES
+        assert summary['frames_lost'] == 0
+        assert summary['complete'] is True and summary['num_errors'] == 0
+        assert summary['num_poses_matched'] == FRAMES
+        assert summary['ate_rmse_m'] < 0.01
+        assert summary['scale'] == 1.0
+        assert summary['timing_median_ms'] > 0
+
+    def test_outputs(self, rgbd_run, synthetic_bag):
+        output, summary = rgbd_run
+        for name in ('trajectory.tum', 'groundtruth.tum', 'summary.json', 'timing.csv',
+                     'trajectory.png', 'errors.png'):
+            assert (output / name).is_file(), name
+        _, poses = read_tum(output / 'trajectory.tum')
+        kept = summary['frames_processed'] - summary['frames_lost']
+        assert poses.shape == (kept, 4, 4)
+        saved = json.loads((output / 'summary.json').read_text())
+        for key in (*METRIC_KEYS, 'frames_processed', 'frames_lost', 'reinitializations',
+                    'timing_median_ms', 'timing_p95_ms', 'errors', 'mode', 'complete'):
+            assert key in saved, key
+        assert saved['ate_rmse_m'] == pytest.approx(summary['ate_rmse_m'])
+        assert 'per_pose' not in saved
+        with open(output / 'timing.csv', newline='') as stream:
+            rows = list(csv.DictReader(stream))
+        assert len(rows) == summary['frames_processed']
+        assert all(float(row['process_ms']) > 0 for row in rows)
+
+    def test_trajectory_in_gt_frame(self, rgbd_run, synthetic_bag):
+        output, _ = rgbd_run
+        gt_stamps, gt_poses = _gt_from_bag(synthetic_bag)
+        stamps, poses = read_tum(output / 'trajectory.tum')
+        stamps_gt_file, poses_gt_file = read_tum(output / 'groundtruth.tum')
+        # ground truth resampled at the frame stamps equals the bag's poses (same stamps here)
+        np.testing.assert_array_equal(stamps_gt_file, gt_stamps)
+        np.testing.assert_allclose(poses_gt_file, gt_poses, atol=1e-8)
+        # anchored at the first frame: identical first pose, and accurate without alignment
+        np.testing.assert_allclose(poses[0], gt_poses[0], atol=1e-8)
+        raw = evaluate_trajectory(stamps, poses, gt_stamps, gt_poses, alignment='none')
+        assert raw['ate_rmse_m'] < 0.02
+
+    def test_monocular(self, synthetic_bag, tmp_path):
+        summary = evaluate_bag(synthetic_bag, tmp_path / 'mono', None, mode='mono',
+                               progress=False, plots=False)
+        assert summary['mode'] == 'mono' and summary['alignment'] == 'sim3'
+        assert summary['gt_scale'] is False and 'unit-scale' in summary['scale_source']
+        assert summary['frames_processed'] == FRAMES
+        assert summary['topics']['depth'] is None
+        assert np.isfinite(summary['ate_rmse_m']) and summary['scale'] > 0
+        assert not (tmp_path / 'mono' / 'trajectory.png').exists()
+        scaled = evaluate_bag(synthetic_bag, tmp_path / 'mono_gt', None, mode='mono',
+                              gt_scale=True, progress=False, plots=False)
+        assert scaled['gt_scale'] is True and '--gt-scale' in scaled['scale_source']
+        assert abs(scaled['scale'] - 1.0) < 0.2  # metric up to the VO error
+
+    def test_max_frames(self, synthetic_bag, tmp_path):
+        summary = evaluate_bag(synthetic_bag, tmp_path, {'odometry.mode': 'auto'},
+                               max_frames=6, progress=False, plots=False)
+        assert summary['frames_processed'] == 6 and summary['mode'] == 'rgbd'
+        assert read_tum(tmp_path / 'trajectory.tum')[0].shape == (6,)
+
+    def test_bad_messages(self, tmp_path):
+        bag = tmp_path / 'broken'
+        _write_broken_bag(bag)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd'
+        assert summary['frames_read'] == 10
+        assert summary['frames_skipped'] == 1  # the undecodable image
+        assert summary['frames_processed'] == 9
+        assert summary['frames_without_depth'] == 2  # wrong size, all NaN
+        joined = '\n'.join(summary['errors'])
+        assert 'undecodable image' in joined
+        assert 'depth is 160x120' in joined
+        assert 'no valid depth pixel' in joined
+        assert summary['num_errors'] == 3  # the 5 ms late depth is paired, not an error
+        with open(tmp_path / 'out' / 'timing.csv', newline='') as stream:
+            rows = list(csv.DictReader(stream))
+        with_depth = [int(row['frame']) for row in rows if row['depth'] == '1']
+        stamps = [int(row['stamp_ns']) for row in rows]
+        assert len(stamps) == 9 and stamps == sorted(stamps)
+        # rows are bag frames 0-6, 8, 9 (7 skipped); 3 and 5 lose their depth, 2 pairs at 5 ms
+        assert with_depth == [0, 1, 2, 4, 6, 7, 8]
+        assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
+
+    def test_truncated_bag(self, synthetic_bag, tmp_path):
+        bag = tmp_path / 'truncated'
+        shutil.copytree(synthetic_bag, bag)
+        mcap = next(bag.glob('*.mcap'))
+        data = mcap.read_bytes()
+        mcap.write_bytes(data[:int(len(data) * 0.6)])
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False)
+        assert summary['complete'] is False
+        assert summary['num_errors'] >= 1
+        assert 0 < summary['frames_processed'] < FRAMES
+        assert (tmp_path / 'out' / 'summary.json').is_file()
+        stamps, _ = read_tum(tmp_path / 'out' / 'trajectory.tum')
+        assert len(stamps) == summary['frames_processed'] - summary['frames_lost']
+        assert summary['ate_rmse_m'] < 0.01
+
+    def test_missing_topic(self, synthetic_bag, tmp_path):
+        with pytest.raises(ValueError, match='/nope') as info:
+            evaluate_bag(synthetic_bag, tmp_path, {'topics.image': '/nope'}, progress=False)
+        assert topics.IMAGE in str(info.value)  # lists the topics the bag has
+        with pytest.raises(ValueError, match='camera_info'):
+            evaluate_bag(synthetic_bag, tmp_path, {'topics.camera_info': '/x'}, progress=False)
+
+    def test_no_depth_and_bad_arguments(self, synthetic_bag, tmp_path):
+        no_depth = {'topics.depth': '/none'}
+        with pytest.raises(ValueError, match="'rgbd' needs depth"):
+            evaluate_bag(synthetic_bag, tmp_path, no_depth, mode='rgbd', progress=False)
+        summary = evaluate_bag(synthetic_bag, tmp_path, no_depth, max_frames=4,
+                               progress=False, plots=False)
+        assert summary['mode'] == 'mono'  # auto without depth
+        with pytest.raises(ValueError, match='mode'):
+            evaluate_bag(synthetic_bag, tmp_path, None, mode='stereo')
+        with pytest.raises(ValueError, match='ground-truth'):
+            evaluate_bag(synthetic_bag, tmp_path, {'topics.ground_truth_pose': '/no_gt'},
+                         mode='mono', gt_scale=True, progress=False)
+        with pytest.raises(FileNotFoundError):
+            evaluate_bag(tmp_path / 'missing_bag', tmp_path, None)
+
+
+class TestCli:
+    def test_eval(self, synthetic_bag, tmp_path):
+        output = tmp_path / 'eval'
+        rc = main(['eval', str(synthetic_bag), '--output', str(output), '--max-frames', '8',
+                   '--no-progress', '--no-plots'])
+        assert rc == 0
+        summary = json.loads((output / 'summary.json').read_text())
+        assert summary['frames_processed'] == 8 and summary['ate_rmse_m'] < 0.01
+
+    def test_eval_errors(self, synthetic_bag, tmp_path):
+        config = tmp_path / 'config.yaml'
+        config.write_text('topics:\n  image: /wrong\n')
+        assert main(['eval', str(synthetic_bag), '-o', str(tmp_path / 'x'), '--config',
+                     str(config), '--no-progress']) == 1
+
+    def test_demo(self, tmp_path):
+        rc = main(['demo', '--frames', '8', '--width', '320', '--height', '240', '--output',
+                   str(tmp_path), '--no-progress'])
+        assert rc == 0
+        metrics = json.loads((tmp_path / 'metrics.json').read_text())
+        assert metrics['rgbd']['frames_processed'] == 8
+        assert metrics['mono']['frames_processed'] == 8
+        assert metrics['rgbd']['ate_rmse_m'] < 0.01
+        for name in ('trajectory.png', 'rgbd/summary.json', 'mono/trajectory.tum',
+                     'synthetic_bag/metadata.yaml'):
+            assert (tmp_path / name).is_file(), name
+
+
+class TestRealData:
+    def test_kitti_monocular(self, tmp_path):
+        """Monocular VO on 30 real KITTI frames (development data; skipped when absent)."""
+        if not (KITTI_06 / 'poses.txt').is_file():
+            pytest.skip(f'development data {KITTI_06} not available')
+        from relperception.data.converters import convert_kitti
+
+        convert_kitti(KITTI_06, tmp_path / 'kitti')
+        summary = evaluate_bag(tmp_path / 'kitti', tmp_path / 'out', None, max_frames=30,
+                               gt_scale=True, progress=False, plots=False)
+        assert summary['mode'] == 'mono' and summary['frames_processed'] == 30
+        assert summary['path_length_m'] > 20  # a car at about 1 m per frame
+        assert summary['frames_lost'] == 0
+        assert summary['ate_rmse_m'] < 0.5
+        assert summary['drift_percent'] < 5
