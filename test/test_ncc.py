@@ -218,10 +218,12 @@ class TestNCCMatcher:
     def test_conf(self):
         """Exactly the documented keys; unknown keys and bad values raise."""
         assert set(NCCMatcher.default_conf) == {
-            'max_keypoints', 'cell_size_px', 'patch_size', 'search_radius_px', 'pyramid_levels',
-            'min_score', 'max_forward_backward_px', 'min_corner_quality', 'min_patch_std'}
+            'max_keypoints', 'cell_size_px', 'patch_size', 'search_radius_px', 'refine_radius_px',
+            'pyramid_levels', 'min_score', 'max_forward_backward_px', 'min_corner_quality',
+            'min_patch_std'}
         assert NCCMatcher({'patch_size': 7}).conf['patch_size'] == 7
         for bad in ({'patchsize': 7}, {'patch_size': 8}, {'search_radius_px': 0},
+                    {'refine_radius_px': 0},
                     {'min_score': 2.0}, {'pyramid_levels': 1.5}):
             with pytest.raises(ValueError):
                 NCCMatcher(bad)
@@ -246,12 +248,13 @@ class TestNCCMatcher:
         assert np.mean(error < 0.3) > 0.9
         assert np.mean(error < 1.0) > 0.99
 
-    def test_large_shift_needs_pyramid(self):
+    @pytest.mark.parametrize('refine_radius', [4, 2])
+    def test_large_shift_needs_pyramid(self, refine_radius):
         """A 40 px shift is found with the pyramid and not without."""
         shift = np.array([40.0, -12.0])
         image0 = textured_image(seed=6)
         image1 = warp(image0, [[1, 0, shift[0]], [0, 1, shift[1]]])
-        matches = NCCMatcher().match(image0, image1)
+        matches = NCCMatcher({'refine_radius_px': refine_radius}).match(image0, image1)
         error = np.linalg.norm(matches.keypoints1 - matches.keypoints0 - shift, axis=1)
         assert len(matches) > 150 and np.median(error) < 0.1 and np.mean(error < 1.0) > 0.98
         flat_search = NCCMatcher({'pyramid_levels': 1}).match(image0, image1)

