@@ -20,7 +20,9 @@ import numpy as np
 
 
 def _as_matrix(K) -> np.ndarray:
-    K = np.asarray(K, dtype=np.float64)
+    # A contiguous copy: OpenCV 5's USAC estimators (findEssentialMat with USAC_MAGSAC) find
+    # no model when K is a strided view, e.g. P[:, :3] of a KITTI projection matrix.
+    K = np.array(K, dtype=np.float64, order='C', copy=True)
     if K.shape != (3, 3):
         raise ValueError(f'camera matrix K must have shape (3, 3), got {K.shape}')
     if not np.all(np.isfinite(K)) or K[0, 0] <= 0 or K[1, 1] <= 0:
@@ -49,7 +51,7 @@ class Camera:
     def __post_init__(self):
         object.__setattr__(self, 'K', _as_matrix(self.K))
         object.__setattr__(self, 'distortion',
-                           np.asarray(self.distortion, dtype=np.float64).reshape(-1))
+                           np.array(self.distortion, dtype=np.float64).reshape(-1))
         if int(self.width) <= 0 or int(self.height) <= 0:
             raise ValueError(f'camera size must be positive, got {self.width}x{self.height}')
         object.__setattr__(self, 'width', int(self.width))

@@ -210,8 +210,8 @@ def relative_pose_essential(points0, points1, camera: Camera, threshold_px: floa
         return None
     try:
         for method in (cv2.USAC_MAGSAC, cv2.RANSAC):
-            # MAGSAC++ finds no model at all on some outlier-heavy sets (measured: ORB on
-            # KITTI 06 with 728 matches, 599 RANSAC inliers); plain RANSAC is the fallback.
+            # MAGSAC++ is the most accurate here, but when it returns no model at all
+            # (seen with a strided K, since fixed in Camera), plain RANSAC is the fallback.
             E, ransac_mask = cv2.findEssentialMat(pixels0, pixels1, camera.K, method=method,
                                                   prob=confidence, threshold=threshold_px)
             if E is not None and E.shape[0] >= 3 and ransac_mask is not None:
