@@ -17,7 +17,7 @@ Pipeline of ``NCCMatcher.match``:
    forward and the mirrored backward surface (``_symmetric_refinement``), which removes the
    bias a single finite patch gives (identical images give exactly zero displacement).
 5. Forward-backward check: the image-1 positions are matched back into image 0 at full
-   resolution, within +-``search_radius_px`` of the keypoint (the way back starts at the known
+   resolution, within +-``refine_radius_px`` of the keypoint (the way back starts at the known
    origin, so the coarse levels add nothing; measured on KITTI 06/01 and a synthetic sequence:
    ~25 % less time, same VO accuracy); matches whose round trip misses by more than
    ``max_forward_backward_px``, or whose NCC score (either way) is below ``min_score``, or
@@ -26,8 +26,8 @@ Pipeline of ``NCCMatcher.match``:
 All correlations of one pyramid level are computed at once (in blocks of 512 points):
 patches are gathered into ``(p, p, N)`` arrays (points last, so every reduction runs over
 contiguous memory), one ``einsum`` per candidate row gives the numerators, and the window
-statistics come from separable running box sums. Integer-valued sums are exact, so a flat
-(zero-variance) patch is detected exactly and scored 0 instead of NaN.
+statistics come from image-wide box filters (float64, once per level and image). Integer-valued
+sums are exact, so a flat (zero-variance) patch is detected exactly and scored 0, not NaN.
 
 ``ncc_search`` exposes the single-level search for tests and tools.
 """
@@ -55,24 +55,6 @@ _VALID_ABOVE = -1.5
 #: Points correlated together (bounds the size of temporaries, see ``_ncc_surfaces``).
 _BLOCK_POINTS = 512
 
-#: Largest patch side whose box sums of squared uint8 values are exact in float32.
-_MAX_EXACT_FLOAT32_PATCH = 15
-
-
-def _box_sums(values: np.ndarray, side: int) -> np.ndarray:
-    """Sum ``side`` consecutive entries along axis 1 of (A, L, M) -> (A, L - side + 1, M).
-
-    A running sum (add the entering, subtract the leaving entry); exact for integer values
-    while every partial sum stays exactly representable in the dtype.
-    """
-    outputs = values.shape[1] - side + 1
-    sums = np.empty((values.shape[0], outputs, values.shape[2]), values.dtype)
-    sums[:, 0] = values[:, :side].sum(axis=1)
-    for i in range(1, outputs):
-        np.add(sums[:, i - 1], values[:, i + side - 1], out=sums[:, i])
-        sums[:, i] -= values[:, i - 1]
-    return sums
-
 
 class _Level:
     """One uint8 pyramid level, zero-padded so that patch gathers need no index clamping."""
@@ -85,6 +67,7 @@ class _Level:
         padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=0)
         self.windows = {}
         self._padded = padded
+        self._box_maps = {}
 
     def patches(self, left: np.ndarray, top: np.ndarray, size: int) -> np.ndarray:
         """Return (size, size, N) float32 patches with top-left corners (left, top).
@@ -103,6 +86,44 @@ class _Level:
         out = np.empty((size, size, len(left)), np.float32)
         out[...] = gathered.transpose(1, 2, 0)
         return out
+
+    def box_sums(self, left: np.ndarray, top: np.ndarray, size: int, side: int
+                 ) -> Tuple[np.ndarray, np.ndarray]:
+        """Return sums and sums of squares of every ``side`` patch inside the given windows.
+
+        The windows are those of ``patches(left, top, size)`` (same clamping); the result is
+        indexed [dy, dx, n] for the ``side`` x ``side`` patch at window offset (dx, dy), as
+        float64 (exact for integer images). Both come from image-wide box filters computed
+        once per level and side, then gathered like the patches.
+        """
+        maps = self._box_maps.get(side)
+        if maps is None:
+            values = self._padded
+            if values.dtype == np.uint8 and side <= 15:
+                # int32 sums are exact (15 * 15 * 255**2 < 2**31) and half the memory of
+                # float64: large fresh arrays cost page faults on every call.
+                depth, squared = cv2.CV_32S, values.astype(np.uint16) ** 2
+            else:
+                depth, values = cv2.CV_64F, values.astype(np.float64)
+                squared = values * values
+            kernel = (side, side)
+            sums = cv2.boxFilter(values, depth, kernel, anchor=(0, 0), normalize=False,
+                                 borderType=cv2.BORDER_CONSTANT)
+            squares = cv2.boxFilter(squared, depth, kernel, anchor=(0, 0), normalize=False,
+                                    borderType=cv2.BORDER_CONSTANT)
+            outputs = size - side + 1
+            maps = self._box_maps[side] = (sums, squares, outputs)
+        sums, squares, outputs = maps
+        if outputs != size - side + 1:
+            raise ValueError('box_sums: one window size per level and patch side')
+        pad = self.pad
+        left = np.clip(left, -pad, self.width + pad - size) + pad
+        top = np.clip(top, -pad, self.height + pad - size) + pad
+        shape = (outputs, outputs)
+        gathered_sums = sliding_window_view(sums, shape)[top, left]        # (N, dy, dx)
+        gathered_squares = sliding_window_view(squares, shape)[top, left]
+        return (gathered_sums.transpose(1, 2, 0).astype(np.float64),
+                gathered_squares.transpose(1, 2, 0).astype(np.float64))
 
 
 def _ncc_surfaces(image0: _Level, image1: _Level, template_xy: np.ndarray,
@@ -176,14 +197,9 @@ def _ncc_block(image0: _Level, image1: _Level, template_xy: np.ndarray,
     for dy in range(outputs):
         np.einsum('ixnj,ijn->xn', rows[dy:dy + side], template, out=numerator[dy])
 
-    # Box sums of the candidate patches and of their squares (separable running sums).
-    dtype = np.float32 if side <= _MAX_EXACT_FLOAT32_PATCH else np.float64
-    values = patches.astype(dtype, copy=False)
-    sums = _box_sums(_box_sums(values, side).transpose(1, 0, 2), side)
-    squares = _box_sums(_box_sums(values * values, side).transpose(1, 0, 2), side)
-    sums = sums.astype(np.float64)
-    variance_sum = pixels * squares.astype(np.float64) - sums * sums  # n^2 var, exact, >= 0
-    variance_sum = variance_sum.transpose(1, 0, 2)  # sums were indexed [dx, dy, n]
+    # Sums of the candidate patches and of their squares (image-wide box filters, gathered).
+    sums, squares = image1.box_sums(cx - radius - half, cy - radius - half, window, side)
+    variance_sum = pixels * squares - sums * sums  # n^2 var, exact for integers, >= 0
     patch_norm = np.sqrt(variance_sum.astype(np.float32)) * np.float32(1.0 / side)
     scores = np.zeros((outputs, outputs, count), np.float32)
     np.divide(numerator, patch_norm, out=scores, where=patch_norm > 0)
@@ -528,7 +544,7 @@ class NCCMatcher:
 
         # The way back starts at the known origin, so the full-resolution level suffices.
         backward = _track(pyramid1[:1], pyramid0[:1], forward.points1, points0[index], half,
-                          radius)
+                          refine_radius)
         round_trip = np.linalg.norm(backward.points1 - points0[index], axis=1)
         keep = (backward.found & (backward.score >= c['min_score'])
                 & (backward.template_std >= c['min_patch_std'])
