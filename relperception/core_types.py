@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+from relperception.validation import as_rows
 
 
 def _as_matrix(K) -> np.ndarray:
@@ -137,13 +138,6 @@ class Frame:
         return cv2.cvtColor(self.image, cv2.COLOR_RGB2GRAY)
 
 
-def _points(name: str, value) -> np.ndarray:
-    value = np.asarray(value, dtype=np.float32)
-    if value.ndim != 2 or value.shape[1] != 2:
-        raise ValueError(f'{name} must have shape (N, 2), got {value.shape}')
-    return value
-
-
 @dataclass(frozen=True)
 class Matches:
     """Correspondences between image 0 and image 1; every matcher returns this type.
@@ -159,8 +153,8 @@ class Matches:
     confidence: np.ndarray
 
     def __post_init__(self):
-        k0 = _points('keypoints0', self.keypoints0)
-        k1 = _points('keypoints1', self.keypoints1)
+        k0 = as_rows('keypoints0', self.keypoints0, 2, np.float32)
+        k1 = as_rows('keypoints1', self.keypoints1, 2, np.float32)
         conf = np.asarray(self.confidence, dtype=np.float32).reshape(-1)
         if not (len(k0) == len(k1) == len(conf)):
             raise ValueError(f'keypoints0 ({len(k0)}), keypoints1 ({len(k1)}) and confidence '

@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The source paths every linter test checks (never the venv or colcon's build folders)."""
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -20,3 +21,13 @@ def python_files():
     for d in LINT_DIRS:
         files += sorted((REPO_ROOT / d).rglob('*.py'))
     return files
+
+
+def run_in_repo_root(linter_main, argv):
+    """Return ``linter_main(argv=argv)`` run with the repository root as working directory."""
+    cwd = os.getcwd()
+    os.chdir(REPO_ROOT)
+    try:
+        return linter_main(argv=argv)
+    finally:
+        os.chdir(cwd)

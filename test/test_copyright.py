@@ -2,9 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Copyright headers: ament_copyright where installed, and the project's own header check."""
 
-import os
-
-from lint_targets import lint_paths, python_files, REPO_ROOT
+from lint_targets import lint_paths, python_files, REPO_ROOT, run_in_repo_root
 import pytest
 
 HEADER = ('# Copyright 2026 The relperception Authors',
@@ -16,12 +14,7 @@ HEADER = ('# Copyright 2026 The relperception Authors',
 def test_copyright():
     main = pytest.importorskip(
         'ament_copyright.main', reason='ament_copyright is not installable from PyPI').main
-    cwd = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        rc = main(argv=lint_paths())
-    finally:
-        os.chdir(cwd)
+    rc = run_in_repo_root(main, lint_paths())
     assert rc == 0, 'Found errors'
 
 

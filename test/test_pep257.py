@@ -7,9 +7,7 @@ sections, summary on the first line), so the check runs ament_pep257 with
 ``--convention google`` plus ament's own ignores for missing docstrings (D100-D107).
 """
 
-import os
-
-from lint_targets import lint_paths, REPO_ROOT
+from lint_targets import lint_paths, run_in_repo_root
 import pytest
 
 AMENT_IGNORES = ('D100', 'D101', 'D102', 'D103', 'D104', 'D105', 'D106', 'D107')
@@ -19,11 +17,6 @@ AMENT_IGNORES = ('D100', 'D101', 'D102', 'D103', 'D104', 'D105', 'D106', 'D107')
 @pytest.mark.pep257
 def test_pep257():
     main = pytest.importorskip('ament_pep257.main').main
-    cwd = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        rc = main(argv=[*lint_paths(), '--convention', 'google',
-                        '--add-ignore', ','.join(AMENT_IGNORES)])
-    finally:
-        os.chdir(cwd)
+    rc = run_in_repo_root(main, [*lint_paths(), '--convention', 'google',
+                                 '--add-ignore', ','.join(AMENT_IGNORES)])
     assert rc == 0, 'Found code style errors / warnings'

@@ -2,10 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """package.xml: ament_xmllint where installed; a format-3 structure check everywhere."""
 
-import os
 import xml.etree.ElementTree as ElementTree
 
-from lint_targets import REPO_ROOT
+from lint_targets import REPO_ROOT, run_in_repo_root
 import pytest
 
 
@@ -14,12 +13,7 @@ import pytest
 def test_xmllint():
     main = pytest.importorskip(
         'ament_xmllint.main', reason='ament_xmllint is not installable from PyPI').main
-    cwd = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        rc = main(argv=['package.xml'])
-    finally:
-        os.chdir(cwd)
+    rc = run_in_repo_root(main, ['package.xml'])
     assert rc == 0, 'Found errors'
 
 

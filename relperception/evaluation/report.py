@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,6 @@ def _pyplot():
     matplotlib.use('Agg', force=True)
     import matplotlib.pyplot as plt
     return plt
-
-
-def _xyz(name: str, value) -> np.ndarray:
-    value = np.asarray(value, dtype=np.float64)
-    if value.ndim != 2 or value.shape[1] != 3:
-        raise ValueError(f'{name} must have shape (N, 3), got {value.shape}')
-    return value
 
 
 def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'trajectory',
@@ -58,8 +52,8 @@ def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'traje
     Returns:
         the written path.
     """
-    gt_xyz, est_xyz = _xyz('gt_xyz', gt_xyz), _xyz('est_xyz', est_xyz)
-    series = [(est_label, est_xyz)] + [(str(label), _xyz(f'others[{label!r}]', xyz))
+    gt_xyz, est_xyz = as_rows('gt_xyz', gt_xyz, 3), as_rows('est_xyz', est_xyz, 3)
+    series = [(est_label, est_xyz)] + [(str(label), as_rows(f'others[{label!r}]', xyz, 3))
                                        for label, xyz in (others or {}).items()]
     if len(gt_xyz) == 0 and len(est_xyz) == 0:
         raise ValueError('plot_trajectories needs at least one position')

@@ -45,6 +45,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_pair
 from relperception.matching.keypoints import detect_keypoints
+from relperception.validation import as_rows
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -252,9 +253,7 @@ def _subpixel(around: np.ndarray) -> np.ndarray:
 
 
 def _as_points(name: str, points) -> np.ndarray:
-    points = np.asarray(points, dtype=np.float64)
-    if points.ndim != 2 or points.shape[1] != 2:
-        raise ValueError(f'{name} must have shape (N, 2), got {points.shape}')
+    points = as_rows(name, points, 2)
     if not np.all(np.isfinite(points)):
         raise ValueError(f'{name} must be finite')
     return points

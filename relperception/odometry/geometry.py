@@ -21,6 +21,7 @@ import numpy as np
 
 from relperception.core_types import Camera
 from relperception.transforms import make_transform
+from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
 
@@ -42,23 +43,9 @@ def _check_camera(camera) -> Camera:
     return camera
 
 
-def _check_points2d(name: str, points) -> np.ndarray:
-    points = np.asarray(points, dtype=np.float64)
-    if points.ndim != 2 or points.shape[1] != 2:
-        raise ValueError(f'{name} must have shape (N, 2), got {points.shape}')
-    return points
-
-
-def _check_points3d(name: str, points) -> np.ndarray:
-    points = np.asarray(points, dtype=np.float64)
-    if points.ndim != 2 or points.shape[1] != 3:
-        raise ValueError(f'{name} must have shape (N, 3), got {points.shape}')
-    return points
-
-
 def _check_pair(points0, points1) -> tuple[np.ndarray, np.ndarray]:
-    points0 = _check_points2d('points0', points0)
-    points1 = _check_points2d('points1', points1)
+    points0 = as_rows('points0', points0, 2)
+    points1 = as_rows('points1', points1, 2)
     if len(points0) != len(points1):
         raise ValueError(f'points0 ({len(points0)}) and points1 ({len(points1)}) must have '
                          'the same length')
@@ -82,7 +69,7 @@ def undistort_pixels(points, camera: Camera) -> np.ndarray:
     Returns:
         (N, 2) float64 pixel coordinates of the ideal pinhole camera with matrix ``camera.K``.
     """
-    points = _check_points2d('points', points)
+    points = as_rows('points', points, 2)
     camera = _check_camera(camera)
     if not camera.has_distortion or len(points) == 0:
         return points.copy()
@@ -121,7 +108,7 @@ def backproject(points, depth, camera: Camera) -> np.ndarray:
         (N, 3) float64 camera-frame points in metres; a row is NaN where the point is NaN,
         outside the image, or its depth is invalid.
     """
-    points = _check_points2d('points', points)
+    points = as_rows('points', points, 2)
     camera = _check_camera(camera)
     depth = np.asarray(depth)
     if depth.ndim != 2:
@@ -156,7 +143,7 @@ def project(points_cam, camera: Camera) -> np.ndarray:
         (N, 2) float64 pixel coordinates; NaN rows for non-finite points and for points with
         z <= 0 (behind the camera). Points outside the image are returned, not masked.
     """
-    points_cam = _check_points3d('points_cam', points_cam)
+    points_cam = as_rows('points_cam', points_cam, 3)
     camera = _check_camera(camera)
     out = np.full((len(points_cam), 2), np.nan)
     valid = np.isfinite(points_cam).all(axis=1)
@@ -258,8 +245,8 @@ def relative_pose_pnp(points3d_cam0, points1, camera: Camera, threshold_px: floa
         ``(T_cam1_cam0, inlier_mask)``: (4, 4) float64 metric transform and (N,) bool;
         ``None`` with fewer than 6 usable correspondences or when no solution is found.
     """
-    points3d_cam0 = _check_points3d('points3d_cam0', points3d_cam0)
-    points1 = _check_points2d('points1', points1)
+    points3d_cam0 = as_rows('points3d_cam0', points3d_cam0, 3)
+    points1 = as_rows('points1', points1, 2)
     if len(points3d_cam0) != len(points1):
         raise ValueError(f'points3d_cam0 ({len(points3d_cam0)}) and points1 ({len(points1)}) '
                          'must have the same length')
