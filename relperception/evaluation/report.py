@@ -32,6 +32,16 @@ def _pyplot():
     return plt
 
 
+def _save_figure(fig, title: str, path_png) -> Path:
+    """Title, lay out and write ``fig`` to ``path_png`` (parent folders created)."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    path_png = Path(path_png)
+    path_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path_png, dpi=100)
+    return path_png
+
+
 def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'trajectory',
                       est_label: str = 'estimate',
                       others: Mapping[str, Any] | None = None) -> Path:
@@ -77,14 +87,9 @@ def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'traje
             ax.set_aspect('equal', adjustable='datalim')
             ax.grid(True, alpha=0.3)
             ax.legend(loc='best')
-        fig.suptitle(title)
-        fig.tight_layout()
-        path_png = Path(path_png)
-        path_png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path_png, dpi=100)
+        return _save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
-    return path_png
 
 
 def plot_errors(path_png: str | Path, stamps_s, ape_m, title: str = 'absolute error',
@@ -135,14 +140,9 @@ def plot_errors(path_png: str | Path, stamps_s, ape_m, title: str = 'absolute er
         hist.set_xlabel('poses')
         hist.set_ylabel('APE [m]')
         hist.grid(True, alpha=0.3)
-        fig.suptitle(title)
-        fig.tight_layout()
-        path_png = Path(path_png)
-        path_png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path_png, dpi=100)
+        return _save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
-    return path_png
 
 
 def to_jsonable(value: Any) -> Any:
