@@ -41,6 +41,8 @@ setup(
     entry_points={
         'console_scripts': [
             'relperception = relperception.cli.main:main',
+            'matcher_node = relperception.nodes.matcher_node:main',
+            'odometry_node = relperception.nodes.odometry_node:main',
         ],
     },
 )

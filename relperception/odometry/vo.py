@@ -51,6 +51,11 @@ pose. Both are reported as ``'reinitialized'`` (the first good pose after a loss
 fallback to the confirmed keyframe is tried whenever tracking against an unconfirmed one
 fails. A frame whose size or intrinsics differ from the keyframe's re-initialises
 the same way. Bad data never raise; only wrong argument types raise ``ValueError``.
+
+The pose-from-matches step (mode choice, PnP / essential matrix, monocular scale, inlier
+checks) is :func:`estimate_pose_from_matches`, shared with the match-driven
+:class:`relperception.odometry.motion.MatchOdometry`; :func:`check_odometry_conf` and
+:func:`sanitize_depth` are shared the same way.
 """
 
 from __future__ import annotations
@@ -154,6 +159,257 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
     return make_transform(cv2.Rodrigues(rotvec)[0], T_cam1_cam0[:3, 3] * ratio)
 
 
+#: Defaults of the 'odometry.*' configuration (``VisualOdometry`` and ``MatchOdometry``).
+ODOMETRY_DEFAULT_CONF: dict = {
+    'mode': 'auto',                  # 'auto' | 'rgbd' | 'mono'
+    'min_matches': 30,               # fewest matches and inliers to accept a pose
+    'ransac_threshold_px': 1.0,      # RANSAC threshold (epipolar distance / reprojection)
+    'ransac_confidence': 0.999,
+    'keyframe_min_parallax_px': 1.0,  # median flow below which the camera is static
+    'min_depth_m': 0.1,              # depth outside [min, max] is treated as invalid
+    'max_depth_m': 40.0,
+    'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
+}
+
+#: Fallback for the monocular scale: () -> (translation norm in metres, where it came from).
+ScaleFallback = collections.abc.Callable[[], tuple[float, str]]
+
+
+def check_odometry_conf(conf: dict | None,
+                        default_conf: dict | None = None) -> dict:
+    """Return ``conf`` merged over the odometry defaults, validated and normalised.
+
+    Args:
+        conf: overrides (keys of :data:`ODOMETRY_DEFAULT_CONF`, without the ``odometry.``
+            prefix), or None.
+        default_conf: the defaults to merge over (default :data:`ODOMETRY_DEFAULT_CONF`).
+
+    Returns:
+        A new dict with every key; numbers converted to ``int`` / ``float``.
+
+    Raises:
+        ValueError: unknown keys or invalid values.
+    """
+    default_conf = ODOMETRY_DEFAULT_CONF if default_conf is None else default_conf
+    conf = dict(conf or {})
+    unknown = sorted(set(conf) - set(default_conf))
+    if unknown:
+        raise ValueError(f'unknown odometry configuration keys: {unknown}; '
+                         f'known: {sorted(default_conf)}')
+    merged = {**default_conf, **conf}
+    if merged['mode'] not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {merged['mode']!r}")
+    min_matches = merged['min_matches']
+    if isinstance(min_matches, bool) or not isinstance(min_matches, numbers.Integral) \
+            or min_matches < 5:
+        raise ValueError(f'min_matches must be an integer >= 5, got {min_matches!r}')
+    merged['min_matches'] = int(min_matches)
+    for key in ('ransac_threshold_px', 'ransac_confidence', 'keyframe_min_parallax_px',
+                'min_depth_m', 'max_depth_m'):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not np.isfinite(value):
+            raise ValueError(f'{key} must be a finite number, got {value!r}')
+        merged[key] = float(value)
+    if merged['ransac_threshold_px'] <= 0:
+        raise ValueError('ransac_threshold_px must be > 0')
+    if not 0.0 < merged['ransac_confidence'] < 1.0:
+        raise ValueError('ransac_confidence must be in (0, 1)')
+    if merged['keyframe_min_parallax_px'] < 0:
+        raise ValueError('keyframe_min_parallax_px must be >= 0')
+    if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
+        raise ValueError('need 0 <= min_depth_m < max_depth_m')
+    if not isinstance(merged['use_motion_prior'], (bool, np.bool_)):
+        raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+            f"use_motion_prior must be a bool, got {merged['use_motion_prior']!r}")
+    merged['use_motion_prior'] = bool(merged['use_motion_prior'])
+    return merged
+
+
+def sanitize_depth(depth: np.ndarray | None, conf: dict) -> np.ndarray | None:
+    """Return a copy of ``depth`` with values outside the configured range set to NaN.
+
+    Args:
+        depth: (H, W) float depth in metres (NaN invalid), or None.
+        conf: validated odometry configuration (``min_depth_m``, ``max_depth_m``,
+            ``min_matches``).
+
+    Returns:
+        (H, W) float32 metres, or None when ``depth`` is None or has fewer than
+        ``min_matches`` valid pixels.
+    """
+    if depth is None:
+        return None
+    depth = np.array(depth, dtype=np.float32, copy=True)
+    with np.errstate(invalid='ignore'):
+        invalid = ~((depth >= conf['min_depth_m']) & (depth <= conf['max_depth_m']))
+    depth[invalid] = np.nan
+    if depth.size - np.count_nonzero(invalid) < conf['min_matches']:
+        return None
+    return depth
+
+
+def estimator_mode(conf: dict, has_depth0: bool) -> str | None:
+    """Return the estimator for a pair: 'rgbd', 'mono', or None ('rgbd' asked, no depth).
+
+    Args:
+        conf: validated odometry configuration (``mode``).
+        has_depth0: whether the older frame has valid depth.
+
+    Returns:
+        'rgbd' (PnP with the older frame's depth), 'mono' (essential matrix) or None.
+    """
+    if conf['mode'] == 'rgbd' and not has_depth0:
+        return None
+    return 'rgbd' if conf['mode'] != 'mono' and has_depth0 else 'mono'
+
+
+@dataclasses.dataclass
+class PoseEstimate:
+    """Relative pose between two frames estimated from their matches.
+
+    Attributes:
+        T_cam1_cam0: (4, 4) float64 metric transform from the older camera (0) to the newer
+            (1); None when the monocular pair is static (the pose is to be kept exactly).
+        inlier_mask: (N,) bool inliers of the matches.
+        moving: whether the median flow reaches ``keyframe_min_parallax_px``.
+        mode: 'rgbd' or 'mono'.
+        message: how the pose was found (estimator, flow, scale source).
+    """
+
+    T_cam1_cam0: np.ndarray | None
+    inlier_mask: np.ndarray
+    moving: bool
+    mode: str
+    message: str
+
+    @property
+    def num_inliers(self) -> int:
+        """Number of inliers."""
+        return int(np.count_nonzero(self.inlier_mask))
+
+
+@dataclasses.dataclass
+class PoseFailure:
+    """Why no relative pose could be estimated (``message``) and with which estimator."""
+
+    message: str
+    mode: str = ''
+
+
+def _depth_scale(points0: np.ndarray, points1: np.ndarray, T_unit: np.ndarray,
+                 camera0: Camera, camera1: Camera, depth0: np.ndarray | None,
+                 depth1: np.ndarray | None) -> tuple[float, str] | None:
+    """Return the monocular scale from measured / triangulated depth, or None."""
+    if depth0 is None and depth1 is None:
+        return None
+    X0 = geometry.triangulate(points0, points1, T_unit, camera1)
+    if depth0 is not None:
+        z_triangulated = X0[:, 2]
+        z_measured = geometry.backproject(points0, depth0, camera0)[:, 2]
+        source = 'keyframe depth'
+    else:
+        z_triangulated = (X0 @ T_unit[:3, :3].T + T_unit[:3, 3])[:, 2]
+        z_measured = geometry.backproject(points1, depth1, camera1)[:, 2]
+        source = 'frame depth'
+    valid = np.isfinite(z_triangulated) & np.isfinite(z_measured) & (z_triangulated > 0)
+    if np.count_nonzero(valid) >= _MIN_SCALE_SAMPLES:
+        scale = float(np.median(z_measured[valid] / z_triangulated[valid]))
+        if np.isfinite(scale) and scale > 0:
+            return scale, f'{source} ({np.count_nonzero(valid)} points)'
+    return None
+
+
+def _unit_scale() -> tuple[float, str]:
+    return 1.0, 'nothing (unit translation, arbitrary scale)'
+
+
+def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camera, conf: dict,
+                               depth0: np.ndarray | None = None,
+                               depth1: np.ndarray | None = None,
+                               scale_fallback: ScaleFallback | None = None
+                               ) -> PoseEstimate | PoseFailure:
+    """Estimate the motion ``T_cam1_cam0`` of the newer camera from matches older -> newer.
+
+    RGB-D (``estimator_mode`` 'rgbd'): the older pixels are back-projected with ``depth0``
+    and ``cv2.solvePnPRansac`` gives the metric pose. Monocular: essential matrix and
+    ``recoverPose``, skipped when the median flow is below ``keyframe_min_parallax_px``
+    (static, ``T_cam1_cam0`` None); the translation norm comes from depth (``depth0``, else
+    ``depth1``: median of measured / triangulated depth), else from ``scale_fallback``, else
+    it is 1 (arbitrary scale).
+
+    Args:
+        matches: correspondences, ``keypoints0`` in the older image, ``keypoints1`` in the newer.
+        camera0: intrinsics of the older image (back-projection of ``depth0``).
+        camera1: intrinsics of the newer image (PnP, essential matrix).
+        conf: configuration validated by :func:`check_odometry_conf`.
+        depth0: (H, W) float32 metres of the older frame, NaN invalid (see
+            :func:`sanitize_depth`), or None.
+        depth1: (H, W) float32 metres of the newer frame, or None (monocular scale only).
+        scale_fallback: called for the monocular scale when depth gives none; returns
+            ``(norm_m, source)``.
+
+    Returns:
+        :class:`PoseEstimate`, or :class:`PoseFailure` when there are fewer than
+        ``min_matches`` finite matches or inliers, RANSAC fails, or the pose is not finite.
+        Bad data never raise.
+    """
+    mode = estimator_mode(conf, depth0 is not None)
+    if mode is None:
+        return PoseFailure("mode is 'rgbd' but the keyframe has no valid depth")
+    keypoints0 = matches.keypoints0.astype(np.float64)
+    keypoints1 = matches.keypoints1.astype(np.float64)
+    finite = np.isfinite(keypoints0).all(axis=1) & np.isfinite(keypoints1).all(axis=1)
+    num_finite = int(np.count_nonzero(finite))
+    if num_finite < conf['min_matches']:
+        return PoseFailure(f'only {num_finite} matches (min_matches={conf["min_matches"]})',
+                           mode)
+    flow = float(np.median(np.linalg.norm(keypoints1[finite] - keypoints0[finite], axis=1)))
+    moving = flow >= conf['keyframe_min_parallax_px']
+    threshold, confidence = conf['ransac_threshold_px'], conf['ransac_confidence']
+
+    if mode == 'rgbd':
+        points3d = geometry.backproject(keypoints0, depth0, camera0)
+        result = geometry.relative_pose_pnp(points3d, keypoints1, camera1, threshold,
+                                            confidence)
+        if result is None:
+            num_depth = int(np.count_nonzero(np.isfinite(points3d).all(axis=1)))
+            return PoseFailure(f'PnP RANSAC failed ({num_depth} matches with depth)', mode)
+        T_cam1_cam0, inliers = result
+        message = f'PnP, median flow {flow:.2f} px'
+    elif not moving:
+        T_cam1_cam0 = None   # the pose is kept exactly
+        inliers = finite
+        message = (f'static (median flow {flow:.2f} px < keyframe_min_parallax_px): '
+                   'pose and keyframe kept')
+    else:
+        result = geometry.relative_pose_essential(keypoints0, keypoints1, camera1,
+                                                  threshold, confidence)
+        if result is None:
+            return PoseFailure('essential matrix RANSAC failed', mode)
+        T_unit, inliers = result
+        if np.count_nonzero(inliers) >= conf['min_matches']:
+            scale_source = _depth_scale(keypoints0[inliers], keypoints1[inliers], T_unit,
+                                        camera0, camera1, depth0, depth1)
+            if scale_source is None:
+                scale_source = (scale_fallback or _unit_scale)()
+            scale, source = scale_source
+            T_cam1_cam0 = T_unit.copy()
+            T_cam1_cam0[:3, 3] *= scale
+            message = f'essential matrix, scale {scale:.4g} m from {source}'
+        else:
+            T_cam1_cam0 = T_unit
+            message = ''
+    num_inliers = int(np.count_nonzero(inliers))
+    if num_inliers < conf['min_matches']:
+        return PoseFailure(f'only {num_inliers} inliers of {num_finite} matches '
+                           f'(min_matches={conf["min_matches"]})', mode)
+    if T_cam1_cam0 is not None and not np.all(np.isfinite(T_cam1_cam0)):
+        return PoseFailure('non-finite pose estimate', mode)
+    return PoseEstimate(T_cam1_cam0, np.asarray(inliers, dtype=bool), bool(moving), mode,
+                        message)
+
+
 class VisualOdometry:
     """Frame-to-keyframe visual odometry (RGB-D PnP or monocular essential matrix).
 
@@ -163,16 +419,7 @@ class VisualOdometry:
         conf: overrides of :attr:`default_conf`; unknown keys raise ``ValueError``.
     """
 
-    default_conf: typing.ClassVar[dict] = {
-        'mode': 'auto',                  # 'auto' | 'rgbd' | 'mono'
-        'min_matches': 30,               # fewest matches and inliers to accept a pose
-        'ransac_threshold_px': 1.0,      # RANSAC threshold (epipolar distance / reprojection)
-        'ransac_confidence': 0.999,
-        'keyframe_min_parallax_px': 1.0,  # median flow below which the camera is static
-        'min_depth_m': 0.1,              # depth outside [min, max] is treated as invalid
-        'max_depth_m': 40.0,
-        'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
-    }
+    default_conf: typing.ClassVar[dict] = ODOMETRY_DEFAULT_CONF
 
     def __init__(self, matcher, conf: dict | None = None):
         """Validate ``conf`` against :attr:`default_conf` and start in the reset state."""
@@ -185,39 +432,7 @@ class VisualOdometry:
 
     @classmethod
     def _check_conf(cls, conf: dict | None) -> dict:
-        conf = dict(conf or {})
-        unknown = sorted(set(conf) - set(cls.default_conf))
-        if unknown:
-            raise ValueError(f'unknown odometry configuration keys: {unknown}; '
-                             f'known: {sorted(cls.default_conf)}')
-        merged = {**cls.default_conf, **conf}
-        if merged['mode'] not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {merged['mode']!r}")
-        min_matches = merged['min_matches']
-        if isinstance(min_matches, bool) or not isinstance(min_matches, numbers.Integral) \
-                or min_matches < 5:
-            raise ValueError(f'min_matches must be an integer >= 5, got {min_matches!r}')
-        merged['min_matches'] = int(min_matches)
-        for key in ('ransac_threshold_px', 'ransac_confidence', 'keyframe_min_parallax_px',
-                    'min_depth_m', 'max_depth_m'):
-            value = merged[key]
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not np.isfinite(value):
-                raise ValueError(f'{key} must be a finite number, got {value!r}')
-            merged[key] = float(value)
-        if merged['ransac_threshold_px'] <= 0:
-            raise ValueError('ransac_threshold_px must be > 0')
-        if not 0.0 < merged['ransac_confidence'] < 1.0:
-            raise ValueError('ransac_confidence must be in (0, 1)')
-        if merged['keyframe_min_parallax_px'] < 0:
-            raise ValueError('keyframe_min_parallax_px must be >= 0')
-        if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
-            raise ValueError('need 0 <= min_depth_m < max_depth_m')
-        if not isinstance(merged['use_motion_prior'], (bool, np.bool_)):
-            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
-                f"use_motion_prior must be a bool, got {merged['use_motion_prior']!r}")
-        merged['use_motion_prior'] = bool(merged['use_motion_prior'])
-        return merged
+        return check_odometry_conf(conf, cls.default_conf)
 
     def reset(self) -> None:
         """Forget everything; the next frame initialises a new world frame at identity."""
@@ -361,10 +576,10 @@ class VisualOdometry:
     def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
         conf = self.conf
         kf = self._keyframe
-        use_rgbd = conf['mode'] != 'mono' and kf.depth is not None
-        mode_name = 'rgbd' if use_rgbd else 'mono'
-        if conf['mode'] == 'rgbd' and kf.depth is None:
+        mode_name = estimator_mode(conf, kf.depth is not None)
+        if mode_name is None:
             return _Failure("mode is 'rgbd' but the keyframe has no valid depth")
+        use_rgbd = mode_name == 'rgbd'
         predict = self._make_predict(frame, use_rgbd) if conf['use_motion_prior'] else None
         try:
             matches = self.matcher.match(kf.gray, gray, predict=predict)
@@ -374,83 +589,26 @@ class VisualOdometry:
         if not isinstance(matches, Matches):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'matcher returned {type(matches)}, expected Matches')
-        keypoints0 = matches.keypoints0.astype(np.float64)
-        keypoints1 = matches.keypoints1.astype(np.float64)
-        finite = np.isfinite(keypoints0).all(axis=1) & np.isfinite(keypoints1).all(axis=1)
-        num_finite = int(np.count_nonzero(finite))
-        if num_finite < conf['min_matches']:
-            return _Failure(f'only {num_finite} matches (min_matches={conf["min_matches"]})',
-                            matches, mode_name)
-        flow = float(np.median(np.linalg.norm(keypoints1[finite] - keypoints0[finite], axis=1)))
-        moving = flow >= conf['keyframe_min_parallax_px']
-        threshold, confidence = conf['ransac_threshold_px'], conf['ransac_confidence']
-
-        if use_rgbd:
-            points3d = geometry.backproject(keypoints0, kf.depth, kf.camera)
-            result = geometry.relative_pose_pnp(points3d, keypoints1, frame.camera, threshold,
-                                                confidence)
-            if result is None:
-                num_depth = int(np.count_nonzero(np.isfinite(points3d).all(axis=1)))
-                return _Failure(f'PnP RANSAC failed ({num_depth} matches with depth)',
-                                matches, mode_name)
-            T_cur_kf, inliers = result
-            message = f'PnP, median flow {flow:.2f} px'
-            if depth is None:
-                # A frame without depth cannot anchor the next PnP: keep the keyframe.
-                moving = False
-                message += '; no valid depth in this frame, keyframe kept'
-        elif not moving:
-            T_cur_kf = None   # the pose is kept exactly
-            inliers = finite
-            message = (f'static (median flow {flow:.2f} px < keyframe_min_parallax_px): '
-                       'pose and keyframe kept')
-        else:
-            result = geometry.relative_pose_essential(keypoints0, keypoints1, frame.camera,
-                                                      threshold, confidence)
-            if result is None:
-                return _Failure('essential matrix RANSAC failed', matches, mode_name)
-            T_unit, inliers = result
-            if np.count_nonzero(inliers) >= conf['min_matches']:
-                scale, source = self._mono_scale(frame, depth, keypoints0[inliers],
-                                                 keypoints1[inliers], T_unit)
-                T_cur_kf = T_unit.copy()
-                T_cur_kf[:3, 3] *= scale
-                message = f'essential matrix, scale {scale:.4g} m from {source}'
-            else:
-                T_cur_kf = T_unit
-                message = ''
-        num_inliers = int(np.count_nonzero(inliers))
-        if num_inliers < conf['min_matches']:
-            return _Failure(f'only {num_inliers} inliers of {num_finite} matches '
-                            f'(min_matches={conf["min_matches"]})', matches, mode_name)
-        if T_cur_kf is None:
+        estimate = estimate_pose_from_matches(
+            matches, kf.camera, frame.camera, conf, kf.depth, depth,
+            scale_fallback=lambda: self._fallback_scale(frame))
+        if isinstance(estimate, PoseFailure):
+            return _Failure(estimate.message, matches, estimate.mode)
+        moving, message = estimate.moving, estimate.message
+        if use_rgbd and depth is None:
+            # A frame without depth cannot anchor the next PnP: keep the keyframe.
+            moving = False
+            message += '; no valid depth in this frame, keyframe kept'
+        if estimate.T_cam1_cam0 is None:
             T_world_cur = self._T_world_last.copy()
-        elif np.all(np.isfinite(T_cur_kf)):
-            T_world_cur = kf.T_world_cam @ invert_transform(T_cur_kf)
         else:
-            return _Failure('non-finite pose estimate', matches, mode_name)
-        return _Estimate(T_world_cur, matches, inliers, bool(moving), mode_name, message)
+            T_world_cur = kf.T_world_cam @ invert_transform(estimate.T_cam1_cam0)
+        return _Estimate(T_world_cur, matches, estimate.inlier_mask, bool(moving), mode_name,
+                         message)
 
-    def _mono_scale(self, frame: Frame, depth: np.ndarray | None, points0: np.ndarray,
-                    points1: np.ndarray, T_unit: np.ndarray) -> tuple[float, str]:
-        """Return the metric norm of the keyframe -> frame translation and where it came from."""
+    def _fallback_scale(self, frame: Frame) -> tuple[float, str]:
+        """Return the monocular translation norm when depth gives none, and its source."""
         kf = self._keyframe
-        if kf.depth is not None or depth is not None:
-            X0 = geometry.triangulate(points0, points1, T_unit, frame.camera)
-            if kf.depth is not None:
-                z_triangulated = X0[:, 2]
-                z_measured = geometry.backproject(points0, kf.depth, kf.camera)[:, 2]
-                source = 'keyframe depth'
-            else:
-                z_triangulated = (X0 @ T_unit[:3, :3].T + T_unit[:3, 3])[:, 2]
-                z_measured = geometry.backproject(points1, depth, frame.camera)[:, 2]
-                source = 'frame depth'
-            valid = np.isfinite(z_triangulated) & np.isfinite(z_measured) & (z_triangulated > 0)
-            if np.count_nonzero(valid) >= _MIN_SCALE_SAMPLES:
-                ratios = z_measured[valid] / z_triangulated[valid]
-                scale = float(np.median(ratios))
-                if np.isfinite(scale) and scale > 0:
-                    return scale, f'{source} ({np.count_nonzero(valid)} points)'
         if self._hint_since_keyframe is not None:
             return self._hint_since_keyframe, 'translation_norm_m'
         dt = (frame.stamp_ns - kf.stamp_ns) * 1e-9
@@ -458,7 +616,7 @@ class VisualOdometry:
             return self._speed_mps * dt, 'constant speed'
         if self._last_step_m is not None:
             return self._last_step_m, 'previous step (no usable stamps)'
-        return 1.0, 'nothing (unit translation, arbitrary scale)'
+        return _unit_scale()
 
     def _make_predict(self, frame: Frame, use_rgbd: bool) -> Predictor | None:
         """Return the constant-velocity keypoint predictor keyframe -> frame, or None."""
@@ -494,15 +652,7 @@ class VisualOdometry:
 
     def _sanitize_depth(self, depth: np.ndarray | None) -> np.ndarray | None:
         """Return depth with values outside [min, max] set to NaN, or None if too few valid."""
-        if depth is None:
-            return None
-        depth = np.array(depth, dtype=np.float32, copy=True)
-        with np.errstate(invalid='ignore'):
-            invalid = ~((depth >= self.conf['min_depth_m']) & (depth <= self.conf['max_depth_m']))
-        depth[invalid] = np.nan
-        if depth.size - np.count_nonzero(invalid) < self.conf['min_matches']:
-            return None
-        return depth
+        return sanitize_depth(depth, self.conf)
 
     def _has_texture(self, gray: np.ndarray) -> bool:
         """Return whether ``gray`` has at least ``min_matches`` corners (is worth a keyframe)."""

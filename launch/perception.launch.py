@@ -1,0 +1,123 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Launch the relperception node set (matcher_node -> odometry_node) on a live camera.
+
+The nodes, their remappings and parameters come from ``relperception.nodes.graph.node_set``,
+the same description ``relperception run`` starts, so the two cannot drift apart. Examples::
+
+    ros2 launch relperception perception.launch.py
+    ros2 launch relperception perception.launch.py image_topic:=/camera/color/image_raw
+        camera_info_topic:=/camera/color/camera_info
+        depth_topic:=/camera/aligned_depth_to_color/image_raw   # (one line)
+    ros2 launch relperception perception.launch.py one_process:=true   # one process
+
+``one_process:=true`` (alias ``use_composition``): rclpy has no component containers for
+Python nodes, so instead of composition this runs ``relperception run`` - the same nodes in ONE
+process with a MultiThreadedExecutor, which keeps the image chain out of DDS.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_prefix, get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import (DeclareLaunchArgument, ExecuteProcess, OpaqueFunction,
+                            SetEnvironmentVariable)
+from launch.substitutions import EnvironmentVariable, LaunchConfiguration
+from launch_ros.actions import Node
+
+from relperception.nodes.graph import FASTDDS_PROFILE_ENV, FASTDDS_PROFILE_NAME, node_set
+
+PACKAGE = 'relperception'
+TRUE_WORDS = ('true', '1', 'yes', 'on')
+
+
+def _value(context, name):
+    return LaunchConfiguration(name).perform(context).strip()
+
+
+def _flag(context, name):
+    return _value(context, name).lower() in TRUE_WORDS
+
+
+def _launch_nodes(context, *args, **kwargs):
+    """Build the actions from the evaluated launch arguments (an OpaqueFunction)."""
+    descriptions = node_set(
+        matcher=_value(context, 'matcher'), image_topic=_value(context, 'image_topic'),
+        camera_info_topic=_value(context, 'camera_info_topic'),
+        depth_topic=_value(context, 'depth_topic'),
+        image_transport=_value(context, 'image_transport'),
+        namespace=_value(context, 'namespace'))
+    config_file = _value(context, 'config_file')
+    use_sim_time = _flag(context, 'use_sim_time')
+    actions = []
+    profile = _value(context, 'fastdds_profile')
+    if profile:
+        actions.append(SetEnvironmentVariable(FASTDDS_PROFILE_ENV, profile))
+    if _flag(context, 'one_process') or _flag(context, 'use_composition'):
+        command = [os.path.join(get_package_prefix(PACKAGE), 'lib', PACKAGE, PACKAGE), 'run',
+                   '--image-topic', _value(context, 'image_topic'),
+                   '--camera-info-topic', _value(context, 'camera_info_topic'),
+                   '--depth-topic', _value(context, 'depth_topic'),
+                   '--image-transport', _value(context, 'image_transport'),
+                   '--namespace', _value(context, 'namespace')]
+        if config_file:
+            command += ['--config', config_file]
+        if _value(context, 'matcher'):
+            command += ['--matcher', _value(context, 'matcher')]
+        if use_sim_time:
+            command.append('--use-sim-time')
+        if not profile:
+            command.append('--no-fastdds-profile')
+        actions.append(ExecuteProcess(cmd=command, name='relperception_run', output='screen',
+                                      emulate_tty=True))
+        return actions
+    for description in descriptions:
+        parameters = []
+        if description.parameters_from_config and config_file:
+            parameters.append(config_file)
+        parameters.append(dict(description.parameters, use_sim_time=use_sim_time))
+        actions.append(Node(
+            package=description.package, executable=description.executable,
+            name=description.name, namespace=description.namespace,
+            remappings=description.remapping_pairs(), parameters=parameters,
+            output='screen', emulate_tty=True))
+    return actions
+
+
+def generate_launch_description():
+    """Declare the arguments and start the node set."""
+    share = get_package_share_directory(PACKAGE)
+    default_profile = os.path.join(share, 'config', FASTDDS_PROFILE_NAME)
+    arguments = [
+        DeclareLaunchArgument('image_topic', default_value='/camera/image_raw',
+                              description='camera image topic (sensor_msgs/Image)'),
+        DeclareLaunchArgument('camera_info_topic', default_value='/camera/camera_info',
+                              description='sensor_msgs/CameraInfo topic of that camera'),
+        DeclareLaunchArgument('depth_topic', default_value='',
+                              description='depth image topic (16UC1 mm or 32FC1 m) for RGB-D '
+                                          "odometry; '' = monocular"),
+        DeclareLaunchArgument('image_transport', default_value='raw',
+                              choices=['raw', 'compressed'],
+                              description="'compressed' reads <image_topic>/compressed"),
+        DeclareLaunchArgument('matcher', default_value='',
+                              choices=['', 'ncc', 'klt', 'orb'],
+                              description="correspondence method; '' = the config file's"),
+        DeclareLaunchArgument('config_file',
+                              default_value=os.path.join(share, 'config', 'default.yaml'),
+                              description='ROS 2 parameter file with relperception keys'),
+        DeclareLaunchArgument('namespace', default_value='',
+                              description='namespace of the nodes and their outputs'),
+        DeclareLaunchArgument('use_sim_time', default_value='false',
+                              description='follow /clock (bag playback with --clock)'),
+        DeclareLaunchArgument('one_process', default_value='false',
+                              description='true: run all nodes in one process (relperception '
+                                          'run; rclpy has no Python component containers)'),
+        DeclareLaunchArgument('use_composition', default_value='false',
+                              description='alias of one_process'),
+        DeclareLaunchArgument('fastdds_profile',
+                              default_value=EnvironmentVariable(FASTDDS_PROFILE_ENV,
+                                                                default_value=default_profile),
+                              description="Fast DDS XML profile for the nodes; '' = Fast DDS "
+                                          'defaults (large images get lost between processes)'),
+    ]
+    return LaunchDescription(arguments + [OpaqueFunction(function=_launch_nodes)])

@@ -1,0 +1,73 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Publish a node's processing statistics as ``diagnostic_msgs/DiagnosticArray``.
+
+One ``DiagnosticStatus`` per watched stage, named ``<node name>: <what>``, once per period on
+the relative topic ``diagnostics`` (remap it to ``/diagnostics`` in launch, where the
+diagnostic aggregator and ``rqt_runtime_monitor`` listen). The level is WARN when no input
+arrived for ``stale_after_s`` or when frames were dropped or failed since the last report;
+the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from relperception.pipeline.realtime import diagnostic_report, RunningStats, StatsSnapshot
+
+
+class DiagnosticsPublisher:
+    """Publish the statistics of one or more processing stages of a node at a fixed rate.
+
+    Args:
+        node: the publishing node.
+        stages: ``(what, stats)`` pairs, e.g. ``[('matching', worker.stats)]``.
+        period_s: publishing period in seconds (1 Hz by default, as diagnostic_updater).
+        hardware_id: ``DiagnosticStatus.hardware_id``; nodes set :attr:`hardware_id` later,
+            e.g. to the camera's ``frame_id`` once images arrive.
+        stale_after_s: seconds without input after which a stage is reported WARN.
+        topic: relative topic name.
+    """
+
+    def __init__(self, node: Node, stages: List[Tuple[str, RunningStats]],
+                 period_s: float = 1.0, hardware_id: str = '', stale_after_s: float = 2.0,
+                 topic: str = 'diagnostics') -> None:
+        if not period_s > 0:
+            raise ValueError(f'period_s must be > 0, got {period_s}')
+        if not stages:
+            raise ValueError('stages must name at least one (what, RunningStats) pair')
+        self.hardware_id = hardware_id
+        self._node = node
+        self._stages = list(stages)
+        self._stale_after_s = float(stale_after_s)
+        self._previous: List[Optional[StatsSnapshot]] = [None] * len(self._stages)
+        self._publisher = node.create_publisher(DiagnosticArray, topic, 10)
+        self._timer = node.create_timer(float(period_s), self.publish)
+
+    def statuses(self) -> List[DiagnosticStatus]:
+        """Return one ``DiagnosticStatus`` per stage, comparing with the previous report."""
+        statuses = []
+        for index, (what, stats) in enumerate(self._stages):
+            snapshot = stats.snapshot()
+            level, message, values = diagnostic_report(snapshot, self._previous[index],
+                                                       self._stale_after_s)
+            self._previous[index] = snapshot
+            statuses.append(DiagnosticStatus(
+                level=bytes([level]), name=f'{self._node.get_name()}: {what}',
+                message=message, hardware_id=self.hardware_id,
+                values=[KeyValue(key=key, value=value) for key, value in values]))
+        return statuses
+
+    def publish(self) -> None:
+        """Publish the current statuses (called by the timer)."""
+        array = DiagnosticArray()
+        array.header.stamp = self._node.get_clock().now().to_msg()
+        array.status = self.statuses()
+        self._publisher.publish(array)
+
+    def destroy(self) -> None:
+        """Destroy the timer and the publisher."""
+        self._node.destroy_timer(self._timer)
+        self._node.destroy_publisher(self._publisher)

@@ -1,0 +1,348 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The relperception node set, described once for ``ros2 launch`` and ``relperception run``.
+
+``launch/perception.launch.py`` turns every :class:`NodeDescription` of :func:`node_set` into a
+``launch_ros`` ``Node`` (one process per node); ``relperception run`` instantiates the same
+descriptions as rclpy nodes in ONE process with a ``MultiThreadedExecutor`` (pip-only installs
+have no ``ros2 launch``; one process also spares the images a trip through DDS). Because both
+read this module, the topics, remappings and parameters cannot drift apart.
+
+The graph::
+
+    image_topic ─▶ matcher_node ──correspondences──▶ odometry_node ─▶ odom, path
+    camera_info_topic ─┴────────────────────────────────┘   ▲
+                                          depth_topic ─(depth_in)┘   (optional)
+    both ─▶ /diagnostics
+
+Everything here is importable without ROS: rclpy and ament_index_python are imported inside
+the functions that need them, so the launch file and the ``run`` verb stay light.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import importlib
+import logging
+import os
+from pathlib import Path
+import sys
+import threading
+from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence
+
+PACKAGE = 'relperception'
+FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
+# Fast DDS 3 (ROS 2 Kilted and later) reads this name; a user who set either keeps theirs.
+FASTDDS_PROFILE_ENV_NEW = 'FASTDDS_DEFAULT_PROFILES_FILE'
+FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
+IMAGE_TRANSPORTS = ('raw', 'compressed')
+MATCHERS = ('ncc', 'klt', 'orb')
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NodeDescription:
+    """One node of the set, in the terms both ``launch_ros.actions.Node`` and rclpy use.
+
+    Attributes:
+        name: node name (``matcher_node``); also the console script in ``lib/relperception``.
+        executable: console script that runs the node alone (``ros2 run relperception ...``).
+        plugin: ``module:Class`` of the rclpy node class, instantiated by ``relperception run``.
+        remappings: relative topic name -> absolute or relative target, in the node's order.
+        parameters_from_config: whether the node takes the configuration file's parameters.
+        parameters: node-local parameter values applied after the configuration file.
+        namespace: ROS namespace of the node ('' for the root namespace).
+        package: ROS package that provides the executable.
+    """
+
+    name: str
+    executable: str
+    plugin: str
+    remappings: Dict[str, str] = field(default_factory=dict)
+    parameters_from_config: bool = True
+    parameters: Dict[str, Any] = field(default_factory=dict)
+    namespace: str = ''
+    package: str = PACKAGE
+
+    def remapping_pairs(self) -> List[tuple]:
+        """Return the remappings as ``[(from, to), ...]`` (the form ``launch_ros`` takes)."""
+        return list(self.remappings.items())
+
+    def ros_arguments(self) -> List[str]:
+        """Return ``['--ros-args', '-r', 'from:=to', ...]`` for rclpy's ``cli_args``."""
+        arguments = ['--ros-args']
+        for source, target in self.remappings.items():
+            arguments += ['-r', f'{source}:={target}']
+        return arguments
+
+    def parameter_values(self, config: Optional[Mapping[str, Any]] = None,
+                         use_sim_time: bool = False) -> Dict[str, Any]:
+        """Return the flat parameter values this node starts with.
+
+        Args:
+            config: flat validated configuration (``relperception.config.load_config``), used
+                when ``parameters_from_config`` is true; None for none.
+            use_sim_time: whether the node follows ``/clock``.
+
+        Returns:
+            ``{name: value}``: the configuration, then the node-local ``parameters``, then
+            ``use_sim_time`` (later entries win, as in a launch file's parameter list).
+        """
+        values: Dict[str, Any] = {}
+        if self.parameters_from_config and config:
+            values.update(config)
+        values.update(self.parameters)
+        values['use_sim_time'] = bool(use_sim_time)
+        return values
+
+    def load_class(self):
+        """Import and return the node class named by ``plugin`` (imports rclpy)."""
+        module_name, _, class_name = self.plugin.partition(':')
+        if not module_name or not class_name:
+            raise ValueError(f'plugin must be "module:Class", got {self.plugin!r}')
+        return getattr(importlib.import_module(module_name), class_name)
+
+
+def _absolute_or_relative(topic: str, what: str) -> str:
+    topic = topic.strip()
+    if not topic:
+        raise ValueError(f'{what} must not be empty')
+    if any(c.isspace() for c in topic) or topic.endswith('/') and topic != '/':
+        raise ValueError(f'{what} is not a valid ROS topic name: {topic!r}')
+    return topic
+
+
+def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_raw',
+             camera_info_topic: str = '/camera/camera_info', depth_topic: str = '',
+             image_transport: str = 'raw', namespace: str = '') -> List[NodeDescription]:
+    """Describe the relperception nodes and how their topics are wired.
+
+    Args:
+        matcher: correspondence method (``ncc``, ``klt`` or ``orb``), set as the matcher
+            node's ``matcher`` parameter after the configuration file; None or '' keeps the
+            configuration file's value.
+        image_topic: camera image topic (``sensor_msgs/Image``; with ``image_transport``
+            ``compressed`` the node reads ``<image_topic>/compressed``).
+        camera_info_topic: ``sensor_msgs/CameraInfo`` topic of that camera.
+        depth_topic: depth image topic (16UC1 mm or 32FC1 m) for RGB-D odometry; '' for none.
+        image_transport: ``raw`` or ``compressed``, as in image_transport.
+        namespace: ROS namespace of every node ('' for the root namespace); the nodes' own
+            outputs (``correspondences``, ``odom``, ``path``, ...) are relative to it.
+
+    Returns:
+        The node descriptions, upstream first.
+
+    Raises:
+        ValueError: for an unknown matcher or transport, or an empty or malformed topic.
+    """
+    if matcher and matcher not in MATCHERS:
+        raise ValueError(f'matcher must be one of {list(MATCHERS)}, got {matcher!r}')
+    if image_transport not in IMAGE_TRANSPORTS:
+        raise ValueError(
+            f'image_transport must be one of {list(IMAGE_TRANSPORTS)}, got {image_transport!r}')
+    image_topic = _absolute_or_relative(image_topic, 'image_topic')
+    camera_info_topic = _absolute_or_relative(camera_info_topic, 'camera_info_topic')
+    depth_topic = depth_topic.strip()
+    if depth_topic:
+        depth_topic = _absolute_or_relative(depth_topic, 'depth_topic')
+    namespace = namespace.strip().rstrip('/')
+    if namespace and not namespace.startswith('/'):
+        namespace = '/' + namespace
+
+    matcher_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
+    if image_transport == 'compressed':
+        # image_transport resolves the base name, then appends '/compressed'; an rclpy node
+        # that subscribes 'image/compressed' directly needs that name remapped too.
+        matcher_remappings['image/compressed'] = image_topic + '/compressed'
+    matcher_remappings['diagnostics'] = '/diagnostics'
+    matcher_parameters: Dict[str, Any] = {'image_transport': image_transport}
+    if matcher:
+        matcher_parameters['matcher'] = matcher
+
+    odometry_remappings = {'camera_info': camera_info_topic}
+    if depth_topic:
+        odometry_remappings['depth_in'] = depth_topic
+    odometry_remappings['diagnostics'] = '/diagnostics'
+
+    return [
+        NodeDescription(
+            name='matcher_node', executable='matcher_node',
+            plugin='relperception.nodes.matcher_node:MatcherNode',
+            remappings=matcher_remappings, parameters=matcher_parameters,
+            namespace=namespace),
+        NodeDescription(
+            name='odometry_node', executable='odometry_node',
+            plugin='relperception.nodes.odometry_node:OdometryNode',
+            remappings=odometry_remappings, namespace=namespace),
+        # The dense-perception issue adds its node HERE, so that the launch file and
+        # ``relperception run`` both pick it up:
+        # NodeDescription(
+        #     name='dense_node', executable='dense_node',
+        #     plugin='relperception.nodes.dense_node:DenseNode',
+        #     remappings={'image': image_topic, 'camera_info': camera_info_topic,
+        #                 'diagnostics': '/diagnostics'},
+        #     namespace=namespace),   # publishes depth, labels, labels_color
+    ]
+
+
+# --- Fast DDS profile and environment (ROS-free) -------------------------------------------
+
+def fastdds_profile_path() -> Path:
+    """Return the packaged Fast DDS profile (``config/fastdds_profile.xml``).
+
+    Looks in the ament share directory first (colcon / apt installs), then in the source
+    tree next to this package (pip editable installs).
+
+    Returns:
+        Path of an existing file.
+
+    Raises:
+        FileNotFoundError: when neither location holds the profile.
+    """
+    candidates = []
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        candidates.append(Path(get_package_share_directory(PACKAGE)) / 'config')
+    except Exception:  # ament_index not installed, or the package not in AMENT_PREFIX_PATH
+        pass
+    candidates.append(Path(__file__).resolve().parents[2] / 'config')
+    for folder in candidates:
+        if (folder / FASTDDS_PROFILE_NAME).is_file():
+            return folder / FASTDDS_PROFILE_NAME
+    raise FileNotFoundError(
+        f'{FASTDDS_PROFILE_NAME} not found in {", ".join(str(c) for c in candidates)}')
+
+
+def apply_fastdds_profile(environ: Optional[MutableMapping[str, str]] = None,
+                          enabled: bool = True) -> Optional[str]:
+    """Point Fast DDS at the packaged profile unless the user chose one (call before init).
+
+    Args:
+        environ: environment to change (default ``os.environ``).
+        enabled: False leaves the environment alone (``--no-fastdds-profile``).
+
+    Returns:
+        The profile file in effect (the user's or ours), or None when none is set.
+    """
+    environ = os.environ if environ is None else environ
+    for name in (FASTDDS_PROFILE_ENV, FASTDDS_PROFILE_ENV_NEW):
+        if environ.get(name):
+            return environ[name]
+    if not enabled:
+        return None
+    path = str(fastdds_profile_path())
+    environ[FASTDDS_PROFILE_ENV] = path
+    return path
+
+
+def ensure_ament_prefix(environ: Optional[MutableMapping[str, str]] = None) -> Optional[str]:
+    """Set ``AMENT_PREFIX_PATH`` to this Python's prefix when unset and it holds an index.
+
+    The ROS 2 wheels install their ament index into the virtual environment, where rclpy
+    finds message type support only through ``AMENT_PREFIX_PATH``; a sourced ROS install
+    sets it already and is left alone.
+
+    Args:
+        environ: environment to change (default ``os.environ``).
+
+    Returns:
+        The value in effect, or None.
+    """
+    environ = os.environ if environ is None else environ
+    if not environ.get('AMENT_PREFIX_PATH'):
+        if (Path(sys.prefix) / 'share' / 'ament_index').is_dir():
+            environ['AMENT_PREFIX_PATH'] = sys.prefix
+    return environ.get('AMENT_PREFIX_PATH')
+
+
+# --- one process, several nodes (imports rclpy) --------------------------------------------
+
+def create_node(description: NodeDescription, context,
+                config: Optional[Mapping[str, Any]] = None, use_sim_time: bool = False):
+    """Instantiate the node class of ``description`` with its remappings and parameters.
+
+    Args:
+        description: what to start.
+        context: initialised ``rclpy.Context``.
+        config: flat validated configuration for ``parameters_from_config`` nodes.
+        use_sim_time: whether the node follows ``/clock``.
+
+    Returns:
+        The ``rclpy.node.Node``. Its class must accept rclpy's ``Node`` keyword arguments
+        (``context``, ``namespace``, ``cli_args``, ``parameter_overrides``).
+    """
+    from rclpy.parameter import Parameter
+
+    overrides = [Parameter(name, value=value)
+                 for name, value in description.parameter_values(config, use_sim_time).items()]
+    node_class = description.load_class()
+    return node_class(context=context, namespace=description.namespace or None,
+                      cli_args=description.ros_arguments(), parameter_overrides=overrides)
+
+
+def run_node_set(descriptions: Sequence[NodeDescription],
+                 config: Optional[Mapping[str, Any]] = None, use_sim_time: bool = False,
+                 duration_s: Optional[float] = None, num_threads: Optional[int] = None,
+                 stop_event: Optional[threading.Event] = None) -> int:
+    """Run the nodes in this process with one ``MultiThreadedExecutor`` until stopped.
+
+    Stops on SIGINT / SIGTERM (when called from the main thread), when ``stop_event`` is
+    set, or after ``duration_s``. Set the Fast DDS profile (:func:`apply_fastdds_profile`)
+    before calling: DDS reads it when the context starts.
+
+    Args:
+        descriptions: nodes to start (usually :func:`node_set`).
+        config: flat validated configuration (``relperception.config.load_config``).
+        use_sim_time: whether the nodes follow ``/clock``.
+        duration_s: run this many seconds, then exit; None runs until a signal.
+        num_threads: executor threads (default: rclpy's choice).
+        stop_event: set it from another thread to stop.
+
+    Returns:
+        0 after a clean stop.
+    """
+    import signal
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    if duration_s is not None and duration_s <= 0:
+        raise ValueError(f'duration_s must be > 0, got {duration_s}')
+    stop = stop_event or threading.Event()
+    context = rclpy.Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    previous_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        def request_stop(signum, _frame):
+            logger.info('received %s, shutting down', signal.Signals(signum).name)
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous_handlers[signum] = signal.signal(signum, request_stop)
+    nodes = []
+    executor = None
+    spin_thread = None
+    try:
+        executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+        for description in descriptions:
+            node = create_node(description, context, config, use_sim_time)
+            nodes.append(node)
+            executor.add_node(node)
+            logger.info('started %s', node.get_fully_qualified_name())
+        spin_thread = threading.Thread(target=executor.spin, name='relperception-executor',
+                                       daemon=True)
+        spin_thread.start()
+        stop.wait(duration_s)
+        return 0
+    finally:
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
+        if executor is not None:
+            executor.shutdown(timeout_sec=5.0)
+        if spin_thread is not None:
+            spin_thread.join(timeout=5.0)
+        for node in reversed(nodes):
+            node.destroy_node()
+        context.try_shutdown()

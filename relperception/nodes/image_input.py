@@ -1,0 +1,111 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Subscribe to ``image`` as raw ``sensor_msgs/Image`` or ``sensor_msgs/CompressedImage``.
+
+Like image_transport, the node-local read-only parameter ``image_transport`` chooses the
+transport: ``raw`` subscribes to ``image``, ``compressed`` to ``<resolved image>/compressed``
+(so remapping ``image`` moves both). The subscription callback only hands the message on (to
+:meth:`relperception.nodes.processing.FrameWorker.submit`); decoding happens on the worker
+with :meth:`ImageInput.decode`, which raises ``ValueError`` with the reason for a bad message
+(unknown encoding, inconsistent step, empty image, truncated JPEG, ...).
+
+QoS defaults to the sensor-data profile (best effort, keep last 5) and can be overridden per
+topic with the standard ``qos_overrides.<topic>.subscription.*`` parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from relperception.config import ParameterSpec
+from relperception.data.messages import stamp_to_ns
+from relperception.imaging import compressed_to_numpy, image_to_numpy, to_mono8
+from relperception.nodes.parameters import declare_parameters
+from sensor_msgs.msg import CompressedImage, Image
+
+#: Node-local parameter (not in the shared configuration schema).
+IMAGE_TRANSPORT = ParameterSpec(
+    'image_transport', 'raw',
+    'transport of the image input: raw subscribes to image (sensor_msgs/Image), compressed to '
+    'image/compressed (sensor_msgs/CompressedImage)', choices=('raw', 'compressed'),
+    read_only=True)
+
+
+@dataclass(frozen=True)
+class GrayImage:
+    """A decoded input image.
+
+    Attributes:
+        gray: (H, W) uint8 grey image (may be a read-only view of the message data).
+        stamp_ns: header stamp in integer nanoseconds.
+        header: the message's ``std_msgs/Header`` (stamp and frame_id), for outputs.
+    """
+
+    gray: np.ndarray
+    stamp_ns: int
+    header: Any
+
+
+def decode_gray(msg) -> GrayImage:
+    """Decode an ``Image`` or ``CompressedImage`` message to a grey image and its stamp.
+
+    Args:
+        msg: ``sensor_msgs/Image`` (any encoding :func:`relperception.imaging.to_mono8`
+            converts) or ``sensor_msgs/CompressedImage`` (``compressed`` formats).
+
+    Returns:
+        The :class:`GrayImage`.
+
+    Raises:
+        ValueError: an undecodable message, with the reason.
+    """
+    if isinstance(msg, CompressedImage):
+        array, encoding = compressed_to_numpy(msg)
+    elif isinstance(msg, Image):
+        array, encoding = image_to_numpy(msg), msg.encoding
+    else:
+        raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
+    gray = to_mono8(array, encoding)
+    return GrayImage(gray=gray, stamp_ns=stamp_to_ns(msg.header.stamp), header=msg.header)
+
+
+class ImageInput:
+    """The image subscription of a node, raw or compressed by the ``image_transport`` parameter.
+
+    Args:
+        node: the subscribing node (``image_transport`` is declared on it).
+        callback: called on the executor thread with each message; keep it short (e.g.
+            ``FrameWorker.submit``).
+        qos: subscription QoS (default: sensor data, best effort, keep last 5).
+        topic: base topic name (relative).
+    """
+
+    def __init__(self, node: Node, callback: Callable[[Any], Any],
+                 qos: QoSProfile = qos_profile_sensor_data, topic: str = 'image') -> None:
+        declare_parameters(node, [IMAGE_TRANSPORT.name],
+                           specs={IMAGE_TRANSPORT.name: IMAGE_TRANSPORT})
+        self.transport = node.get_parameter(IMAGE_TRANSPORT.name).value
+        if self.transport == 'compressed':
+            message_type = CompressedImage
+            self.topic = node.resolve_topic_name(topic) + '/compressed'
+        else:
+            message_type = Image
+            self.topic = topic
+        self._node = node
+        self._subscription = node.create_subscription(
+            message_type, self.topic, callback, qos,
+            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+
+    @staticmethod
+    def decode(msg) -> GrayImage:
+        """Decode a received message; see :func:`decode_gray`."""
+        return decode_gray(msg)
+
+    def destroy(self) -> None:
+        """Destroy the subscription."""
+        self._node.destroy_subscription(self._subscription)

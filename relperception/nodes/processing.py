@@ -1,0 +1,116 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Keep the newest input and process it off the executor thread.
+
+A subscription callback hands its message to :meth:`FrameWorker.submit`, which only stores
+it (replacing, and counting as dropped, an item the worker has not started yet) and returns.
+A daemon thread takes the newest item and calls the processing callback; an exception is
+logged (throttled) and counted, and the worker goes on with the next item, so one bad message
+never stops a node. Processing times go into a :class:`RunningStats` for diagnostics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Generic, Optional
+
+from relperception.pipeline.realtime import Item, LatestSlot, RunningStats
+
+
+class SkipFrame(Exception):
+    """Raised by a processing callback to skip an item that is not an error (e.g. a duplicate).
+
+    The worker logs the message (throttled) and counts the item as dropped, not as an error.
+    """
+
+
+class FrameWorker(Generic[Item]):
+    """A daemon thread that processes the newest submitted item.
+
+    Args:
+        name: thread name, also used in log lines.
+        process: callback run on the worker thread for each taken item. Raise
+            :class:`SkipFrame` to skip an item (counted as dropped) or any other exception to
+            report a failure (counted as an error); both are logged and the worker goes on.
+        logger: logger with ``warning`` and ``error`` methods (an rclpy node logger, whose
+            ``throttle_duration_sec`` keyword is used, or a ``logging.Logger``).
+        stats: statistics to record arrivals, drops, errors and processing times in (a new
+            :class:`RunningStats` if None); only this worker should count into it.
+        poll_s: how often the idle worker checks for shutdown (seconds).
+        log_throttle_s: minimum interval between two failure log lines (seconds).
+    """
+
+    def __init__(self, name: str, process: Callable[[Item], None], logger,
+                 stats: Optional[RunningStats] = None, poll_s: float = 0.1,
+                 log_throttle_s: float = 1.0) -> None:
+        if not callable(process):
+            raise ValueError('process must be callable')
+        if not poll_s > 0:
+            raise ValueError(f'poll_s must be > 0, got {poll_s}')
+        self.name = name
+        self.stats = stats if stats is not None else RunningStats()
+        self._process = process
+        self._logger = logger
+        self._poll_s = float(poll_s)
+        # rclpy loggers throttle per call site; logging.Logger has no throttling.
+        self._throttle = ({} if isinstance(logger, logging.Logger)
+                          else {'throttle_duration_sec': float(log_throttle_s)})
+        self._slot: LatestSlot[Item] = LatestSlot()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, item: Item) -> bool:
+        """Hand ``item`` to the worker without blocking.
+
+        Args:
+            item: the newest input (e.g. a message); not None.
+
+        Returns:
+            True when an item the worker had not started was replaced (counted as dropped).
+        """
+        self.stats.record_arrival()
+        replaced = self._slot.put(item)
+        if replaced:
+            self.stats.record_drop()
+        return replaced
+
+    @property
+    def idle(self) -> bool:
+        """Whether every submitted item has been processed, dropped or reported as failed."""
+        stats = self.stats.snapshot()
+        return stats.received == stats.processed + stats.dropped + stats.errors
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker thread is alive."""
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop taking items and join the thread (waits for the item in progress).
+
+        Args:
+            timeout: seconds to wait for the item in progress to finish.
+        """
+        self._slot.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._slot.closed:
+            item = self._slot.take(self._poll_s)
+            if item is None:
+                continue
+            start = time.perf_counter()
+            try:
+                self._process(item)
+            except SkipFrame as skip:
+                self.stats.record_drop()
+                self._logger.warning(f'{self.name}: skipped a frame: {skip}', **self._throttle)
+            except Exception as error:  # noqa: B902 - the worker must survive any failure
+                self.stats.record_error()
+                self._logger.error(f'{self.name}: frame failed: {type(error).__name__}: {error}',
+                                   **self._throttle)
+            else:
+                self.stats.record_processing(time.perf_counter() - start)

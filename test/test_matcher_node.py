@@ -1,0 +1,361 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of matcher_node with real rclpy nodes and DDS (one process, unique namespaces)."""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import cv2
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip('rclpy')
+pytest.importorskip('sensor_msgs')
+DiagnosticArray = pytest.importorskip('diagnostic_msgs.msg').DiagnosticArray
+
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
+from rclpy.qos import ReliabilityPolicy  # noqa: E402
+from relperception.config import defaults, section  # noqa: E402
+from relperception.core_types import Matches  # noqa: E402
+from relperception.data.correspondences import (  # noqa: E402
+    CORRESPONDENCE_FIELDS,
+    matches_from_cloud,
+)
+from relperception.data.messages import ns_to_sec_nanosec, stamp_to_ns  # noqa: E402
+from relperception.data.synthetic import iter_sequence  # noqa: E402
+from relperception.imaging import (  # noqa: E402
+    compressed_to_numpy,
+    image_to_numpy,
+    numpy_to_compressed_fields,
+    numpy_to_image_fields,
+    to_mono8,
+)
+from relperception.imaging.drawing import draw_matches  # noqa: E402
+from relperception.matching import build_matcher  # noqa: E402
+from relperception.nodes.matcher_node import MatcherNode  # noqa: E402
+from sensor_msgs.msg import CompressedImage, Image, PointCloud2  # noqa: E402
+
+WIDTH, HEIGHT = 320, 240
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+@pytest.fixture(scope='module')
+def frames():
+    _, sequence = iter_sequence(8, seed=3, width=WIDTH, height=HEIGHT)
+    return list(sequence)
+
+
+def image_msg(rgb, stamp_ns, frame_id='camera'):
+    fields = numpy_to_image_fields(rgb, 'rgb8')
+    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
+                is_bigendian=fields['is_bigendian'], step=fields['step'],
+                data=fields['data'].tobytes())
+    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def compressed_msg(rgb, stamp_ns, frame_id='camera'):
+    fields = numpy_to_compressed_fields(rgb, 'rgb8', 'jpeg')
+    msg = CompressedImage(format=fields['format'], data=fields['data'].tobytes())
+    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def reference_matches(gray0, gray1, **ncc):
+    config = {**section(defaults(), 'ncc'), **ncc}
+    return build_matcher('ncc', config).match(gray0, gray1)
+
+
+class Harness:
+    """A matcher_node and a probe node spinning in one MultiThreadedExecutor."""
+
+    def __init__(self, context, overrides=(), namespace=None):
+        self.namespace = namespace or f'/test_{uuid.uuid4().hex[:10]}'
+        self.node = MatcherNode(context=context, namespace=self.namespace,
+                                parameter_overrides=list(overrides))
+        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        self.clouds, self.diagnostics, self.images = [], [], []
+        self.probe.create_subscription(PointCloud2, 'correspondences', self.clouds.append, 10)
+        self.probe.create_subscription(DiagnosticArray, 'diagnostics',
+                                       self.diagnostics.append, 10)
+        self.publishers = {
+            'raw': self.probe.create_publisher(Image, 'image', 10),
+            'compressed': self.probe.create_publisher(CompressedImage, 'image/compressed', 10)}
+        self.executor = MultiThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.probe)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        transport = self.node.get_parameter('image_transport').value
+        assert wait_for(lambda: self.publishers[transport].get_subscription_count() > 0
+                        and self.node._correspondences.get_subscription_count() > 0)
+        self.transport = transport
+
+    def send(self, msg):
+        """Publish one message and wait until the node has finished with it."""
+        stats = self.node.worker.stats
+        before = stats.snapshot().received
+        self.publishers[self.transport].publish(msg)
+        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
+        assert wait_for(lambda: self.node.worker.idle)
+
+    def wait_clouds(self, count):
+        assert wait_for(lambda: len(self.clouds) >= count), f'{len(self.clouds)} clouds'
+        time.sleep(0.05)
+        assert len(self.clouds) == count
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.probe.destroy_node()
+        self.thread.join(5.0)
+        assert not self.thread.is_alive()
+        assert not self.node.worker.running
+
+
+@pytest.fixture
+def context():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    ctx.try_shutdown()
+
+
+@pytest.fixture
+def harness(context):
+    made = []
+
+    def make(overrides=(), namespace=None):
+        made.append(Harness(context, overrides, namespace))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def gray(frame):
+    return to_mono8(frame.rgb, 'rgb8')
+
+
+class TestMatcherNode:
+
+    def test_correspondences_raw(self, harness, frames):
+        run = harness()
+        for frame in frames[:3]:
+            run.send(image_msg(frame.rgb, frame.stamp_ns))
+        run.wait_clouds(2)
+        for index, cloud in enumerate(run.clouds, start=1):
+            older, newer = frames[index - 1], frames[index]
+            fields = [(f.name, f.offset, f.datatype, f.count) for f in cloud.fields]
+            assert fields == list(CORRESPONDENCE_FIELDS)
+            assert stamp_to_ns(cloud.header.stamp) == newer.stamp_ns
+            assert cloud.header.frame_id == 'camera'
+            matches, stamp0_ns = matches_from_cloud(cloud)
+            assert stamp0_ns == older.stamp_ns
+            expected = reference_matches(gray(older), gray(newer))
+            assert len(matches) == len(expected) > 100
+            np.testing.assert_allclose(matches.keypoints0, expected.keypoints0, atol=1e-4)
+            np.testing.assert_allclose(matches.keypoints1, expected.keypoints1, atol=1e-4)
+            np.testing.assert_allclose(matches.confidence, expected.confidence, atol=1e-6)
+        snapshot = run.node.worker.stats.snapshot()
+        assert (snapshot.received, snapshot.processed, snapshot.dropped,
+                snapshot.errors) == (3, 3, 0, 0)
+
+    def test_compressed_transport(self, harness, frames):
+        run = harness([Parameter('image_transport', value='compressed')])
+        assert run.node._input.topic == f'{run.namespace}/image/compressed'
+        messages = [compressed_msg(frame.rgb, frame.stamp_ns) for frame in frames[:2]]
+        run.send(messages[0])
+        truncated = compressed_msg(frames[1].rgb, frames[1].stamp_ns)
+        truncated.data = bytes(messages[1].data)[:len(messages[1].data) // 2]
+        run.send(truncated)
+        assert run.node.worker.stats.snapshot().errors == 1
+        run.send(messages[1])
+        run.wait_clouds(1)
+        decoded = [to_mono8(*compressed_to_numpy(m)) for m in messages]
+        matches, stamp0_ns = matches_from_cloud(run.clouds[0])
+        assert stamp0_ns == frames[0].stamp_ns
+        assert len(matches) == len(reference_matches(*decoded)) > 100
+
+    def test_bad_input_keeps_running(self, harness, frames):
+        run = harness()
+        f = frames
+        run.send(image_msg(f[0].rgb, f[0].stamp_ns))
+        wrong_encoding = image_msg(f[1].rgb, f[1].stamp_ns)
+        wrong_encoding.encoding = 'rgb9'
+        bad_step = image_msg(f[1].rgb, f[1].stamp_ns)
+        bad_step.step = WIDTH * 3 - 6
+        empty = Image(encoding='rgb8')
+        empty.header.stamp.sec, empty.header.stamp.nanosec = ns_to_sec_nanosec(f[1].stamp_ns)
+        for bad in (wrong_encoding, bad_step, empty):
+            run.send(bad)
+        assert run.node.worker.stats.snapshot().errors == 3
+        assert not run.clouds
+        run.send(image_msg(f[1].rgb, f[1].stamp_ns))            # matches f0 -> f1
+        run.send(image_msg(f[2].rgb, f[1].stamp_ns))            # duplicate stamp: skipped
+        run.send(image_msg(f[0].rgb, f[0].stamp_ns))            # backwards: skipped, reset
+        run.send(image_msg(f[3].rgb, f[3].stamp_ns))            # first frame again
+        run.send(image_msg(f[4].rgb, f[4].stamp_ns))            # matches f3 -> f4
+        run.wait_clouds(2)
+        stamps = [(matches_from_cloud(c)[1], stamp_to_ns(c.header.stamp)) for c in run.clouds]
+        assert stamps == [(f[0].stamp_ns, f[1].stamp_ns), (f[3].stamp_ns, f[4].stamp_ns)]
+        assert len(matches_from_cloud(run.clouds[1])[0]) == len(
+            reference_matches(gray(f[3]), gray(f[4])))
+        snapshot = run.node.worker.stats.snapshot()
+        assert (snapshot.received, snapshot.processed, snapshot.dropped,
+                snapshot.errors) == (9, 4, 2, 3)
+
+    def test_size_change_starts_over(self, harness, frames):
+        run = harness()
+        small = [cv2.resize(frame.rgb, (WIDTH // 2, HEIGHT // 2), interpolation=cv2.INTER_AREA)
+                 for frame in frames[:4]]
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.send(image_msg(small[1], frames[1].stamp_ns))        # new size: no output
+        run.send(image_msg(small[2], frames[2].stamp_ns))
+        run.wait_clouds(1)
+        matches, stamp0_ns = matches_from_cloud(run.clouds[0])
+        assert stamp0_ns == frames[1].stamp_ns
+        assert len(matches) == len(reference_matches(to_mono8(small[1], 'rgb8'),
+                                                     to_mono8(small[2], 'rgb8')))
+
+    def test_parameter_change_applies_to_next_frame(self, harness, frames):
+        run = harness()
+        client = AsyncParameterClient(run.probe, run.node.get_fully_qualified_name())
+        assert client.wait_for_services(5.0)
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        future = client.set_parameters([Parameter('ncc.min_score', value=0.98)])
+        assert wait_for(future.done)
+        assert future.result().results[0].successful
+        future = client.set_parameters([Parameter('ncc.min_score', value=3.0)])   # invalid
+        assert wait_for(future.done)
+        assert not future.result().results[0].successful
+        assert run.node.get_parameter('ncc.min_score').value == 0.98
+        run.send(image_msg(frames[2].rgb, frames[2].stamp_ns))
+        run.wait_clouds(2)
+        strict = reference_matches(gray(frames[1]), gray(frames[2]), min_score=0.98)
+        loose = reference_matches(gray(frames[1]), gray(frames[2]))
+        matches, _ = matches_from_cloud(run.clouds[1])
+        assert len(matches) == len(strict) < len(loose)
+        assert matches.confidence.min() >= 0.98 - 1e-6 or len(matches) == 0
+
+    def test_diagnostics(self, harness, frames):
+        run = harness()
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns, frame_id='cam_42'))
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns, frame_id='cam_42'))
+        bad = image_msg(frames[2].rgb, frames[2].stamp_ns)
+        bad.encoding = 'nope'
+        run.send(bad)
+
+        def reported():
+            return [s for a in run.diagnostics for s in a.status
+                    if {v.key: v.value for v in s.values}.get('frames_received') == '3']
+
+        assert wait_for(lambda: reported(), timeout=3.0)
+        status = reported()[-1]
+        values = {v.key: v.value for v in status.values}
+        assert status.name == 'matcher_node: matching'
+        assert status.hardware_id == 'cam_42'
+        assert (values['frames_processed'], values['frames_dropped'], values['errors']) == (
+            '2', '0', '1')
+        assert float(values['processing_ms_median']) > 0.0
+        assert status.level == b'\x01' and '1 errors' in status.message   # WARN: an error
+
+    def test_burst_keeps_newest_and_counts_drops(self, harness, frames):
+        run = harness()
+        for frame in frames:                       # no waiting: the worker falls behind
+            run.publishers['raw'].publish(image_msg(frame.rgb, frame.stamp_ns))
+        assert wait_for(lambda: stamp_to_ns(run.clouds[-1].header.stamp) == frames[-1].stamp_ns
+                        if run.clouds else False)
+        assert wait_for(lambda: run.node.worker.idle)
+        snapshot = run.node.worker.stats.snapshot()
+        assert 2 <= snapshot.received <= len(frames) and snapshot.errors == 0
+        assert snapshot.received == snapshot.processed + snapshot.dropped
+        run.wait_clouds(snapshot.processed - 1)
+        newer = [stamp_to_ns(c.header.stamp) for c in run.clouds]
+        older = [matches_from_cloud(c)[1] for c in run.clouds]
+        assert newer == sorted(newer)
+        assert all(o < n for o, n in zip(older, newer))
+
+    def test_qos_is_overridable(self, harness):
+        default = harness()
+        infos = default.probe.get_subscriptions_info_by_topic(f'{default.namespace}/image')
+        assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.BEST_EFFORT]
+        namespace = f'/test_{uuid.uuid4().hex[:10]}'
+        override = f'qos_overrides.{namespace}/image.subscription.reliability'
+        reliable = harness([Parameter(override, value='reliable')], namespace=namespace)
+        infos = reliable.probe.get_subscriptions_info_by_topic(f'{namespace}/image')
+        assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.RELIABLE]
+
+    def test_matches_image_when_subscribed(self, harness, frames):
+        run = harness()
+        run.probe.create_subscription(Image, 'matches_image', run.images.append, 1)
+        assert wait_for(lambda: run.node._matches_image.get_subscription_count() > 0)
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        assert wait_for(lambda: len(run.images) == 1)
+        drawing = run.images[0]
+        assert (drawing.encoding, drawing.width, drawing.height) == ('rgb8', WIDTH, HEIGHT)
+        assert stamp_to_ns(drawing.header.stamp) == frames[1].stamp_ns
+        rgb = image_to_numpy(drawing)
+        plain = cv2.cvtColor(gray(frames[1]), cv2.COLOR_GRAY2RGB)
+        assert np.any(rgb != plain)
+
+
+class TestDrawMatches:
+
+    def test_colours_by_confidence(self):
+        image = np.full((40, 60), 128, np.uint8)
+        matches = Matches([[5, 5], [50, 30]], [[10, 10], [40, 30]], [0.0, 1.0])
+        rgb = draw_matches(image, matches)
+        assert rgb.shape == (40, 60, 3) and rgb.dtype == np.uint8
+        low, high = rgb[10, 10].astype(int), rgb[30, 40].astype(int)
+        assert low[2] > low[0]          # confidence 0: blue end of the turbo map
+        assert high[0] > high[2]        # confidence 1: red end
+        assert np.all(rgb[0, 59] == 128)
+        assert np.array_equal(draw_matches(image, Matches.empty()), np.dstack([image] * 3))
+
+    def test_degenerate(self):
+        with pytest.raises(ValueError, match='uint8'):
+            draw_matches(np.zeros((4, 4, 3), np.uint8), Matches.empty())
+
+
+def test_main_exits_cleanly_on_sigint(tmp_path):
+    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path))
+    namespace = f'/test_{uuid.uuid4().hex[:10]}'
+    process = subprocess.Popen(
+        [sys.executable, '-c', 'from relperception.nodes.matcher_node import main; main()',
+         '--ros-args', '-r', f'__ns:={namespace}'],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30.0)
+        assert ready, 'matcher_node printed nothing in 30 s'
+        line = process.stdout.readline()
+        assert 'matching with ncc' in line, line
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    assert 'Traceback' not in output

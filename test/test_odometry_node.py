@@ -1,0 +1,339 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of odometry_node and the message builders, with real rclpy nodes and DDS.
+
+Everything runs in one process with unique namespaces; the correspondences are computed
+offline with the real ``NCCMatcher`` on consecutive rendered frames and packed like the
+matcher node packs them.
+"""
+
+import threading
+import time
+import uuid
+
+import cv2
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip('rclpy')
+pytest.importorskip('sensor_msgs')
+nav_msgs = pytest.importorskip('nav_msgs.msg')
+pytest.importorskip('diagnostic_msgs')
+
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from relperception.core_types import Matches  # noqa: E402
+from relperception.data.correspondences import matches_from_cloud  # noqa: E402
+from relperception.data.messages import (  # noqa: E402
+    camera_info_fields,
+    stamp_to_ns,
+    transform_from_pose_msg,
+)
+from relperception.data.synthetic import iter_sequence  # noqa: E402
+from relperception.imaging import image_to_numpy  # noqa: E402
+from relperception.matching.ncc import NCCMatcher  # noqa: E402
+from relperception.nodes.odometry_node import (  # noqa: E402
+    camera_mount_transform,
+    DEFAULT_CAMERA_MOUNT,
+    DepthCache,
+    OdometryNode,
+)
+from relperception.nodes.ros_messages import (  # noqa: E402
+    cloud_msg_from_matches,
+    header_msg,
+    image_msg_from_array,
+    odometry_msg,
+    pose_stamped_msg,
+    time_msg,
+    transform_stamped_msg,
+)
+from relperception.transforms import (  # noqa: E402
+    invert_transform,
+    make_transform,
+    rotation_angle_deg,
+)
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField  # noqa: E402
+
+WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+@pytest.fixture(scope='module')
+def sequence():
+    """Return camera, frames and matches[i] = frame i-1 -> frame i (matches[0] None)."""
+    camera, frames = iter_sequence(NUM_FRAMES, seed=0, width=WIDTH, height=HEIGHT)
+    frames = list(frames)
+    grays = [cv2.cvtColor(f.rgb, cv2.COLOR_RGB2GRAY) for f in frames]
+    matcher = NCCMatcher()
+    matches = [None] + [matcher.match(grays[i - 1], grays[i]) for i in range(1, len(frames))]
+    return camera, frames, matches
+
+
+def camera_info_msg(camera):
+    fields = camera_info_fields(camera)
+    msg = CameraInfo(height=fields['height'], width=fields['width'],
+                     distortion_model=fields['distortion_model'], d=fields['d'].tolist(),
+                     k=fields['k'], r=fields['r'], p=fields['p'])
+    msg.header = header_msg(0, 'camera')
+    return msg
+
+
+class Harness:
+    """An odometry_node and a probe node spinning in one MultiThreadedExecutor."""
+
+    def __init__(self, context, overrides=()):
+        self.namespace = f'/test_{uuid.uuid4().hex[:10]}'
+        self.node = OdometryNode(context=context, namespace=self.namespace,
+                                 parameter_overrides=list(overrides))
+        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        self.odom, self.paths = [], []
+        self.probe.create_subscription(nav_msgs.Odometry, 'odom', self.odom.append, 50)
+        self.probe.create_subscription(nav_msgs.Path, 'path', self.paths.append, 50)
+        self.publishers = {
+            'correspondences': self.probe.create_publisher(PointCloud2, 'correspondences', 10),
+            'camera_info': self.probe.create_publisher(CameraInfo, 'camera_info', 10),
+            'depth_in': self.probe.create_publisher(Image, 'depth_in', 10)}
+        self.executor = MultiThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.probe)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        assert wait_for(lambda: all(p.get_subscription_count() > 0
+                                    for p in self.publishers.values())
+                        and self.node._odom.get_subscription_count() > 0)
+
+    def send_camera_info(self, camera):
+        self.publishers['camera_info'].publish(camera_info_msg(camera))
+        assert wait_for(lambda: self.node.camera is not None)
+
+    def send_depth(self, depth, stamp_ns, expect_cached=True):
+        before = self.node.depth_cache_size + self.node.depth_rejected
+        self.publishers['depth_in'].publish(
+            image_msg_from_array(depth, '32FC1', header_msg(stamp_ns, 'camera')))
+        assert wait_for(lambda: self.node.depth_cache_size + self.node.depth_rejected
+                        > before or self.node.depth_cache_size == 30)
+
+    def send_cloud(self, msg):
+        """Publish one cloud and wait until the node has finished with it."""
+        stats = self.node.worker.stats
+        before = stats.snapshot().received
+        self.publishers['correspondences'].publish(msg)
+        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
+        assert wait_for(lambda: self.node.worker.idle)
+
+    def wait_odom(self, count):
+        assert wait_for(lambda: len(self.odom) >= count), f'{len(self.odom)} odom messages'
+        time.sleep(0.05)
+        assert len(self.odom) == count
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.probe.destroy_node()
+        self.thread.join(5.0)
+        assert not self.thread.is_alive()
+        assert not self.node.worker.running
+
+
+@pytest.fixture
+def context():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    ctx.try_shutdown()
+
+
+@pytest.fixture
+def harness(context):
+    made = []
+
+    def make(overrides=()):
+        made.append(Harness(context, overrides))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def cloud(matches, stamp0_ns, stamp1_ns):
+    return cloud_msg_from_matches(matches, stamp0_ns, header_msg(stamp1_ns, 'camera'))
+
+
+def camera_poses(run, T_base_cam):
+    """Return the received poses converted back to T_world_cam of the optical frame."""
+    return [invert_transform(T_base_cam) @ transform_from_pose_msg(msg.pose.pose) @ T_base_cam
+            for msg in run.odom]
+
+
+class TestOdometryNode:
+
+    def test_rgbd_trajectory(self, harness, sequence):
+        camera, frames, matches = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames:
+            run.send_depth(frame.depth, frame.stamp_ns)
+        for i in range(1, NUM_FRAMES):
+            run.send_cloud(cloud(matches[i], frames[i - 1].stamp_ns, frames[i].stamp_ns))
+        run.wait_odom(NUM_FRAMES - 1)
+        assert [stamp_to_ns(m.header.stamp) for m in run.odom] == \
+            [f.stamp_ns for f in frames[1:]]
+        assert all(m.header.frame_id == 'odom' and m.child_frame_id == 'base_link'
+                   for m in run.odom)
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        poses = camera_poses(run, T_base_cam)
+        T_world0 = invert_transform(frames[0].T_world_cam)
+        for pose, frame in zip(poses, frames[1:]):
+            T_true = T_world0 @ frame.T_world_cam
+            delta = invert_transform(T_true) @ pose
+            assert np.linalg.norm(delta[:3, 3]) < 0.03 and rotation_angle_deg(delta) < 0.5
+        # REP 105: the camera looks along the base x axis, so forward motion is +x in odom.
+        forward_cam = (T_world0 @ frames[-1].T_world_cam)[:3, 3]
+        odom_last = transform_from_pose_msg(run.odom[-1].pose.pose)[:3, 3]
+        np.testing.assert_allclose(odom_last, T_base_cam[:3, :3] @ forward_cam, atol=0.03)
+        assert wait_for(lambda: len(run.paths) == NUM_FRAMES - 1)
+        assert len(run.paths[-1].poses) == NUM_FRAMES - 1
+        assert run.node.status_counts['tracking'] == NUM_FRAMES - 2
+        snapshot = run.node.worker.stats.snapshot()
+        assert (snapshot.processed, snapshot.dropped, snapshot.errors) == (NUM_FRAMES - 1, 0, 0)
+
+    def test_bad_input_keeps_running(self, harness, sequence):
+        camera, frames, matches = sequence
+        run = harness([Parameter('path_max_length', value=3)])
+        # No camera_info yet: skipped, counted as dropped.
+        run.send_cloud(cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns))
+        assert run.node.worker.stats.snapshot().dropped == 1
+        run.send_camera_info(camera)
+        # Depth of another size than camera_info: rejected.
+        run.send_depth(np.ones((HEIGHT // 2, WIDTH // 2), np.float32), frames[0].stamp_ns)
+        assert run.node.depth_rejected == 1 and run.node.depth_cache_size == 0
+        for frame in frames[:6]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+        # Malformed cloud: a field missing.
+        bad = cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns)
+        bad.fields = [f for f in bad.fields if f.name != 'confidence']
+        run.send_cloud(bad)
+        # Malformed cloud: data of the wrong size.
+        bad = cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns)
+        bad.data = bytes(bad.data)[:-3]
+        run.send_cloud(bad)
+        assert run.node.worker.stats.snapshot().dropped == 3
+        for i in range(1, 4):
+            run.send_cloud(cloud(matches[i], frames[i - 1].stamp_ns, frames[i].stamp_ns))
+        # Stamp going backwards (a little): skipped.
+        run.send_cloud(cloud(matches[2], frames[1].stamp_ns, frames[2].stamp_ns))
+        # Empty cloud: lost, nothing published; a gap then re-initialises.
+        run.send_cloud(cloud(Matches.empty(), frames[3].stamp_ns, frames[4].stamp_ns))
+        run.send_cloud(cloud(matches[5], frames[4].stamp_ns, frames[5].stamp_ns))
+        run.wait_odom(4)
+        assert [stamp_to_ns(m.header.stamp) for m in run.odom] == \
+            [frames[i].stamp_ns for i in (1, 2, 3, 5)]
+        assert dict(run.node.status_counts) == {'initialized': 1, 'tracking': 2, 'lost': 1,
+                                                'reinitialized': 1}
+        snapshot = run.node.worker.stats.snapshot()
+        assert snapshot.dropped == 4 and snapshot.errors == 0
+        assert wait_for(lambda: len(run.paths) == 4)
+        assert len(run.paths[-1].poses) == 3   # path_max_length
+        # A jump back in time by more than a second (a bag restarted) starts over.
+        back = 5_000_000_000
+        run.send_cloud(cloud(matches[1], frames[0].stamp_ns - back, frames[1].stamp_ns - back))
+        run.wait_odom(5)
+        assert run.node.status_counts['initialized'] == 2
+        assert wait_for(lambda: len(run.paths) == 5)
+        assert len(run.paths[-1].poses) == 1
+        assert run.node.worker.running
+
+    def test_parameters(self, harness, context):
+        mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
+        run = harness([Parameter('camera_mount_xyz_qxyzw', value=mount),
+                       Parameter('odometry.mode', value='mono'),
+                       Parameter('odom_frame_id', value='vo_odom')])
+        np.testing.assert_allclose(run.node.T_base_cam, make_transform(np.eye(3), mount[:3]))
+        assert run.node.odometry.conf['mode'] == 'mono' and run.node.odom_frame_id == 'vo_odom'
+        rejected = run.node.set_parameters([Parameter('odometry.min_matches', value=2)])
+        assert not rejected[0].successful and run.node.odometry.conf['min_matches'] == 30
+        accepted = run.node.set_parameters([Parameter('odometry.min_matches', value=50)])
+        assert accepted[0].successful
+        with pytest.raises(ValueError):
+            OdometryNode(context=context, namespace=f'/test_{uuid.uuid4().hex[:10]}',
+                         parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
+                                                        value=[0.0] * 7)])
+
+
+class TestCameraMount:
+    def test_default_is_optical_to_body(self):
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        R = T_base_cam[:3, :3]
+        np.testing.assert_allclose(R @ [0, 0, 1], [1, 0, 0], atol=1e-12)   # z forward -> x
+        np.testing.assert_allclose(R @ [1, 0, 0], [0, -1, 0], atol=1e-12)  # x right -> -y
+        np.testing.assert_allclose(R @ [0, 1, 0], [0, 0, -1], atol=1e-12)  # y down -> -z
+
+    def test_bad_input(self):
+        with pytest.raises(ValueError):
+            camera_mount_transform([0.0] * 6)
+        with pytest.raises(ValueError):
+            camera_mount_transform([0, 0, 0, 0, 0, 0, float('nan')])
+
+
+class TestDepthCache:
+    def test_nearest_and_bounded(self):
+        cache = DepthCache(size=3)
+        for stamp in (100, 200, 300, 400):
+            cache.put(stamp, stamp)
+        assert len(cache) == 3 and cache.nearest(100, 0) is None
+        assert cache.nearest(300, 0) == 300
+        assert cache.nearest(310, 20) == 300 and cache.nearest(350, 20) is None
+
+
+class TestRosMessages:
+    def test_odometry_and_pose_round_trip(self):
+        T = make_transform(cv2.Rodrigues(np.array([0.1, -0.2, 0.3]))[0], [1.0, -2.0, 0.5])
+        msg = odometry_msg(T, 1_700_000_000_123_456_789, 'odom', 'base_link',
+                           pose_covariance=np.eye(6).reshape(-1) * 0.01)
+        assert isinstance(msg, nav_msgs.Odometry)
+        assert stamp_to_ns(msg.header.stamp) == 1_700_000_000_123_456_789
+        assert (msg.header.frame_id, msg.child_frame_id) == ('odom', 'base_link')
+        np.testing.assert_allclose(transform_from_pose_msg(msg.pose.pose), T, atol=1e-12)
+        assert msg.pose.covariance[0] == 0.01 and msg.pose.covariance[1] == 0.0
+        pose = pose_stamped_msg(T, time_msg(5), 'odom')
+        np.testing.assert_allclose(transform_from_pose_msg(pose), T, atol=1e-12)
+        tf = transform_stamped_msg(T, 5, 'odom', 'base_link')
+        t, q = tf.transform.translation, tf.transform.rotation
+        np.testing.assert_allclose([t.x, t.y, t.z], T[:3, 3])
+        np.testing.assert_allclose([q.x, q.y, q.z, q.w],
+                                   [pose.pose.orientation.x, pose.pose.orientation.y,
+                                    pose.pose.orientation.z, pose.pose.orientation.w])
+        assert tf.child_frame_id == 'base_link'
+
+    def test_image_and_cloud_round_trip(self):
+        depth = np.random.default_rng(0).uniform(0.5, 5, (4, 6)).astype(np.float32)
+        image = image_msg_from_array(depth, '32FC1', header_msg(7, 'camera'))
+        assert isinstance(image, Image) and image.header.frame_id == 'camera'
+        np.testing.assert_array_equal(image_to_numpy(image), depth)
+        matches = Matches(np.ones((3, 2)), np.zeros((3, 2)), np.full(3, 0.5))
+        msg = cloud_msg_from_matches(matches, 11, header_msg(12, 'camera'))
+        assert isinstance(msg, PointCloud2) and isinstance(msg.fields[0], PointField)
+        decoded, stamp0_ns = matches_from_cloud(msg)
+        assert stamp0_ns == 11 and stamp_to_ns(msg.header.stamp) == 12
+        np.testing.assert_array_equal(decoded.keypoints0, matches.keypoints0)
+
+    def test_bad_input(self):
+        with pytest.raises(ValueError):
+            time_msg(-1)
+        with pytest.raises(ValueError):
+            time_msg(1.5)
+        with pytest.raises(ValueError):
+            odometry_msg(np.eye(3), 0)
+        with pytest.raises(ValueError):
+            odometry_msg(np.eye(4), 0, pose_covariance=np.zeros(6))
+        with pytest.raises(ValueError):
+            image_msg_from_array(np.zeros((2, 2), np.uint8), '32FC1', header_msg(0, 'c'))

@@ -1,0 +1,259 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of the real-time primitives (ROS-free): mailbox, statistics, worker thread."""
+
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from relperception.nodes.processing import FrameWorker, SkipFrame
+from relperception.pipeline.realtime import (
+    diagnostic_report,
+    LatestSlot,
+    LEVEL_OK,
+    LEVEL_WARN,
+    RunningStats,
+    VersionedConfig,
+)
+
+
+class FakeClock:
+    """A settable monotonic clock."""
+
+    def __init__(self, now=100.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+class TestLatestSlot:
+
+    def test_smoke(self):
+        slot = LatestSlot()
+        assert slot.put('a') is False
+        assert slot.pending
+        assert slot.take(0.0) == 'a'
+        assert not slot.pending
+        assert (slot.received, slot.dropped) == (1, 0)
+
+    def test_keeps_newest_and_counts_drops_exactly(self):
+        slot = LatestSlot()
+        results = [slot.put(i) for i in range(5)]
+        assert results == [False, True, True, True, True]
+        assert (slot.received, slot.dropped) == (5, 4)
+        assert slot.take(0.0) == 4
+        assert slot.take(0.0) is None
+        assert slot.put(5) is False     # the slot was emptied: no drop
+        assert slot.dropped == 4
+
+    def test_take_timeout(self):
+        slot = LatestSlot()
+        start = time.monotonic()
+        assert slot.take(0.05) is None
+        assert time.monotonic() - start >= 0.045
+
+    def test_take_wakes_on_put_and_close(self):
+        slot = LatestSlot()
+        taken = []
+        consumer = threading.Thread(target=lambda: taken.append(slot.take(5.0)))
+        consumer.start()
+        time.sleep(0.02)
+        slot.put('x')
+        consumer.join(1.0)
+        assert taken == ['x']
+        consumer = threading.Thread(target=lambda: taken.append(slot.take(None)))
+        consumer.start()
+        time.sleep(0.02)
+        start = time.monotonic()
+        slot.close()
+        consumer.join(1.0)
+        assert not consumer.is_alive() and time.monotonic() - start < 0.5
+        assert taken == ['x', None] and slot.closed
+
+    def test_thread_safety_with_producer_thread(self):
+        slot = LatestSlot()
+        count = 20000
+        done = threading.Event()
+
+        def produce():
+            for i in range(count):
+                slot.put(i)
+            done.set()
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        taken = []
+        while not (done.is_set() and not slot.pending):
+            item = slot.take(0.01)
+            if item is not None:
+                taken.append(item)
+        producer.join()
+        assert taken[-1] == count - 1                 # the newest item is never lost
+        assert np.all(np.diff(taken) > 0)              # order kept, nothing taken twice
+        assert slot.received == count
+        assert len(taken) + slot.dropped == count      # every item is taken or counted dropped
+
+    def test_degenerate(self):
+        with pytest.raises(ValueError, match='None'):
+            LatestSlot().put(None)
+
+
+class TestRunningStats:
+
+    def test_input_rate(self):
+        clock = FakeClock()
+        stats = RunningStats(rate_window=10, clock=clock)
+        assert stats.input_rate_hz() == 0.0
+        for _ in range(50):
+            stats.record_arrival()
+            clock.now += 0.1
+        assert stats.input_rate_hz() == pytest.approx(10.0)
+        for _ in range(10):                    # the window forgets the old rate
+            stats.record_arrival()
+            clock.now += 0.04
+        assert stats.input_rate_hz() == pytest.approx(25.0)
+
+    def test_windows_bounded_and_values_match_reference(self):
+        rng = np.random.default_rng(0)
+        stats = RunningStats(window=64, rate_window=8, clock=FakeClock())
+        processing_s = rng.uniform(0.001, 0.05, 1000)
+        latency_ms = rng.uniform(1.0, 100.0, 1000)
+        for seconds, milliseconds in zip(processing_s, latency_ms):
+            stats.record_arrival()
+            stats.record_processing(seconds)
+            stats.record_latency(milliseconds)
+        assert stats.window_sizes == (8, 64, 64)
+        snapshot = stats.snapshot()
+        expected_processing = np.percentile(processing_s[-64:] * 1e3, [50, 95])
+        expected_latency = np.percentile(latency_ms[-64:], [50, 95])
+        assert snapshot.processing_ms_median == pytest.approx(expected_processing[0])
+        assert snapshot.processing_ms_p95 == pytest.approx(expected_processing[1])
+        assert snapshot.latency_ms_median == pytest.approx(expected_latency[0])
+        assert snapshot.latency_ms_p95 == pytest.approx(expected_latency[1])
+        assert (snapshot.received, snapshot.processed) == (1000, 1000)
+
+    def test_counters(self):
+        stats = RunningStats()
+        stats.record_drop()
+        stats.record_drop(3)
+        stats.record_error()
+        snapshot = stats.snapshot()
+        assert (snapshot.dropped, snapshot.errors, snapshot.received) == (4, 1, 0)
+        assert np.isnan(snapshot.processing_ms_median) and np.isnan(snapshot.latency_ms_p95)
+        assert snapshot.last_arrival_s is None
+
+    def test_degenerate(self):
+        with pytest.raises(ValueError, match='window'):
+            RunningStats(window=0)
+        with pytest.raises(ValueError, match='rate_window'):
+            RunningStats(rate_window=1)
+
+
+class TestDiagnosticReport:
+
+    def test_levels(self):
+        clock = FakeClock()
+        stats = RunningStats(clock=clock)
+        level, message, _ = diagnostic_report(stats.snapshot())
+        assert level == LEVEL_WARN and 'no input' in message
+        for _ in range(5):
+            stats.record_arrival()
+            stats.record_processing(0.01)
+            clock.now += 0.1
+        first = stats.snapshot()
+        level, message, values = diagnostic_report(first)
+        assert level == LEVEL_OK, message
+        values = dict(values)
+        assert values['frames_received'] == '5' and values['frames_processed'] == '5'
+        assert float(values['input_rate_hz']) == pytest.approx(10.0)
+        assert float(values['processing_ms_median']) == pytest.approx(10.0)
+        assert set(values) == {'input_rate_hz', 'processing_ms_median', 'processing_ms_p95',
+                               'latency_ms_median', 'latency_ms_p95', 'frames_received',
+                               'frames_processed', 'frames_dropped', 'errors'}
+        stats.record_arrival()
+        stats.record_drop()
+        second = stats.snapshot()
+        level, message, values = diagnostic_report(second, first)
+        assert level == LEVEL_WARN and '1 frames dropped' in message
+        assert dict(values)['frames_dropped'] == '1'
+        stats.record_arrival()
+        level, message, _ = diagnostic_report(stats.snapshot(), second)   # no new drop
+        assert level == LEVEL_OK, message
+        clock.now += 3.0
+        level, message, _ = diagnostic_report(stats.snapshot(), second, stale_after_s=2.0)
+        assert level == LEVEL_WARN and 'no input for 3.0 s' in message
+
+
+class TestVersionedConfig:
+
+    def test_updates_from_threads(self):
+        config = VersionedConfig({'a': 1})
+        copy, version = config.get()
+        copy['a'] = 2
+        assert config.get() == ({'a': 1}, 0)
+        threads = [threading.Thread(target=lambda i=i: [config.update({'a': i})
+                                                        for _ in range(100)])
+                   for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert config.version == 400
+
+
+class TestFrameWorker:
+
+    def test_processes_newest_and_survives_failures(self):
+        processed = []
+        gate = threading.Event()
+        started = threading.Event()
+
+        def process(item):
+            if item == 'bad':
+                raise RuntimeError('broken item')
+            if item == 'skip':
+                raise SkipFrame('duplicate')
+            if item == 'block':
+                started.set()
+                gate.wait(5.0)
+            processed.append(item)
+
+        worker = FrameWorker('test worker', process, logging.getLogger('test_worker'))
+        try:
+            worker.submit('block')
+            assert started.wait(5.0)
+            assert worker.submit(1) is False
+            assert worker.submit(2) is True      # 1 was never started: dropped
+            gate.set()
+            assert wait_until(lambda: worker.idle)
+            assert processed == ['block', 2]
+            for item in ('bad', 'skip', 3):
+                worker.submit(item)
+                assert wait_until(lambda: worker.idle)
+            assert processed == ['block', 2, 3]
+            snapshot = worker.stats.snapshot()
+            assert (snapshot.received, snapshot.processed, snapshot.dropped,
+                    snapshot.errors) == (6, 3, 2, 1)
+            assert worker.running
+        finally:
+            worker.stop()
+        assert not worker.running
+
+    def test_degenerate(self):
+        with pytest.raises(ValueError, match='callable'):
+            FrameWorker('w', None, logging.getLogger('w'))
+        with pytest.raises(ValueError, match='poll_s'):
+            FrameWorker('w', print, logging.getLogger('w'), poll_s=0)
