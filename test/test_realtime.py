@@ -257,3 +257,18 @@ class TestFrameWorker:
             FrameWorker('w', None, logging.getLogger('w'))
         with pytest.raises(ValueError, match='poll_s'):
             FrameWorker('w', print, logging.getLogger('w'), poll_s=0)
+
+
+class TestLatestSlotCapacity:
+
+    def test_keeps_newest_in_arrival_order_and_counts_drops(self):
+        slot = LatestSlot(capacity=3)
+        replaced = [slot.put(i) for i in range(5)]
+        assert replaced == [False, False, False, True, True]
+        assert slot.dropped == 2 and slot.received == 5
+        assert [slot.take(timeout=0) for _ in range(4)] == [2, 3, 4, None]
+
+    def test_bad_capacity(self):
+        for capacity in (0, -1, 1.5, True):
+            with pytest.raises(ValueError):
+                LatestSlot(capacity=capacity)

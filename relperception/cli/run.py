@@ -3,10 +3,11 @@
 """``relperception run``: start the node set live, in one process (no ``ros2 launch`` needed).
 
 Runs the same nodes as ``ros2 launch relperception perception.launch.py`` (both are built
-from ``relperception.nodes.graph.node_set``), as rclpy nodes in ONE process with a
-``MultiThreadedExecutor``. The Fast DDS profile shipped in ``config/fastdds_profile.xml`` is
-applied before DDS starts unless ``FASTRTPS_DEFAULT_PROFILES_FILE`` is already set or
-``--no-fastdds-profile`` is given. Ctrl-C or SIGTERM stop it cleanly.
+from ``relperception.nodes.graph.node_set``), as rclpy nodes in ONE process with one executor
+(each node does its work on its own worker thread). The Fast DDS profile shipped in
+``config/fastdds_profile.xml`` is applied before DDS starts unless
+``FASTRTPS_DEFAULT_PROFILES_FILE`` is already set or ``--no-fastdds-profile`` is given.
+Ctrl-C or SIGTERM stop it cleanly.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 ``launch/perception.launch.py`` turns every :class:`NodeDescription` of :func:`node_set` into a
 ``launch_ros`` ``Node`` (one process per node); ``relperception run`` instantiates the same
-descriptions as rclpy nodes in ONE process with a ``MultiThreadedExecutor`` (pip-only installs
+descriptions as rclpy nodes in ONE process with one executor (pip-only installs
 have no ``ros2 launch``; one process also spares the images a trip through DDS). Because both
 read this module, the topics, remappings and parameters cannot drift apart.
 
@@ -283,9 +283,13 @@ def create_node(description: NodeDescription, context,
 
 def run_node_set(descriptions: Sequence[NodeDescription],
                  config: Optional[Mapping[str, Any]] = None, use_sim_time: bool = False,
-                 duration_s: Optional[float] = None, num_threads: Optional[int] = None,
+                 duration_s: Optional[float] = None,
                  stop_event: Optional[threading.Event] = None) -> int:
-    """Run the nodes in this process with one ``MultiThreadedExecutor`` until stopped.
+    """Run the nodes in this process with one ``SingleThreadedExecutor`` until stopped.
+
+    Single-threaded on purpose: the callbacks only hand messages to each node's worker thread;
+    rclpy's ``MultiThreadedExecutor`` spinning under an image flood held the GIL so much that
+    matching starved (measured with test/test_flood.py).
 
     Stops on SIGINT / SIGTERM (when called from the main thread), when ``stop_event`` is
     set, or after ``duration_s``. Set the Fast DDS profile (:func:`apply_fastdds_profile`)
@@ -296,7 +300,6 @@ def run_node_set(descriptions: Sequence[NodeDescription],
         config: flat validated configuration (``relperception.config.load_config``).
         use_sim_time: whether the nodes follow ``/clock``.
         duration_s: run this many seconds, then exit; None runs until a signal.
-        num_threads: executor threads (default: rclpy's choice).
         stop_event: set it from another thread to stop.
 
     Returns:
@@ -305,7 +308,7 @@ def run_node_set(descriptions: Sequence[NodeDescription],
     import signal
 
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     if duration_s is not None and duration_s <= 0:
@@ -325,7 +328,7 @@ def run_node_set(descriptions: Sequence[NodeDescription],
     executor = None
     spin_thread = None
     try:
-        executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+        executor = SingleThreadedExecutor(context=context)
         for description in descriptions:
             node = create_node(description, context, config, use_sim_time)
             nodes.append(node)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
@@ -163,7 +163,10 @@ def main(args=None) -> None:
     """
     rclpy.init(args=args)
     node = None
-    executor = MultiThreadedExecutor()
+    # A single-threaded executor on purpose: the callbacks only hand messages to the
+    # FrameWorker threads, and rclpy's MultiThreadedExecutor spinning under a 3x image flood
+    # held the GIL so much that matching starved (test/test_flood.py: latency 55 -> 370 ms).
+    executor = SingleThreadedExecutor()
     try:
         node = MatcherNode()
         executor.add_node(node)

@@ -31,10 +31,13 @@ camera y down = base -z) the published pose is
 first frame.
 
 Real time: the subscription callback only hands the message to a
-:class:`~relperception.nodes.processing.FrameWorker` (newest only; replaced messages are
-counted as dropped); estimation runs on its thread. A dropped message makes the next one's
-older stamp unknown: the odometry re-initialises at the last pose (the motion of that pair is
-lost, the trajectory stays continuous). Bad input (malformed cloud, no camera_info yet, depth
+:class:`~relperception.nodes.processing.FrameWorker`; estimation runs on its thread.
+Correspondences are increments (every message carries the motion between two frames), so the
+worker keeps up to :data:`CORRESPONDENCE_QUEUE` of them in arrival order rather than only the
+newest (estimation takes a few ms, so the queue only bridges short stalls); beyond that the
+oldest is dropped and counted. A dropped message makes the next one's older stamp unknown: the
+odometry re-initialises at the last pose (the motion of that pair is lost, the trajectory stays
+continuous). Bad input (malformed cloud, no camera_info yet, depth
 of another size than camera_info, stamps going backwards) is logged (throttled) and skipped;
 a lost track is logged and not published. A jump back in time of more than
 :data:`TIME_JUMP_RESET_S` (a bag restarted) resets the odometry and the path.
@@ -50,7 +53,7 @@ from nav_msgs.msg import Odometry, Path
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
@@ -74,6 +77,9 @@ from relperception.transforms import invert_transform, transform_from_quaternion
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 
 #: The parameters of this node from the shared schema.
+#: Unprocessed correspondences kept (1 s at 30 Hz); see the module docstring.
+CORRESPONDENCE_QUEUE = 30
+
 ODOMETRY_PARAMETERS: List[str] = [name for name in SPECS if name.startswith('odometry.')]
 
 #: Default camera mount: translation 0 and the optical-to-body rotation (x y z qx qy qz qw).
@@ -214,7 +220,8 @@ class OdometryNode(Node):
 
         self.stats = RunningStats()
         self._worker: FrameWorker = FrameWorker(f'{node_name} odometry', self._process,
-                                                self.get_logger(), self.stats)
+                                                self.get_logger(), self.stats,
+                                                capacity=CORRESPONDENCE_QUEUE)
         self._odom = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._diagnostics = DiagnosticsPublisher(self, [('odometry', self.stats)])
@@ -385,7 +392,10 @@ def main(args=None) -> None:
     """
     rclpy.init(args=args)
     node = None
-    executor = MultiThreadedExecutor()
+    # A single-threaded executor on purpose: the callbacks only hand messages to the
+    # FrameWorker threads, and rclpy's MultiThreadedExecutor spinning under a 3x image flood
+    # held the GIL so much that matching starved (test/test_flood.py: latency 55 -> 370 ms).
+    executor = SingleThreadedExecutor()
     try:
         node = OdometryNode()
         executor.add_node(node)

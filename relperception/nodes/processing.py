@@ -40,11 +40,14 @@ class FrameWorker(Generic[Item]):
             :class:`RunningStats` if None); only this worker should count into it.
         poll_s: how often the idle worker checks for shutdown (seconds).
         log_throttle_s: minimum interval between two failure log lines (seconds).
+        capacity: how many unprocessed items are kept (1: only the newest; more: the newest
+            ``capacity`` in arrival order, for inputs that are increments). Older ones are
+            dropped and counted.
     """
 
     def __init__(self, name: str, process: Callable[[Item], None], logger,
                  stats: Optional[RunningStats] = None, poll_s: float = 0.1,
-                 log_throttle_s: float = 1.0) -> None:
+                 log_throttle_s: float = 1.0, capacity: int = 1) -> None:
         if not callable(process):
             raise ValueError('process must be callable')
         if not poll_s > 0:
@@ -57,7 +60,7 @@ class FrameWorker(Generic[Item]):
         # rclpy loggers throttle per call site; logging.Logger has no throttling.
         self._throttle = ({} if isinstance(logger, logging.Logger)
                           else {'throttle_duration_sec': float(log_throttle_s)})
-        self._slot: LatestSlot[Item] = LatestSlot()
+        self._slot: LatestSlot[Item] = LatestSlot(capacity)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

@@ -34,29 +34,40 @@ LEVEL_ERROR = 2
 
 
 class LatestSlot(Generic[Item]):
-    """Thread-safe mailbox that holds only the newest item.
+    """Thread-safe mailbox that holds only the newest item(s).
+
+    With ``capacity`` 1 (the default) it keeps only the newest item: a frame not yet processed
+    is replaced by the next one. A larger ``capacity`` keeps the newest ``capacity`` items in
+    arrival order and drops the oldest when full (for inputs that are increments, such as
+    correspondences between consecutive frames, where every message carries motion). Either
+    way it never blocks and never grows beyond ``capacity``.
+
+    Args:
+        capacity: the most items held (>= 1).
 
     Attributes:
         received: number of items put so far.
-        dropped: number of items replaced before anyone took them.
+        dropped: number of items discarded before anyone took them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f'capacity must be an integer >= 1, got {capacity!r}')
         self._condition = threading.Condition()
-        self._item: Optional[Item] = None
-        self._full = False
+        self._items: collections.deque = collections.deque(maxlen=capacity)
         self._closed = False
+        self.capacity = capacity
         self.received = 0
         self.dropped = 0
 
     def put(self, item: Item) -> bool:
-        """Store ``item``, replacing an unprocessed one; never blocks.
+        """Store ``item``, discarding the oldest unprocessed one when full; never blocks.
 
         Args:
             item: anything (not None: ``take`` returns None for "nothing").
 
         Returns:
-            True when an unprocessed item was replaced (a drop, counted in ``dropped``).
+            True when an unprocessed item was discarded (a drop, counted in ``dropped``).
 
         Raises:
             ValueError: if ``item`` is None.
@@ -64,9 +75,8 @@ class LatestSlot(Generic[Item]):
         if item is None:
             raise ValueError('LatestSlot cannot hold None (take() uses None for "nothing")')
         with self._condition:
-            replaced = self._full
-            self._item = item
-            self._full = True
+            replaced = len(self._items) == self.capacity
+            self._items.append(item)
             self.received += 1
             if replaced:
                 self.dropped += 1
@@ -74,7 +84,7 @@ class LatestSlot(Generic[Item]):
         return replaced
 
     def take(self, timeout: Optional[float] = None) -> Optional[Item]:
-        """Remove and return the newest item, waiting up to ``timeout`` seconds for one.
+        """Remove and return the oldest held item, waiting up to ``timeout`` seconds for one.
 
         Args:
             timeout: seconds to wait (None: until an item arrives or the slot is closed).
@@ -83,14 +93,11 @@ class LatestSlot(Generic[Item]):
             The item, or None on timeout or once the slot is closed and empty.
         """
         with self._condition:
-            if not self._full and not self._closed:
-                self._condition.wait_for(lambda: self._full or self._closed, timeout)
-            if not self._full:
+            if not self._items and not self._closed:
+                self._condition.wait_for(lambda: bool(self._items) or self._closed, timeout)
+            if not self._items:
                 return None
-            item = self._item
-            self._item = None
-            self._full = False
-            return item
+            return self._items.popleft()
 
     def close(self) -> None:
         """Wake every waiting ``take``; later ``take`` calls return at once."""
@@ -106,7 +113,7 @@ class LatestSlot(Generic[Item]):
     @property
     def pending(self) -> bool:
         """Whether an item waits to be taken."""
-        return self._full
+        return bool(self._items)
 
 
 @dataclass(frozen=True)

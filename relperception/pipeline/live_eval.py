@@ -1,0 +1,435 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Score a live replay: recorded node outputs + the input bag -> the ``eval`` report files.
+
+ROS-free. ``relperception replay`` (:mod:`relperception.nodes.replay`) plays a bag through
+DDS, records the node outputs into ``DIR/recorded_bag`` (log time = wall-clock receipt time,
+nanoseconds) and writes ``DIR/input_publish_times.csv`` (stamp of each input image and the
+wall-clock time it was published). :func:`evaluate_recording` turns those into the files of
+``relperception eval`` (:mod:`relperception.pipeline.offline_eval`):
+
+=========================  ===================================================================
+``trajectory.tum``         camera poses from the recorded ``odom`` (``T_odom_base`` mapped back
+                           to ``T_world_cam`` through the camera mount, see
+                           :func:`camera_poses_from_odom`), in the ground-truth world frame.
+``groundtruth.tum``        ground truth at the stamps of those poses.
+``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D, Sim(3) monocular) and
+                           ``output_topics``: per output topic ``frames_in``, ``frames_out``,
+                           ``dropped_frames``, ``latency_ms_median``, ``latency_ms_p95``.
+``timing.csv``             the ``eval`` columns, one row per recorded ``odom``; in a live run
+                           ``process_ms`` is the end-to-end latency (image published -> odom
+                           received) and ``decode_ms`` is 0.
+``latency.csv``            one row per input image: stamp, publish wall time, and the latency of
+                           each output topic (empty where that output never came).
+``trajectory.png``,        as in ``eval``.
+``errors.png``
+=========================  ===================================================================
+
+Latency = wall-clock receipt of an output - wall-clock publication of the input image with the
+same header stamp (outputs carry the stamp of the newer input frame). Pairwise outputs
+(correspondences, and the odometry built on them) cannot exist for the first frame, so the
+frames a topic could have produced are ``frames_in - 1``; ``dropped_frames`` is what is missing
+from that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+import csv
+from dataclasses import dataclass
+import logging
+import math
+from pathlib import Path
+import struct
+import time
+from typing import Any
+
+import numpy as np
+from relperception.config import load_config
+from relperception.evaluation.report import write_json
+from relperception.transforms import invert_transform, transform_from_quaternion_xyzw
+
+logger = logging.getLogger(__name__)
+
+#: The camera mount ``odometry_node`` uses by default (x y z qx qy qz qw): the optical-to-body
+#: rotation, no translation (the node's ``camera_mount_xyz_qxyzw`` parameter).
+DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
+
+#: File names written next to the report.
+RECORDED_BAG = 'recorded_bag'
+PUBLISH_TIMES_CSV = 'input_publish_times.csv'
+LATENCY_CSV = 'latency.csv'
+
+_NS_PER_MS = 1_000_000
+_CDR_HEADER = 4
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    """One serialised bag message.
+
+    Attributes:
+        topic: topic name.
+        msgtype: message type, e.g. ``sensor_msgs/msg/Image``.
+        log_time_ns: bag log time, integer nanoseconds.
+        data: the CDR bytes as stored (4-byte encapsulation header first), ready for
+            ``Publisher.publish(bytes)``.
+    """
+
+    topic: str
+    msgtype: str
+    log_time_ns: int
+    data: bytes
+
+
+def iter_raw_messages(bag_path, topics: Iterable[str] | None = None) -> Iterator[RawMessage]:
+    """Yield the serialised messages of ``topics`` (all when None) in log-time order.
+
+    No deserialisation happens: the bytes go to DDS as they are (``BagReader`` only gives
+    deserialised messages).
+
+    Args:
+        bag_path: rosbag2 directory or bare ``.mcap`` / ``.db3`` file.
+        topics: topic names to read; None for every topic.
+
+    Yields:
+        :class:`RawMessage` items.
+
+    Raises:
+        FileNotFoundError: when the bag does not exist.
+        ValueError: when it cannot be opened as a bag.
+    """
+    from rosbags.rosbag2 import Reader
+
+    path = Path(bag_path)
+    if not path.exists():
+        raise FileNotFoundError(f'bag {path} does not exist')
+    try:
+        reader = Reader(path)
+        reader.open()
+    except Exception as exc:  # noqa: BLE001 - rosbags raises several types for a non-bag
+        raise ValueError(f'cannot open bag {path}: {exc}') from exc
+    try:
+        connections = list(reader.connections)
+        if topics is not None:
+            wanted = set(topics)
+            connections = [conn for conn in connections if conn.topic in wanted]
+        if not connections:
+            return
+        for conn, log_time_ns, data in reader.messages(connections=connections):
+            yield RawMessage(conn.topic, conn.msgtype, int(log_time_ns), bytes(data))
+    finally:
+        reader.close()
+
+
+def header_stamp_ns(data: bytes) -> int:
+    """Return the ``header.stamp`` (int ns) of a CDR message that starts with a ``Header``.
+
+    ``Image``, ``CameraInfo``, ``PointCloud2``, ``Odometry``, ``Path`` and ``DiagnosticArray``
+    all do; the stamp is the first field after the 4-byte encapsulation header.
+
+    Args:
+        data: serialised message (bytes, CDR little or big endian).
+
+    Returns:
+        ``sec * 1e9 + nanosec`` as int.
+
+    Raises:
+        ValueError: when ``data`` is too short or not plain CDR.
+    """
+    if len(data) < _CDR_HEADER + 8:
+        raise ValueError(f'a CDR message with a header needs >= 12 bytes, got {len(data)}')
+    if data[0] != 0 or data[1] not in (0, 1):
+        raise ValueError(f'not a plain CDR encapsulation: {bytes(data[:2]).hex()}')
+    order = '<' if data[1] == 1 else '>'
+    sec, nanosec = struct.unpack_from(order + 'iI', data, _CDR_HEADER)
+    return sec * 1_000_000_000 + nanosec
+
+
+def write_publish_times(path, stamps_ns: Sequence[int], publish_wall_ns: Sequence[int]) -> None:
+    """Write ``stamp_ns,publish_wall_ns`` rows (both int nanoseconds) to a CSV file.
+
+    Args:
+        path: CSV file to write.
+        stamps_ns: header stamps of the published input images.
+        publish_wall_ns: wall-clock (``time.time_ns``) publication times, same length.
+    """
+    if len(stamps_ns) != len(publish_wall_ns):
+        raise ValueError(f'{len(stamps_ns)} stamps but {len(publish_wall_ns)} publish times')
+    with open(path, 'w', newline='', encoding='utf-8') as stream:
+        writer = csv.writer(stream)
+        writer.writerow(('stamp_ns', 'publish_wall_ns'))
+        writer.writerows(zip((int(s) for s in stamps_ns), (int(w) for w in publish_wall_ns)))
+
+
+def read_publish_times(path) -> dict[int, int]:
+    """Return ``{stamp_ns: publish_wall_ns}`` from :func:`write_publish_times`'s file.
+
+    A stamp published twice keeps its first publication time.
+    """
+    times: dict[int, int] = {}
+    with open(path, newline='', encoding='utf-8') as stream:
+        for row in csv.DictReader(stream):
+            times.setdefault(int(row['stamp_ns']), int(row['publish_wall_ns']))
+    return times
+
+
+def _percentile(values, q: float) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(values, q)) if len(values) else float('nan')
+
+
+def topic_stats(publish_wall_ns: Mapping[int, int], receipts: Sequence[tuple[int, int]],
+                pairwise: bool = True) -> dict[str, Any]:
+    """Count one output topic's frames and latencies against the published inputs.
+
+    Args:
+        publish_wall_ns: ``{input stamp_ns: publish wall time ns}`` of the input images.
+        receipts: ``(header stamp_ns, receipt wall time ns)`` of each output message.
+        pairwise: the output needs two frames (none for the first input frame).
+
+    Returns:
+        ``frames_in`` (inputs published), ``frames_out`` (distinct output stamps that match an
+        input), ``dropped_frames`` (``frames_in - 1`` for pairwise outputs, else
+        ``frames_in``, minus ``frames_out``; never negative), ``unmatched_out`` (outputs whose
+        stamp no input had), ``latency_ms_median``, ``latency_ms_p95``, ``latency_ms_max``
+        (float ms, NaN without matched outputs; first receipt of each stamp).
+    """
+    frames_in = len(publish_wall_ns)
+    first_receipt: dict[int, int] = {}
+    unmatched = 0
+    for stamp, wall in receipts:
+        if stamp not in publish_wall_ns:
+            unmatched += 1
+            continue
+        if stamp not in first_receipt or wall < first_receipt[stamp]:
+            first_receipt[stamp] = wall
+    latencies = [(wall - publish_wall_ns[stamp]) / _NS_PER_MS
+                 for stamp, wall in first_receipt.items()]
+    possible = max(frames_in - 1, 0) if pairwise else frames_in
+    return {
+        'frames_in': frames_in,
+        'frames_out': len(first_receipt),
+        'dropped_frames': max(possible - len(first_receipt), 0),
+        'unmatched_out': unmatched,
+        'latency_ms_median': _percentile(latencies, 50),
+        'latency_ms_p95': _percentile(latencies, 95),
+        'latency_ms_max': float(np.max(latencies)) if latencies else float('nan'),
+    }
+
+
+def camera_poses_from_odom(T_odom_base: np.ndarray,
+                           camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+                           ) -> np.ndarray:
+    """Invert ``odometry_node``'s ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)``.
+
+    Args:
+        T_odom_base: (N, 4, 4) or (4, 4) float64 poses of the recorded ``odom`` (metres).
+        camera_mount_xyz_qxyzw: the node's ``camera_mount_xyz_qxyzw`` parameter: 7 numbers,
+            camera optical frame in the base frame (metres, scalar-last quaternion).
+
+    Returns:
+        ``T_world_cam = inv(T_base_cam) @ T_odom_base @ T_base_cam``, same shape, float64
+        (world = the camera at the odometry's first frame).
+
+    Raises:
+        ValueError: for a mount that is not 7 finite numbers or poses that are not 4x4.
+    """
+    mount = np.asarray(camera_mount_xyz_qxyzw, dtype=np.float64).reshape(-1)
+    if mount.shape != (7,) or not np.all(np.isfinite(mount)):
+        raise ValueError(f'camera_mount_xyz_qxyzw must be 7 finite numbers, got {mount.tolist()}')
+    T_odom_base = np.asarray(T_odom_base, dtype=np.float64)
+    if T_odom_base.shape[-2:] != (4, 4):
+        raise ValueError(f'T_odom_base must be (..., 4, 4), got {T_odom_base.shape}')
+    T_base_cam = transform_from_quaternion_xyzw(mount[:3], mount[3:])
+    return invert_transform(T_base_cam) @ T_odom_base @ T_base_cam
+
+
+def _number(text: str):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return text
+    return value if math.isfinite(value) else None
+
+
+def _level(level) -> int | None:
+    if isinstance(level, (bytes, bytearray)):
+        return int(level[0]) if level else None
+    return int(level)
+
+
+def _read_recording(recorded_bag, output_topics: Mapping[str, str]):
+    """Return receipts per topic, odom poses and the last diagnostics of the recorded bag."""
+    from relperception.data.bag import BagReader
+    from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+
+    receipts: dict[str, list] = {topic: [] for topic in output_topics.values()}
+    odom_topic = output_topics.get('odom')
+    correspondences_topic = output_topics.get('correspondences')
+    diagnostics_topic = output_topics.get('diagnostics')
+    odom_rows: list = []
+    num_matches: dict[int, int] = {}
+    diagnostics: dict[str, dict] = {}
+    errors: list[str] = []
+    with BagReader(recorded_bag) as reader:
+        for message in reader.messages():
+            msg = message.msg
+            try:
+                stamp = stamp_to_ns(msg.header.stamp)
+            except (AttributeError, ValueError) as exc:
+                errors.append(f'{message.topic}: bad header ({exc})')
+                continue
+            if message.topic in receipts:
+                receipts[message.topic].append((stamp, message.log_time_ns))
+            if message.topic == odom_topic:
+                try:
+                    odom_rows.append((stamp, message.log_time_ns,
+                                      transform_from_pose_msg(msg.pose.pose)))
+                except ValueError as exc:
+                    errors.append(f'{odom_topic} at {stamp} ns: bad pose ({exc})')
+            elif message.topic == correspondences_topic:
+                num_matches[stamp] = int(msg.width) * int(msg.height)
+            elif message.topic == diagnostics_topic:
+                for status in msg.status:
+                    diagnostics[status.name] = {
+                        'level': _level(status.level),
+                        'message': status.message,
+                        **{kv.key: _number(kv.value) for kv in status.values}}
+        errors.extend(reader.errors)
+    return receipts, odom_rows, num_matches, diagnostics, errors
+
+
+def _write_latency_csv(path: Path, publish_wall_ns: Mapping[int, int],
+                       receipts: Mapping[str, Sequence[tuple[int, int]]],
+                       topics: Sequence[str]) -> None:
+    first: dict[str, dict[int, int]] = {}
+    for topic in topics:
+        first[topic] = {}
+        for stamp, wall in receipts.get(topic, ()):
+            if stamp not in first[topic] or wall < first[topic][stamp]:
+                first[topic][stamp] = wall
+    with open(path, 'w', newline='', encoding='utf-8') as stream:
+        writer = csv.writer(stream)
+        writer.writerow(['stamp_ns', 'publish_wall_ns']
+                        + [f'latency_ms{topic.replace("/", "_")}' for topic in topics])
+        for stamp in sorted(publish_wall_ns):
+            wall = publish_wall_ns[stamp]
+            cells = [stamp, wall]
+            for topic in topics:
+                got = first[topic].get(stamp)
+                cells.append('' if got is None else f'{(got - wall) / _NS_PER_MS:.3f}')
+            writer.writerow(cells)
+
+
+def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
+                       output_topics: Mapping[str, str], config: Mapping[str, Any] | None = None,
+                       mode: str = 'rgbd',
+                       camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+                       plots: bool = True, extra: Mapping[str, Any] | None = None
+                       ) -> dict[str, Any]:
+    """Write the ``eval`` report of a live replay and return its summary.
+
+    Args:
+        input_bag: the replayed bag (its ``topics.ground_truth_pose`` gives the ground truth).
+        recorded_bag: the bag of recorded outputs (log time = wall-clock receipt, ns).
+        publish_times: ``{stamp_ns: publish wall ns}`` of the input images, or the CSV file of
+            :func:`write_publish_times`.
+        output_dir: report folder (created).
+        output_topics: role -> absolute topic of the recorded outputs; roles ``odom`` (needed
+            for the trajectory), ``correspondences``, ``path`` (per-frame outputs, counted and
+            timed) and ``diagnostics`` (the last status of each node goes into the summary).
+        config: flat configuration (``topics.ground_truth_pose``, ``matcher``); None: defaults.
+        mode: ``'rgbd'`` (SE(3) alignment) or ``'mono'`` (Sim(3)), as the nodes ran.
+        camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw).
+        plots: write ``trajectory.png`` and ``errors.png``.
+        extra: more entries for the summary (e.g. the replay's rate and process layout).
+
+    Returns:
+        The summary written to ``summary.json`` (the ``eval`` keys plus ``output_topics``,
+        ``node_diagnostics`` and ``live``).
+
+    Raises:
+        FileNotFoundError: when a bag or the publish-times file is missing.
+        ValueError: for an unknown mode or no ``odom`` role.
+    """
+    from relperception.data.bag import BagReader
+    from relperception.pipeline.offline_eval import _Errors, _finish, _read_ground_truth
+
+    started = time.perf_counter()
+    if mode not in ('rgbd', 'mono'):
+        raise ValueError(f"mode must be 'rgbd' or 'mono', got {mode!r}")
+    if 'odom' not in output_topics:
+        raise ValueError(f'output_topics needs an "odom" entry, got {dict(output_topics)}')
+    config = load_config(overrides=dict(config or {}))
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if not isinstance(publish_times, Mapping):
+        publish_times = read_publish_times(publish_times)
+    errors = _Errors()
+
+    gt_topic = config['topics.ground_truth_pose'] or None
+    with BagReader(input_bag) as reader:
+        if gt_topic is not None and gt_topic not in reader.topics:
+            errors.add(f'bag has no ground-truth topic {gt_topic}; no metrics')
+            gt_topic = None
+        gt_stamps, gt_poses = _read_ground_truth(reader, gt_topic, errors)
+        frames_in_bag = reader.message_counts.get(config['topics.image'], 0)
+
+    receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
+        recorded_bag, output_topics)
+    for message in read_errors:
+        errors.add(message)
+    odom_rows.sort(key=lambda row: row[0])
+    unique_rows, seen = [], set()
+    for row in odom_rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            unique_rows.append(row)
+    rows, poses = [], []
+    if unique_rows:
+        T_world_cam = camera_poses_from_odom(np.stack([row[2] for row in unique_rows]),
+                                             camera_mount_xyz_qxyzw)
+        for (stamp, receipt, _), pose in zip(unique_rows, T_world_cam):
+            sent = publish_times.get(stamp)
+            rows.append({'stamp_ns': stamp, 'status': 'tracking',
+                         'num_matches': num_matches.get(stamp, -1), 'num_inliers': -1,
+                         'is_keyframe': False, 'depth': mode == 'rgbd',
+                         'process_ms': (receipt - sent) / _NS_PER_MS if sent else float('nan'),
+                         'decode_ms': 0.0, 'message': ''})
+            poses.append(pose)
+
+    summary = _finish(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
+                      gt_stamps, gt_poses, errors, plots)
+    per_frame = [role for role in ('correspondences', 'odom', 'path') if role in output_topics]
+    stats = {output_topics[role]: topic_stats(publish_times, receipts[output_topics[role]])
+             for role in per_frame}
+    _write_latency_csv(output_dir / LATENCY_CSV, publish_times, receipts,
+                       [output_topics[role] for role in per_frame])
+    summary['outputs']['latency'] = LATENCY_CSV
+    odom_stats = stats[output_topics['odom']]
+    summary.update({
+        'timing_source': 'live: end-to-end latency, input image published -> odom received',
+        'complete': True,
+        'frames_in_bag': int(frames_in_bag),
+        'frames_read': len(publish_times),
+        'frames_skipped': odom_stats['dropped_frames'],
+        'frames_without_depth': 0,
+        'topics': {'image': config['topics.image'], 'camera_info': config['topics.camera_info'],
+                   'depth': config['topics.depth'] if mode == 'rgbd' else None,
+                   'ground_truth_pose': gt_topic},
+        'output_topics': stats,
+        'node_diagnostics': diagnostics,
+        'recorded_messages': {topic: len(items) for topic, items in receipts.items()},
+        'live': dict(extra or {}),
+        'errors': errors.kept,
+        'num_errors': errors.count,
+        'elapsed_s': time.perf_counter() - started,
+    })
+    write_json(output_dir / 'summary.json', summary)
+    logger.info('live: %d frames in, odom %d out (%d dropped), latency median %.1f ms, p95 '
+                '%.1f ms; ATE RMSE %s m', odom_stats['frames_in'], odom_stats['frames_out'],
+                odom_stats['dropped_frames'], odom_stats['latency_ms_median'],
+                odom_stats['latency_ms_p95'],
+                'n/a' if summary.get('ate_rmse_m') is None else f"{summary['ate_rmse_m']:.4g}")
+    return summary
