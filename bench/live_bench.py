@@ -84,6 +84,9 @@ def main(argv=None):
     from relperception.pipeline.offline_eval import evaluate_bag
 
     graph.ensure_ament_prefix()
+    # Fast DDS reads the profile once, when this process creates its first participant: apply
+    # it before anything here starts DDS (publish_cost_ms does), not only inside replay_bag.
+    graph.apply_fastdds_profile()
     config = load_config(args.config)
     with tempfile.TemporaryDirectory(prefix='live_bench_') as scratch:
         folder = Path(args.keep) if args.keep else Path(scratch)
