@@ -6,7 +6,8 @@ One ``DiagnosticStatus`` per watched stage, named ``<node name>: <what>``, once 
 the relative topic ``diagnostics`` (remap it to ``/diagnostics`` in launch, where the
 diagnostic aggregator and ``rqt_runtime_monitor`` listen). The level is WARN when no input
 arrived for ``stale_after_s`` or when frames were dropped or failed since the last report;
-the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`.
+the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`. Reports
+follow steady (wall) time, also under ``use_sim_time``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from relperception.pipeline.realtime import diagnostic_report, RunningStats, StatsSnapshot
 
@@ -44,7 +46,10 @@ class DiagnosticsPublisher:
         self._stale_after_s = float(stale_after_s)
         self._previous: List[Optional[StatsSnapshot]] = [None] * len(self._stages)
         self._publisher = node.create_publisher(DiagnosticArray, topic, 10)
-        self._timer = node.create_timer(float(period_s), self.publish)
+        # Steady time: with use_sim_time the node clock stops when /clock does (a bag ends),
+        # and the last reports would never be published.
+        self._timer = node.create_timer(float(period_s), self.publish,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def statuses(self) -> List[DiagnosticStatus]:
         """Return one ``DiagnosticStatus`` per stage, comparing with the previous report."""

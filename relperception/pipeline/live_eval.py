@@ -354,7 +354,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         ValueError: for an unknown mode or no ``odom`` role.
     """
     from relperception.data.bag import BagReader
-    from relperception.pipeline.offline_eval import _Errors, _finish, _read_ground_truth
+    from relperception.pipeline.offline_eval import ErrorLog, read_ground_truth, write_report
 
     started = time.perf_counter()
     if mode not in ('rgbd', 'mono'):
@@ -366,14 +366,14 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     output_dir.mkdir(parents=True, exist_ok=True)
     if not isinstance(publish_times, Mapping):
         publish_times = read_publish_times(publish_times)
-    errors = _Errors()
+    errors = ErrorLog()
 
     gt_topic = config['topics.ground_truth_pose'] or None
     with BagReader(input_bag) as reader:
         if gt_topic is not None and gt_topic not in reader.topics:
             errors.add(f'bag has no ground-truth topic {gt_topic}; no metrics')
             gt_topic = None
-        gt_stamps, gt_poses = _read_ground_truth(reader, gt_topic, errors)
+        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         frames_in_bag = reader.message_counts.get(config['topics.image'], 0)
 
     receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
@@ -399,8 +399,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
                          'decode_ms': 0.0, 'message': ''})
             poses.append(pose)
 
-    summary = _finish(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
-                      gt_stamps, gt_poses, errors, plots)
+    summary = write_report(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
+                           gt_stamps, gt_poses, errors, plots)
     per_frame = [role for role in ('correspondences', 'odom', 'path') if role in output_topics]
     stats = {output_topics[role]: topic_stats(publish_times, receipts[output_topics[role]])
              for role in per_frame}

@@ -82,7 +82,7 @@ METRIC_KEYS = ('ate_rmse_m', 'ate_mean_m', 'ate_median_m', 'ate_max_m', 'rpe_tra
 _NS_PER_S = 1_000_000_000
 
 
-class _Errors:
+class ErrorLog:
     """Collects error messages: logs each one, keeps the first few hundred, counts all."""
 
     def __init__(self):
@@ -133,7 +133,7 @@ def _resolve_mode(requested: str, num_depth: int, num_images: int,
     return requested
 
 
-def _read_ground_truth(reader, topic: str | None, errors: _Errors):
+def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
     """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic."""
     from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 
@@ -162,7 +162,7 @@ def _read_ground_truth(reader, topic: str | None, errors: _Errors):
 class _FrameAssembler:
     """Pairs images with CameraInfo and depth and turns them into Frames, in stamp order."""
 
-    def __init__(self, use_depth: bool, errors: _Errors):
+    def __init__(self, use_depth: bool, errors: ErrorLog):
         self.use_depth = use_depth
         self.errors = errors
         self.camera = None
@@ -368,7 +368,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     if max_frames is not None and int(max_frames) < 1:
         raise ValueError(f'max_frames must be >= 1 or None, got {max_frames}')
     bag_path, output_dir = Path(bag_path), Path(output_dir)
-    errors = _Errors()
+    errors = ErrorLog()
     seen_reader_errors: set = set()
     rows: list = []
     poses_vo: list = []
@@ -397,7 +397,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         use_depth = resolved == 'rgbd'
         errors.add_new(reader.errors, seen_reader_errors)
 
-        gt_stamps, gt_poses = _read_ground_truth(reader, gt_topic, errors)
+        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         errors.add_new(reader.errors, seen_reader_errors)
         pipeline = VOPipeline({**config, 'odometry.mode': resolved})
         assembler = _FrameAssembler(use_depth, errors)
@@ -465,8 +465,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             complete = False
         errors.add_new(reader.errors, seen_reader_errors)
 
-    summary = _finish(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
-                      poses_vo, gt_stamps, gt_poses, errors, plots)
+    summary = write_report(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
+                           poses_vo, gt_stamps, gt_poses, errors, plots)
     summary.update({
         'complete': complete,
         'frames_in_bag': int(counts.get(image_topic, 0)),
@@ -484,10 +484,14 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     return summary
 
 
-def _finish(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
-            gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses, errors: _Errors,
-            plots: bool) -> dict[str, Any]:
-    """Write trajectories, metrics, timing and plots; return the summary (without errors)."""
+def write_report(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
+                 gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses,
+                 errors: ErrorLog, plots: bool) -> dict[str, Any]:
+    """Write trajectories, metrics, timing and plots; return the summary (without errors).
+
+    Shared by the offline evaluation and the live replay (``live_eval``), so that both write
+    the same files.
+    """
     output_dir.mkdir(parents=True, exist_ok=True)
     statuses = [row['status'] for row in rows]
     process_ms = [row['process_ms'] for row in rows]
@@ -560,7 +564,7 @@ def _finish(output_dir: Path, bag_path: Path, config, requested: str, resolved: 
 
 
 def _plot(output_dir: Path, result: dict, rows: list, resolved: str, alignment: str,
-          summary: dict, errors: _Errors) -> None:
+          summary: dict, errors: ErrorLog) -> None:
     per_pose = result[PER_POSE_KEY]
     title = (f'{resolved} VO, {alignment} aligned: ATE RMSE {result["ate_rmse_m"]:.4f} m, '
              f'{result["num_poses_matched"]} poses')
