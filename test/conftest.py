@@ -3,6 +3,7 @@
 """Shared pytest fixtures and helpers."""
 
 from pathlib import Path
+import time
 
 import pytest
 
@@ -16,3 +17,23 @@ def shared_dataset(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f'development data {path} not present')
     return path
+
+
+def wait_for(predicate, timeout=10.0):
+    """Poll ``predicate`` every 5 ms until it is true or ``timeout`` seconds pass; return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+@pytest.fixture
+def context():
+    """Return a fresh initialised ``rclpy.Context`` (skips without rclpy), shut down after."""
+    rclpy = pytest.importorskip('rclpy')
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    ctx.try_shutdown()

@@ -25,14 +25,6 @@ NAMES = ['matcher', 'ncc.patch_size', 'ncc.min_score', 'odometry.mode',
 
 
 @pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    ctx.try_shutdown()
-
-
-@pytest.fixture
 def make_node(context):
     nodes = []
 

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 
+from conftest import wait_for
 import cv2
 import numpy as np
 import pytest
@@ -55,15 +56,6 @@ from relperception.transforms import (  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField  # noqa: E402
 
 WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
 
 
 @pytest.fixture(scope='module')
@@ -141,14 +133,6 @@ class Harness:
         self.thread.join(5.0)
         assert not self.thread.is_alive()
         assert not self.node.worker.running
-
-
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    ctx.try_shutdown()
 
 
 @pytest.fixture

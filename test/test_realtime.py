@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 
+from conftest import wait_for
 import numpy as np
 import pytest
 
@@ -28,15 +29,6 @@ class FakeClock:
 
     def __call__(self):
         return self.now
-
-
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
 
 
 class TestLatestSlot:
@@ -238,11 +230,11 @@ class TestFrameWorker:
             assert worker.submit(1) is False
             assert worker.submit(2) is True      # 1 was never started: dropped
             gate.set()
-            assert wait_until(lambda: worker.idle)
+            assert wait_for(lambda: worker.idle, timeout=5.0)
             assert processed == ['block', 2]
             for item in ('bad', 'skip', 3):
                 worker.submit(item)
-                assert wait_until(lambda: worker.idle)
+                assert wait_for(lambda: worker.idle, timeout=5.0)
             assert processed == ['block', 2, 3]
             snapshot = worker.stats.snapshot()
             assert (snapshot.received, snapshot.processed, snapshot.dropped,

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
 from relperception.imaging.drawing import draw_matches
 from relperception.matching import build_matcher
 from relperception.nodes.diagnostics import DiagnosticsPublisher
+from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import GrayImage, ImageInput
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker, SkipFrame
@@ -161,23 +160,7 @@ def main(args=None) -> None:
     Args:
         args: command-line arguments for ``rclpy.init`` (None: ``sys.argv``).
     """
-    rclpy.init(args=args)
-    node = None
-    # A single-threaded executor on purpose: the callbacks only hand messages to the
-    # FrameWorker threads, and rclpy's MultiThreadedExecutor spinning under a 3x image flood
-    # held the GIL so much that matching starved (test/test_flood.py: latency 55 -> 370 ms).
-    executor = SingleThreadedExecutor()
-    try:
-        node = MatcherNode()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(MatcherNode, args)
 
 
 if __name__ == '__main__':

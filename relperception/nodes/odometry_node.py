@@ -52,8 +52,6 @@ from typing import Any, Dict, List, Optional, Sequence
 from nav_msgs.msg import Odometry, Path
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
@@ -63,6 +61,7 @@ from relperception.data.correspondences import matches_from_cloud
 from relperception.data.messages import camera_from_camera_info, stamp_to_ns
 from relperception.imaging import depth_to_metres, image_to_numpy
 from relperception.nodes.diagnostics import DiagnosticsPublisher
+from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import (
@@ -390,23 +389,7 @@ def main(args=None) -> None:
     Args:
         args: command-line arguments for ``rclpy.init`` (None: ``sys.argv``).
     """
-    rclpy.init(args=args)
-    node = None
-    # A single-threaded executor on purpose: the callbacks only hand messages to the
-    # FrameWorker threads, and rclpy's MultiThreadedExecutor spinning under a 3x image flood
-    # held the GIL so much that matching starved (test/test_flood.py: latency 55 -> 370 ms).
-    executor = SingleThreadedExecutor()
-    try:
-        node = OdometryNode()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(OdometryNode, args)
 
 
 if __name__ == '__main__':

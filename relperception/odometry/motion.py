@@ -48,6 +48,7 @@ import numpy as np
 from relperception.core_types import Camera, Matches
 from relperception.odometry.vo import (
     check_odometry_conf,
+    check_translation_norm,
     estimate_pose_from_matches,
     ODOMETRY_DEFAULT_CONF,
     PoseFailure,
@@ -152,15 +153,7 @@ class MatchOdometry:
         if not isinstance(camera, Camera):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'camera must be relperception.core_types.Camera, got {type(camera)}')
-        if translation_norm_m is not None:
-            if isinstance(translation_norm_m, bool) \
-                    or not isinstance(translation_norm_m, numbers.Real):
-                raise ValueError(f'translation_norm_m must be a number or None, '
-                                 f'got {translation_norm_m!r}')
-            translation_norm_m = float(translation_norm_m)
-            if not (np.isfinite(translation_norm_m) and translation_norm_m >= 0):
-                logger.warning('ignoring translation_norm_m=%s', translation_norm_m)
-                translation_norm_m = None
+        translation_norm_m = check_translation_norm(translation_norm_m)
         start = time.perf_counter()
         result = self._step(stamp0_ns, stamp1_ns, matches, camera, depth0, depth1,
                             translation_norm_m)

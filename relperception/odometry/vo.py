@@ -324,6 +324,28 @@ def _unit_scale() -> tuple[float, str]:
     return 1.0, 'nothing (unit translation, arbitrary scale)'
 
 
+def check_translation_norm(translation_norm_m) -> float | None:
+    """Return the external scale hint as a float, or None when absent or unusable.
+
+    Args:
+        translation_norm_m: metres travelled between the two frames (e.g. wheel odometry or
+            ground truth in benchmarks), or None. NaN or negative values are ignored (logged).
+
+    Raises:
+        ValueError: for a value that is not a number (booleans included).
+    """
+    if translation_norm_m is None:
+        return None
+    if isinstance(translation_norm_m, bool) or not isinstance(translation_norm_m, numbers.Real):
+        raise ValueError('translation_norm_m must be a number or None, '
+                         f'got {translation_norm_m!r}')
+    translation_norm_m = float(translation_norm_m)
+    if not (np.isfinite(translation_norm_m) and translation_norm_m >= 0):
+        logger.warning('ignoring translation_norm_m=%s', translation_norm_m)
+        return None
+    return translation_norm_m
+
+
 def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camera, conf: dict,
                                depth0: np.ndarray | None = None,
                                depth1: np.ndarray | None = None,
@@ -468,15 +490,7 @@ class VisualOdometry:
         if not isinstance(frame, Frame):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'frame must be a relperception.core_types.Frame, got {type(frame)}')
-        if translation_norm_m is not None:
-            if isinstance(translation_norm_m, bool) \
-                    or not isinstance(translation_norm_m, numbers.Real):
-                raise ValueError(f'translation_norm_m must be a number or None, '
-                                 f'got {translation_norm_m!r}')
-            translation_norm_m = float(translation_norm_m)
-            if not (np.isfinite(translation_norm_m) and translation_norm_m >= 0):
-                logger.warning('ignoring translation_norm_m=%s', translation_norm_m)
-                translation_norm_m = None
+        translation_norm_m = check_translation_norm(translation_norm_m)
         start = time.perf_counter()
         if translation_norm_m is not None:
             self._hint_since_keyframe = (self._hint_since_keyframe or 0.0) + translation_norm_m
