@@ -46,7 +46,8 @@ def _launch_nodes(context, *args, **kwargs):
         camera_info_topic=_value(context, 'camera_info_topic'),
         depth_topic=_value(context, 'depth_topic'),
         image_transport=_value(context, 'image_transport'),
-        namespace=_value(context, 'namespace'))
+        namespace=_value(context, 'namespace'),
+        depth_transport=_value(context, 'depth_transport'))
     config_file = _value(context, 'config_file')
     use_sim_time = _flag(context, 'use_sim_time')
     actions = []
@@ -59,6 +60,7 @@ def _launch_nodes(context, *args, **kwargs):
                    '--camera-info-topic', _value(context, 'camera_info_topic'),
                    '--depth-topic', _value(context, 'depth_topic'),
                    '--image-transport', _value(context, 'image_transport'),
+                   '--depth-transport', _value(context, 'depth_transport'),
                    '--namespace', _value(context, 'namespace')]
         if config_file:
             command += ['--config', config_file]
@@ -99,6 +101,9 @@ def generate_launch_description():
         DeclareLaunchArgument('image_transport', default_value='raw',
                               choices=['raw', 'compressed'],
                               description="'compressed' reads <image_topic>/compressed"),
+        DeclareLaunchArgument('depth_transport', default_value='raw',
+                              choices=['raw', 'compressedDepth'],
+                              description="'compressedDepth' reads <depth_topic>/compressedDepth"),
         DeclareLaunchArgument('matcher', default_value='',
                               choices=['', 'ncc', 'klt', 'orb'],
                               description="correspondence method; '' = the config file's"),

@@ -61,6 +61,14 @@ class TestNodeSet:
         assert matcher.parameters == {'image_transport': 'compressed', 'matcher': 'orb'}
         assert matcher.remappings['image/compressed'] == '/cam/rgb/compressed'
 
+    def test_compressed_depth_transport(self):
+        odometry = _by_name(graph.node_set(depth_topic='/cam/depth',
+                                           depth_transport='compressedDepth'))['odometry_node']
+        assert odometry.parameters == {'depth_transport': 'compressedDepth'}
+        assert odometry.remappings['depth_in/compressedDepth'] == '/cam/depth/compressedDepth'
+        with pytest.raises(ValueError):
+            graph.node_set(depth_transport='theora')
+
     def test_empty_matcher_keeps_the_configuration_value(self):
         matcher = _by_name(graph.node_set(matcher=''))['matcher_node']
         assert 'matcher' not in matcher.parameters
@@ -175,7 +183,7 @@ class TestLaunchFile:
         run_verb.add_arguments(parser)
         options = {a.dest for a in parser._actions}
         shared = {'image_topic', 'camera_info_topic', 'depth_topic', 'image_transport',
-                  'matcher', 'namespace', 'use_sim_time'}
+                  'depth_transport', 'matcher', 'namespace', 'use_sim_time'}
         assert shared <= declared and shared <= options
         assert {'config_file', 'fastdds_profile', 'one_process', 'use_composition'} <= declared
 

@@ -31,7 +31,7 @@ from relperception.data.messages import (  # noqa: E402
     transform_from_pose_msg,
 )
 from relperception.data.synthetic import iter_sequence  # noqa: E402
-from relperception.imaging import image_to_numpy  # noqa: E402
+from relperception.imaging import image_to_numpy, numpy_to_compressed_fields  # noqa: E402
 from relperception.matching.ncc import NCCMatcher  # noqa: E402
 from relperception.nodes.odometry_node import (  # noqa: E402
     camera_mount_transform,
@@ -53,7 +53,8 @@ from relperception.transforms import (  # noqa: E402
     make_transform,
     rotation_angle_deg,
 )
-from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField  # noqa: E402
+from sensor_msgs.msg import (  # noqa: E402
+    CameraInfo, CompressedImage, Image, PointCloud2, PointField)
 
 WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
 
@@ -93,6 +94,10 @@ class Harness:
             'correspondences': self.probe.create_publisher(PointCloud2, 'correspondences', 10),
             'camera_info': self.probe.create_publisher(CameraInfo, 'camera_info', 10),
             'depth_in': self.probe.create_publisher(Image, 'depth_in', 10)}
+        self.compressed_depth = self.node.get_parameter('depth_transport').value != 'raw'
+        if self.compressed_depth:
+            self.publishers['depth_in'] = self.probe.create_publisher(
+                CompressedImage, 'depth_in/compressedDepth', 10)
         self.executor = MultiThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.executor.add_node(self.probe)
@@ -108,8 +113,15 @@ class Harness:
 
     def send_depth(self, depth, stamp_ns, expect_cached=True):
         before = self.node.depth_cache_size + self.node.depth_rejected
-        self.publishers['depth_in'].publish(
-            image_msg_from_array(depth, '32FC1', header_msg(stamp_ns, 'camera')))
+        header = header_msg(stamp_ns, 'camera')
+        if self.compressed_depth:
+            millimetres = np.nan_to_num(depth * 1000.0).round().astype(np.uint16)
+            fields = numpy_to_compressed_fields(millimetres, '16UC1', fmt='compressedDepth')
+            msg = CompressedImage(header=header, format=fields['format'],
+                                  data=fields['data'].tobytes())
+        else:
+            msg = image_msg_from_array(depth, '32FC1', header)
+        self.publishers['depth_in'].publish(msg)
         assert wait_for(lambda: self.node.depth_cache_size + self.node.depth_rejected
                         > before or self.node.depth_cache_size == 30)
 
@@ -160,9 +172,10 @@ def camera_poses(run, T_base_cam):
 
 class TestOdometryNode:
 
-    def test_rgbd_trajectory(self, harness, sequence):
+    @pytest.mark.parametrize('depth_transport', ['raw', 'compressedDepth'])
+    def test_rgbd_trajectory(self, harness, sequence, depth_transport):
         camera, frames, matches = sequence
-        run = harness()
+        run = harness([Parameter('depth_transport', value=depth_transport)])
         run.send_camera_info(camera)
         for frame in frames:
             run.send_depth(frame.depth, frame.stamp_ns)

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'default: none (monocular)')
     parser.add_argument('--image-transport', choices=('raw', 'compressed'), default='raw',
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
+    parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
+                        help='raw Image, or CompressedImage on <depth-topic>/compressedDepth')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='ROS namespace of the nodes (default: root)')
     parser.add_argument('--use-sim-time', action='store_true',
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     descriptions = graph.node_set(
         matcher=args.matcher, image_topic=args.image_topic,
         camera_info_topic=args.camera_info_topic, depth_topic=args.depth_topic,
-        image_transport=args.image_transport, namespace=args.namespace)
+        image_transport=args.image_transport, namespace=args.namespace,
+        depth_transport=args.depth_transport)
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()

@@ -36,6 +36,7 @@ FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
 FASTDDS_PROFILE_ENV_NEW = 'FASTDDS_DEFAULT_PROFILES_FILE'
 FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
 IMAGE_TRANSPORTS = ('raw', 'compressed')
+DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
 MATCHERS = ('ncc', 'klt', 'orb')
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,8 @@ def _absolute_or_relative(topic: str, what: str) -> str:
 
 def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_raw',
              camera_info_topic: str = '/camera/camera_info', depth_topic: str = '',
-             image_transport: str = 'raw', namespace: str = '') -> List[NodeDescription]:
+             image_transport: str = 'raw', namespace: str = '',
+             depth_transport: str = 'raw') -> List[NodeDescription]:
     """Describe the relperception nodes and how their topics are wired.
 
     Args:
@@ -129,6 +131,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
         image_transport: ``raw`` or ``compressed``, as in image_transport.
         namespace: ROS namespace of every node ('' for the root namespace); the nodes' own
             outputs (``correspondences``, ``odom``, ``path``, ...) are relative to it.
+        depth_transport: ``raw`` or ``compressedDepth`` (the odometry node then reads
+            ``<depth_topic>/compressedDepth``).
 
     Returns:
         The node descriptions, upstream first.
@@ -141,6 +145,9 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if image_transport not in IMAGE_TRANSPORTS:
         raise ValueError(
             f'image_transport must be one of {list(IMAGE_TRANSPORTS)}, got {image_transport!r}')
+    if depth_transport not in DEPTH_TRANSPORTS:
+        raise ValueError(f'depth_transport must be one of {list(DEPTH_TRANSPORTS)}, '
+                         f'got {depth_transport!r}')
     image_topic = _absolute_or_relative(image_topic, 'image_topic')
     camera_info_topic = _absolute_or_relative(camera_info_topic, 'camera_info_topic')
     depth_topic = depth_topic.strip()
@@ -163,6 +170,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     odometry_remappings = {'camera_info': camera_info_topic}
     if depth_topic:
         odometry_remappings['depth_in'] = depth_topic
+        if depth_transport == 'compressedDepth':
+            odometry_remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
     odometry_remappings['diagnostics'] = '/diagnostics'
 
     return [
@@ -174,7 +183,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
         NodeDescription(
             name='odometry_node', executable='odometry_node',
             plugin='relperception.nodes.odometry_node:OdometryNode',
-            remappings=odometry_remappings, namespace=namespace),
+            remappings=odometry_remappings,
+            parameters={'depth_transport': depth_transport}, namespace=namespace),
         # The dense-perception issue adds its node HERE, so that the launch file and
         # ``relperception run`` both pick it up:
         # NodeDescription(

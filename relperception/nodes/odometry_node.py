@@ -6,7 +6,8 @@ Subscribes:
     ``correspondences`` (``sensor_msgs/PointCloud2``, layout in
     :mod:`relperception.data.correspondences`: header = newer frame, older stamp in the
     points), ``camera_info`` (``sensor_msgs/CameraInfo``, latest kept) and the optional
-    ``depth_in`` (``sensor_msgs/Image`` 16UC1 mm or 32FC1 m, registered to the image; the last
+    ``depth_in`` (``sensor_msgs/Image`` 16UC1 mm or 32FC1 m, registered to the image; or, with
+    ``depth_transport: compressedDepth``, ``depth_in/compressedDepth``; the last
     ``DEPTH_CACHE_SIZE`` are kept and looked up by stamp, exact or nearest within
     ``depth_max_dt_s``). Sensor-data QoS (best effort, keep last 5), overridable.
 
@@ -59,7 +60,7 @@ from relperception.config import ParameterSpec, section, SPECS
 from relperception.core_types import Camera
 from relperception.data.correspondences import matches_from_cloud
 from relperception.data.messages import camera_from_camera_info, stamp_to_ns
-from relperception.imaging import depth_to_metres, image_to_numpy
+from relperception.imaging import compressed_to_numpy, depth_to_metres, image_to_numpy
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.parameters import current_config, declare_parameters
@@ -73,7 +74,7 @@ from relperception.odometry.motion import MatchOdometry
 from relperception.odometry.vo import check_odometry_conf, STATUS_LOST
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
 from relperception.transforms import invert_transform, transform_from_quaternion_xyzw
-from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 
 #: The parameters of this node from the shared schema.
 #: Unprocessed correspondences kept (1 s at 30 Hz); see the module docstring.
@@ -97,6 +98,11 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
                   0.0, 1.0),
     ParameterSpec('publish_tf', True, 'broadcast odom -> base_link on TF (needs tf2_ros)',
                   read_only=True),
+    ParameterSpec('depth_transport', 'raw',
+                  'transport of depth_in: raw (sensor_msgs/Image) or compressedDepth '
+                  '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
+                  'compressed_depth_image_transport writes it)',
+                  choices=('raw', 'compressedDepth'), read_only=True),
 )}
 
 #: Number of depth images kept for the stamp lookup.
@@ -232,8 +238,7 @@ class OdometryNode(Node):
             self.create_subscription(CameraInfo, 'camera_info', self._on_camera_info,
                                      qos_profile_sensor_data,
                                      qos_overriding_options=overriding),
-            self.create_subscription(Image, 'depth_in', self._on_depth, qos_profile_sensor_data,
-                                     qos_overriding_options=overriding),
+            self._depth_subscription(overriding),
         ]
         self.get_logger().info(
             f'odometry ({config["odometry.mode"]}) from '
@@ -271,8 +276,22 @@ class OdometryNode(Node):
             return
         self._camera = camera
 
-    def _on_depth(self, msg: Image) -> None:
+    def _depth_subscription(self, overriding):
+        if self.get_parameter('depth_transport').value == 'compressedDepth':
+            topic = self.resolve_topic_name('depth_in') + '/compressedDepth'
+            return self.create_subscription(CompressedImage, topic, self._on_depth,
+                                            qos_profile_sensor_data,
+                                            qos_overriding_options=overriding)
+        return self.create_subscription(Image, 'depth_in', self._on_depth,
+                                        qos_profile_sensor_data,
+                                        qos_overriding_options=overriding)
+
+    def _on_depth(self, msg) -> None:
         camera = self._camera
+        if isinstance(msg, CompressedImage):
+            # Encoding and size are only known once decoded (on the worker, at lookup).
+            self._depth.put(stamp_to_ns(msg.header.stamp), msg)
+            return
         try:
             stamp_ns = stamp_to_ns(msg.header.stamp)
             if msg.encoding not in ('16UC1', 'mono16', '32FC1'):
@@ -305,17 +324,22 @@ class OdometryNode(Node):
         msg = self._depth.nearest(stamp_ns, self._depth_max_dt_ns)
         if msg is None:
             return None
-        if (msg.width, msg.height) != (camera.width, camera.height):
-            self.get_logger().warning(
-                f'depth {msg.width}x{msg.height} does not match camera_info '
-                f'{camera.width}x{camera.height}; ignored', throttle_duration_sec=1.0)
-            return None
         try:
-            return depth_to_metres(image_to_numpy(msg), msg.encoding)
+            if isinstance(msg, CompressedImage):
+                array, encoding = compressed_to_numpy(msg)
+            else:
+                array, encoding = image_to_numpy(msg), msg.encoding
+            depth = depth_to_metres(array, encoding)
         except ValueError as error:
             self.get_logger().warning(f'undecodable depth image: {error}',
                                       throttle_duration_sec=1.0)
             return None
+        if depth.shape != (camera.height, camera.width):
+            self.get_logger().warning(
+                f'depth {depth.shape[1]}x{depth.shape[0]} does not match camera_info '
+                f'{camera.width}x{camera.height}; ignored', throttle_duration_sec=1.0)
+            return None
+        return depth
 
     def _process(self, msg: PointCloud2) -> None:
         self._apply_parameters()
