@@ -26,8 +26,9 @@ Pipeline of ``NCCMatcher.match``:
 All correlations of one pyramid level are computed at once (in blocks of 512 points):
 patches are gathered into ``(p, p, N)`` arrays (points last, so every reduction runs over
 contiguous memory), one ``einsum`` per candidate row gives the numerators, and the window
-statistics come from image-wide box filters (float64, once per level and image). Integer-valued
-sums are exact, so a flat (zero-variance) patch is detected exactly and scored 0, not NaN.
+statistics come from separable sliding sums over the same gathered windows (int32 for uint8
+images, else float64). Integer-valued sums are exact, so a flat (zero-variance) patch is
+detected exactly and scored 0, not NaN.
 
 ``ncc_search`` exposes the single-level search for tests and tools.
 """
@@ -68,10 +69,9 @@ class _Level:
         padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=0)
         self.windows = {}
         self._padded = padded
-        self._box_maps = {}
 
-    def patches(self, left: np.ndarray, top: np.ndarray, size: int) -> np.ndarray:
-        """Return (size, size, N) float32 patches with top-left corners (left, top).
+    def gather(self, left: np.ndarray, top: np.ndarray, size: int) -> np.ndarray:
+        """Return (N, size, size) patches (image dtype) with top-left corners (left, top).
 
         Corners are clamped to the padded area; zeros are read outside the image. Fancy
         indexing a sliding-window view copies whole rows and needs no (size, size, N) index
@@ -83,48 +83,12 @@ class _Level:
         pad = self.pad
         left = np.clip(left, -pad, self.width + pad - size) + pad
         top = np.clip(top, -pad, self.height + pad - size) + pad
-        gathered = view[top, left]  # (N, size, size)
-        out = np.empty((size, size, len(left)), np.float32)
-        out[...] = gathered.transpose(1, 2, 0)
-        return out
+        return view[top, left]
 
-    def box_sums(self, left: np.ndarray, top: np.ndarray, size: int, side: int
-                 ) -> Tuple[np.ndarray, np.ndarray]:
-        """Return sums and sums of squares of every ``side`` patch inside the given windows.
-
-        The windows are those of ``patches(left, top, size)`` (same clamping); the result is
-        indexed [dy, dx, n] for the ``side`` x ``side`` patch at window offset (dx, dy), as
-        float64 (exact for integer images). Both come from image-wide box filters computed
-        once per level and side, then gathered like the patches.
-        """
-        maps = self._box_maps.get(side)
-        if maps is None:
-            values = self._padded
-            if values.dtype == np.uint8 and side <= 15:
-                # int32 sums are exact (15 * 15 * 255**2 < 2**31) and half the memory of
-                # float64: large fresh arrays cost page faults on every call.
-                depth, squared = cv2.CV_32S, values.astype(np.uint16) ** 2
-            else:
-                depth, values = cv2.CV_64F, values.astype(np.float64)
-                squared = values * values
-            kernel = (side, side)
-            sums = cv2.boxFilter(values, depth, kernel, anchor=(0, 0), normalize=False,
-                                 borderType=cv2.BORDER_CONSTANT)
-            squares = cv2.boxFilter(squared, depth, kernel, anchor=(0, 0), normalize=False,
-                                    borderType=cv2.BORDER_CONSTANT)
-            outputs = size - side + 1
-            maps = self._box_maps[side] = (sums, squares, outputs)
-        sums, squares, outputs = maps
-        if outputs != size - side + 1:
-            raise ValueError('box_sums: one window size per level and patch side')
-        pad = self.pad
-        left = np.clip(left, -pad, self.width + pad - size) + pad
-        top = np.clip(top, -pad, self.height + pad - size) + pad
-        shape = (outputs, outputs)
-        gathered_sums = sliding_window_view(sums, shape)[top, left]        # (N, dy, dx)
-        gathered_squares = sliding_window_view(squares, shape)[top, left]
-        return (gathered_sums.transpose(1, 2, 0).astype(np.float64),
-                gathered_squares.transpose(1, 2, 0).astype(np.float64))
+    @property
+    def exact_int32(self) -> bool:
+        """Whether window statistics of patches up to 15 x 15 fit int32 exactly (uint8 data)."""
+        return self._padded.dtype == np.uint8
 
 
 def _ncc_surfaces(image0: _Level, image1: _Level, template_xy: np.ndarray,
@@ -179,40 +143,89 @@ def _ncc_block(image0: _Level, image1: _Level, template_xy: np.ndarray,
     tx, ty = template_xy[:, 0], template_xy[:, 1]
     template_inside = (tx >= half) & (tx <= w0 - 1 - half) & (ty >= half) & (ty <= h0 - 1 - half)
 
-    template = image0.patches(tx - half, ty - half, side).reshape(pixels, count)
-    template_mean = template.mean(axis=0)
-    template = template - template_mean
-    template_norm = np.sqrt(np.einsum('kn,kn->n', template, template))
+    template8 = image0.gather(tx - half, ty - half, side)  # (N, p, p)
+    template = np.empty((side, side, count), np.float32)
+    template[...] = template8.transpose(1, 2, 0)
+    flat = template.reshape(pixels, count)
+    template_mean = flat.mean(axis=0)
+    flat -= template_mean
+    template_norm = np.sqrt(np.einsum('kn,kn->n', flat, flat))
     inverse_norm = np.zeros_like(template_norm)
     np.divide(1.0, template_norm, out=inverse_norm, where=template_norm > 0)
-    template = (template * inverse_norm).reshape(side, side, count)
+    flat *= inverse_norm
 
+    # Candidate windows, gathered once: points last, integer values for the exact statistics.
     cx, cy = centre_xy[:, 0], centre_xy[:, 1]
-    patches = image1.patches(cx - radius - half, cy - radius - half, window)
+    exact_int32 = image1.exact_int32 and side <= 15  # 15 * 15 * 255**2 * 15**2 < 2**31
+    values = np.empty((window, window, count), np.int32 if exact_int32 else np.float64)
+    values[...] = image1.gather(cx - radius - half, cy - radius - half, window).transpose(1, 2, 0)
 
     # Numerator: sum_k t_k * (s_k - c) with the zero-sum normalised template t; subtracting the
     # template mean c changes nothing mathematically but keeps float32 magnitudes small.
-    centred = patches - template_mean
+    centred = np.subtract(values, template_mean, dtype=np.float32)
     numerator = np.empty((outputs, outputs, count), np.float32)
     rows = sliding_window_view(centred, side, axis=1)  # [y, dx, n, kx]
     for dy in range(outputs):
         np.einsum('ixnj,ijn->xn', rows[dy:dy + side], template, out=numerator[dy])
 
-    # Sums of the candidate patches and of their squares (image-wide box filters, gathered).
-    sums, squares = image1.box_sums(cx - radius - half, cy - radius - half, window, side)
+    # Sums of the candidate patches and of their squares: separable box sums of the windows,
+    # exact in int32 (uint8 images, p <= 15) or float64.
+    sums = _box_sums(values, side)
+    squares = _box_sums(values * values, side)
     variance_sum = pixels * squares - sums * sums  # n^2 var, exact for integers, >= 0
-    patch_norm = np.sqrt(variance_sum.astype(np.float32)) * np.float32(1.0 / side)
-    scores = np.zeros((outputs, outputs, count), np.float32)
-    np.divide(numerator, patch_norm, out=scores, where=patch_norm > 0)
+    patch_norm = np.sqrt(variance_sum.astype(np.float32))
+    patch_norm *= np.float32(1.0 / side)
+    patch_norm[variance_sum <= 0] = np.inf  # flat candidate patch: score 0
+    scores = np.divide(numerator, patch_norm, out=numerator)
     np.clip(scores, -1.0, 1.0, out=scores)
 
     offsets = np.arange(-radius, radius + 1)
     xs = cx[None, :] + offsets[:, None]
     ys = cy[None, :] + offsets[:, None]
-    valid_x = (xs >= half) & (xs <= w1 - 1 - half)
-    valid_y = (ys >= half) & (ys <= h1 - 1 - half)
-    scores[~(valid_y[:, None, :] & valid_x[None, :, :])] = INVALID_SCORE
+    invalid_x = (xs < half) | (xs > w1 - 1 - half)
+    invalid_y = (ys < half) | (ys > h1 - 1 - half)
+    if invalid_x.any():
+        np.copyto(scores, INVALID_SCORE, where=invalid_x[None, :, :])
+    if invalid_y.any():
+        np.copyto(scores, INVALID_SCORE, where=invalid_y[:, None, :])
     return scores, template_norm, template_inside
+
+
+def _sliding_sum(values: np.ndarray, width: int, axis: int) -> np.ndarray:
+    """Return the sums of ``width`` consecutive entries along ``axis`` (n -> n - width + 1).
+
+    Sums of 1, 2, 4, ... entries are built by doubling and combined by the binary digits of
+    ``width``: a few whole-array additions (``np.cumsum`` along a leading axis is far slower).
+    Exact for integers within the dtype's range.
+    """
+    outputs = values.shape[axis] - width + 1
+    lead = (slice(None),) * axis
+
+    def part(array: np.ndarray, start: int, length: int) -> np.ndarray:
+        return array[lead + (slice(start, start + length),)]
+
+    result, start, power, size = None, 0, values, 1
+    while True:
+        if width & size:
+            if result is None:
+                result = part(power, start, outputs).copy()
+            else:
+                result += part(power, start, outputs)
+            start += size
+        if 2 * size > width:
+            return result
+        length = power.shape[axis] - size
+        power = part(power, 0, length) + part(power, size, length)
+        size *= 2
+
+
+def _box_sums(values: np.ndarray, side: int) -> np.ndarray:
+    """Return the sums of every ``side`` x ``side`` patch of (W, W, N) windows.
+
+    Shape (W - side + 1, W - side + 1, N), indexed [dy, dx, n] for the patch at window
+    offset (dx, dy); exact for integers in the dtype's range.
+    """
+    return _sliding_sum(_sliding_sum(values, side, 0), side, 1)
 
 
 def _parabola_offset(before: np.ndarray, peak: np.ndarray, after: np.ndarray) -> np.ndarray:
