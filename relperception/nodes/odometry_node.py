@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
@@ -71,9 +71,13 @@ from relperception.nodes.ros_messages import (
     transform_stamped_msg,
 )
 from relperception.odometry.motion import MatchOdometry
+from relperception.odometry.mount import (
+    camera_mount_transform,
+    DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+    odom_from_camera,
+)
 from relperception.odometry.vo import check_odometry_conf, STATUS_LOST
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
-from relperception.transforms import invert_transform, transform_from_quaternion_xyzw
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 
 #: The parameters of this node from the shared schema.
@@ -83,7 +87,7 @@ CORRESPONDENCE_QUEUE = 30
 ODOMETRY_PARAMETERS: List[str] = [name for name in SPECS if name.startswith('odometry.')]
 
 #: Default camera mount: translation 0 and the optical-to-body rotation (x y z qx qy qz qw).
-DEFAULT_CAMERA_MOUNT = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
+DEFAULT_CAMERA_MOUNT = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
 CAMERA_MOUNT_PARAMETER = 'camera_mount_xyz_qxyzw'
 
 #: Node-local parameters (besides the camera mount, a double array).
@@ -109,26 +113,6 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
 DEPTH_CACHE_SIZE = 30
 #: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag).
 TIME_JUMP_RESET_S = 1.0
-
-
-def camera_mount_transform(values: Sequence[float]) -> np.ndarray:
-    """Return ``T_base_cam`` (4, 4) float64 from ``[x, y, z, qx, qy, qz, qw]``.
-
-    Args:
-        values: 7 numbers: translation of the camera optical frame in the base frame (metres)
-            and its rotation as a scalar-last quaternion (normalised here).
-
-    Returns:
-        The (4, 4) float64 transform mapping camera-frame points into the base frame.
-
-    Raises:
-        ValueError: not 7 finite numbers or a zero quaternion.
-    """
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    if values.shape != (7,) or not np.all(np.isfinite(values)):
-        raise ValueError(f'{CAMERA_MOUNT_PARAMETER} must be 7 finite numbers '
-                         f'[x, y, z, qx, qy, qz, qw], got {values.tolist()}')
-    return transform_from_quaternion_xyzw(values[:3], values[3:])
 
 
 class DepthCache:
@@ -384,7 +368,7 @@ class OdometryNode(Node):
 
     def odom_from_camera(self, T_world_cam: np.ndarray) -> np.ndarray:
         """Return ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)`` (4, 4)."""
-        return self.T_base_cam @ T_world_cam @ invert_transform(self.T_base_cam)
+        return odom_from_camera(T_world_cam, self.T_base_cam)
 
     def _publish(self, T_world_cam: np.ndarray, stamp) -> None:
         T_odom_base = self.odom_from_camera(T_world_cam)

@@ -47,13 +47,16 @@ from typing import Any
 import numpy as np
 from relperception.config import load_config
 from relperception.evaluation.report import write_json
-from relperception.transforms import invert_transform, transform_from_quaternion_xyzw
+from relperception.odometry.mount import (
+    camera_from_odom,
+    camera_mount_transform,
+    DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+)
 
 logger = logging.getLogger(__name__)
 
 #: The camera mount ``odometry_node`` uses by default (x y z qx qy qz qw): the optical-to-body
 #: rotation, no translation (the node's ``camera_mount_xyz_qxyzw`` parameter).
-DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 
 #: File names written next to the report.
 RECORDED_BAG = 'recorded_bag'
@@ -235,14 +238,7 @@ def camera_poses_from_odom(T_odom_base: np.ndarray,
     Raises:
         ValueError: for a mount that is not 7 finite numbers or poses that are not 4x4.
     """
-    mount = np.asarray(camera_mount_xyz_qxyzw, dtype=np.float64).reshape(-1)
-    if mount.shape != (7,) or not np.all(np.isfinite(mount)):
-        raise ValueError(f'camera_mount_xyz_qxyzw must be 7 finite numbers, got {mount.tolist()}')
-    T_odom_base = np.asarray(T_odom_base, dtype=np.float64)
-    if T_odom_base.shape[-2:] != (4, 4):
-        raise ValueError(f'T_odom_base must be (..., 4, 4), got {T_odom_base.shape}')
-    T_base_cam = transform_from_quaternion_xyzw(mount[:3], mount[3:])
-    return invert_transform(T_base_cam) @ T_odom_base @ T_base_cam
+    return camera_from_odom(T_odom_base, camera_mount_transform(camera_mount_xyz_qxyzw))
 
 
 def _number(text: str):
