@@ -12,6 +12,8 @@ setup(
     name=package_name,
     version='0.1.0',
     packages=find_packages(include=['relperception', 'relperception.*']),
+    # Shipped default weights (safetensors), their model cards and the checksum manifest.
+    package_data={'relperception': ['weights/*.safetensors', 'weights/*.json', 'weights/*.md']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
@@ -29,11 +31,16 @@ setup(
         'evo>=1.28',
         'matplotlib>=3.7',
         'tqdm>=4.60',
+        'safetensors>=0.4',
     ],
     extras_require={
         'test': ['pytest'],
+        # The learned models (dense perception, LoFTR). Install torch first from the index that
+        # matches your machine (CPU, CUDA, or NVIDIA's Jetson wheels); pip would pick a CUDA build.
+        'learned': ['torch>=2.1', 'onnx>=1.15', 'onnxruntime>=1.17'],
+        'parity': ['kornia>=0.7'],
     },
-    zip_safe=True,
+    zip_safe=False,
     maintainer='relperception maintainers',
     maintainer_email='maintainers@relperception.invalid',
     description='Compare convolution vs attention and NCC vs learned matching for ROS 2 robots.',

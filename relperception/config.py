@@ -68,8 +68,9 @@ class ParameterSpec:
 PARAMETERS = (
     # --- matcher choice -------------------------------------------------------------------
     ParameterSpec('matcher', 'ncc',
-                  'correspondence method: ncc, or the baselines klt (pyramidal Lucas-Kanade) '
-                  'and orb (ORB + ratio test)', choices=('ncc', 'klt', 'orb')),
+                  'correspondence method: ncc (patch correlation), loftr (learned detector-free '
+                  'transformer matcher), or the baselines klt (pyramidal Lucas-Kanade) and orb '
+                  '(ORB + ratio test)', choices=('ncc', 'loftr', 'klt', 'orb')),
     # --- NCC matcher (relperception.matching.ncc.NCCMatcher.default_conf) -------------------
     ParameterSpec('ncc.max_keypoints', 1000, 'maximum number of keypoints per frame',
                   16, 20000),
@@ -89,6 +90,58 @@ PARAMETERS = (
                   'Shi-Tomasi quality level relative to the strongest corner', 0.0, 1.0),
     ParameterSpec('ncc.min_patch_std', 2.0,
                   'patches with a smaller grey-level standard deviation are rejected', 0.0, 128.0),
+    # --- LoFTR-style matcher (relperception.matching.loftr) -------------------------------
+    ParameterSpec('loftr.preset', 'loftr_lite',
+                  'model size: loftr (the paper sizes, for official/kornia weights) or '
+                  'loftr_lite (smaller, for CPU and Jetson real time)',
+                  choices=('loftr', 'loftr_lite')),
+    ParameterSpec('loftr.weights', '',
+                  'weights file (safetensors, or a kornia/official LoFTR state dict or '
+                  'checkpoint); empty = the weights shipped with the package for the preset'),
+    ParameterSpec('loftr.backend', 'torch', 'inference backend',
+                  choices=('torch', 'onnxruntime', 'tensorrt')),
+    ParameterSpec('loftr.onnx_path', '',
+                  'exported ONNX model (backend onnxruntime) or TensorRT engine (tensorrt)'),
+    ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
+    ParameterSpec('loftr.threshold', 0.2,
+                  'coarse matching confidence threshold (kornia default 0.2)', 0.0, 1.0),
+    ParameterSpec('loftr.input_width', 0,
+                  'images are resized to this width before matching (multiple of 32); '
+                  '0 = the preset default', 0, 4096),
+    ParameterSpec('loftr.input_height', 0,
+                  'images are resized to this height before matching (multiple of 32); '
+                  '0 = the preset default', 0, 4096),
+    # --- dense perception (relperception.models.dense, relperception.pipeline.dense) --------
+    ParameterSpec('dense.backbone', 'conv',
+                  'backbone family of the default dense model: conv (ResNet) or vit '
+                  '(DINOv2-style Vision Transformer); ignored when dense.model is set',
+                  choices=('conv', 'vit')),
+    ParameterSpec('dense.model', '',
+                  'model preset name or model YAML file; empty = the shipped default of '
+                  'dense.backbone'),
+    ParameterSpec('dense.weights', '',
+                  'weights file (safetensors or a plain state dict); empty = the weights '
+                  'shipped with the package for the preset'),
+    ParameterSpec('dense.backend', 'torch', 'inference backend',
+                  choices=('torch', 'onnxruntime', 'tensorrt')),
+    ParameterSpec('dense.onnx_path', '',
+                  'exported ONNX model (backend onnxruntime) or TensorRT engine (tensorrt)'),
+    ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
+    ParameterSpec('dense.input_width', 0,
+                  'network input width (multiple of the backbone stride); 0 = preset default',
+                  0, 4096),
+    ParameterSpec('dense.input_height', 0,
+                  'network input height (multiple of the backbone stride); 0 = preset default',
+                  0, 4096),
+    ParameterSpec('dense.depth_scale', 1.0,
+                  'relative-depth models only: metres = depth_scale / predicted inverse depth '
+                  '(metric models ignore it)', 1e-6, 1e6),
+    ParameterSpec('dense.min_depth_m', 0.1, 'published depth below this is NaN (m)',
+                  0.0, 1000.0),
+    ParameterSpec('dense.max_depth_m', 80.0, 'published depth above this is NaN (m)',
+                  0.0, 10000.0),
+    ParameterSpec('dense.publish_color', True,
+                  'also publish the colourised depth and the labels overlay'),
     # --- baselines (relperception.matching.baselines) ---------------------------------------
     ParameterSpec('klt.max_keypoints', 1000, 'maximum number of tracked corners', 16, 20000),
     ParameterSpec('klt.cell_size_px', 32, 'grid cell size for spreading corners (pixels)',
@@ -126,6 +179,11 @@ PARAMETERS = (
                   'depth image topic (16UC1 mm or 32FC1 m); empty to ignore depth'),
     ParameterSpec('topics.ground_truth_pose', '/ground_truth/pose',
                   'ground-truth camera pose topic (PoseStamped, T_world_cam)'),
+    ParameterSpec('topics.ground_truth_labels', '/ground_truth/labels',
+                  'ground-truth class-label image topic (mono8); empty to ignore'),
+    ParameterSpec('topics.ground_truth_depth', '',
+                  'ground-truth depth topic for dense evaluation (16UC1 mm or 32FC1 m); '
+                  'empty = use topics.depth'),
 )
 
 SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
