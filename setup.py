@@ -50,6 +50,7 @@ setup(
             'relperception = relperception.cli.main:main',
             'matcher_node = relperception.nodes.matcher_node:main',
             'odometry_node = relperception.nodes.odometry_node:main',
+            'dense_node = relperception.nodes.dense_node:main',
         ],
     },
 )

@@ -1,6 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Launch the relperception node set (matcher_node -> odometry_node) on a live camera.
+"""Launch the relperception node set (matcher_node -> odometry_node [, dense_node]) on a camera.
 
 The nodes, their remappings and parameters come from ``relperception.nodes.graph.node_set``,
 the same description ``relperception run`` starts, so the two cannot drift apart. Examples::
@@ -10,6 +10,8 @@ the same description ``relperception run`` starts, so the two cannot drift apart
         camera_info_topic:=/camera/color/camera_info
         depth_topic:=/camera/aligned_depth_to_color/image_raw   # (one line)
     ros2 launch relperception perception.launch.py one_process:=true   # one process
+    ros2 launch relperception perception.launch.py dense:=true   # + dense depth and labels
+    ros2 launch relperception perception.launch.py dense_depth_to_odometry:=true   # metric mono
 
 ``one_process:=true`` (alias ``use_composition``): rclpy has no component containers for
 Python nodes, so instead of composition this runs ``relperception run`` - the same nodes in ONE
@@ -47,7 +49,9 @@ def _launch_nodes(context, *args, **kwargs):
         depth_topic=_value(context, 'depth_topic'),
         image_transport=_value(context, 'image_transport'),
         namespace=_value(context, 'namespace'),
-        depth_transport=_value(context, 'depth_transport'))
+        depth_transport=_value(context, 'depth_transport'),
+        dense=_flag(context, 'dense') or _flag(context, 'dense_depth_to_odometry'),
+        dense_depth_to_odometry=_flag(context, 'dense_depth_to_odometry'))
     config_file = _value(context, 'config_file')
     use_sim_time = _flag(context, 'use_sim_time')
     actions = []
@@ -66,6 +70,10 @@ def _launch_nodes(context, *args, **kwargs):
             command += ['--config', config_file]
         if _value(context, 'matcher'):
             command += ['--matcher', _value(context, 'matcher')]
+        if _flag(context, 'dense'):
+            command.append('--dense')
+        if _flag(context, 'dense_depth_to_odometry'):
+            command.append('--dense-depth-to-odometry')
         if use_sim_time:
             command.append('--use-sim-time')
         if not profile:
@@ -105,8 +113,14 @@ def generate_launch_description():
                               choices=['raw', 'compressedDepth'],
                               description="'compressedDepth' reads <depth_topic>/compressedDepth"),
         DeclareLaunchArgument('matcher', default_value='',
-                              choices=['', 'ncc', 'klt', 'orb'],
+                              choices=['', 'ncc', 'loftr', 'klt', 'orb'],
                               description="correspondence method; '' = the config file's"),
+        DeclareLaunchArgument('dense', default_value='false',
+                              description='true: also start dense_node (depth, labels, '
+                                          'labels_color, depth_color; dense.* parameters)'),
+        DeclareLaunchArgument('dense_depth_to_odometry', default_value='false',
+                              description="true: dense_node's depth feeds the odometry "
+                                          'depth_in (metric monocular VO; implies dense)'),
         DeclareLaunchArgument('config_file',
                               default_value=os.path.join(share, 'config', 'default.yaml'),
                               description='ROS 2 parameter file with relperception keys'),

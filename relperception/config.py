@@ -106,10 +106,10 @@ PARAMETERS = (
     ParameterSpec('loftr.threshold', 0.2,
                   'coarse matching confidence threshold (kornia default 0.2)', 0.0, 1.0),
     ParameterSpec('loftr.input_width', 0,
-                  'images are resized to this width before matching (multiple of 32); '
+                  'images are resized to this width before matching (multiple of 8); '
                   '0 = the preset default', 0, 4096),
     ParameterSpec('loftr.input_height', 0,
-                  'images are resized to this height before matching (multiple of 32); '
+                  'images are resized to this height before matching (multiple of 8); '
                   '0 = the preset default', 0, 4096),
     # --- dense perception (relperception.models.dense, relperception.pipeline.dense) --------
     ParameterSpec('dense.backbone', 'conv',

@@ -28,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--max-frames', type=int, help='stop after this many images')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
+    parser.add_argument('--dense', action='store_true',
+                        help="also score the dense model (dense.* keys) against the bag's "
+                             'ground-truth depth and label topics (depth metrics, mIoU, '
+                             'confusion matrix, sample images)')
+    parser.add_argument('--dense-stride', type=int, default=1, metavar='N',
+                        help='run the dense model on every N-th image only (default 1)')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
                            max_frames=args.max_frames, progress=not args.no_progress,
-                           gt_scale=args.gt_scale, plots=not args.no_plots)
+                           gt_scale=args.gt_scale, plots=not args.no_plots,
+                           dense=args.dense, dense_stride=args.dense_stride)
     logger.info('report written to %s', args.output)
     if summary['num_errors']:
         logger.warning('%d problems met (see summary.json "errors")', summary['num_errors'])

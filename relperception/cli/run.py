@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-HELP = 'run the matcher and odometry nodes live on ROS 2 topics, in one process'
+HELP = ('run the matcher and odometry nodes (and, with --dense, the dense node) live on ROS 2 '
+        'topics, in one process')
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--config', metavar='YAML',
                         help='parameter file (ROS 2 parameter file, nested or flat YAML; '
                              'default: built-in defaults = config/default.yaml)')
-    parser.add_argument('--matcher', choices=('ncc', 'klt', 'orb'), default=None,
+    parser.add_argument('--matcher', choices=('ncc', 'loftr', 'klt', 'orb'), default=None,
                         help="correspondence method (default: the configuration's, ncc)")
     parser.add_argument('--image-topic', default='/camera/image_raw', metavar='T',
                         help='camera image topic (default /camera/image_raw)')
@@ -42,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
     parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
                         help='raw Image, or CompressedImage on <depth-topic>/compressedDepth')
+    parser.add_argument('--dense', action='store_true',
+                        help='also run dense_node (depth, labels, labels_color, depth_color of '
+                             'the image; model from the dense.* parameters)')
+    parser.add_argument('--dense-depth-to-odometry', action='store_true',
+                        help="feed dense_node's depth to the odometry node's depth_in (metric "
+                             'monocular VO; implies --dense, excludes --depth-topic)')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='ROS namespace of the nodes (default: root)')
     parser.add_argument('--use-sim-time', action='store_true',
@@ -71,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         matcher=args.matcher, image_topic=args.image_topic,
         camera_info_topic=args.camera_info_topic, depth_topic=args.depth_topic,
         image_transport=args.image_transport, namespace=args.namespace,
-        depth_transport=args.depth_transport)
+        depth_transport=args.depth_transport,
+        dense=args.dense or args.dense_depth_to_odometry,
+        dense_depth_to_odometry=args.dense_depth_to_odometry)
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()

@@ -85,10 +85,16 @@ def _build_orb(conf: Optional[Mapping]) -> Matcher:
     return ORBMatcher(None if conf is None else dict(conf))
 
 
+def _build_loftr(conf: Optional[Mapping]) -> Matcher:
+    from relperception.matching.loftr.matcher import LoFTRMatcher
+    return LoFTRMatcher(None if conf is None else dict(conf))
+
+
 _FACTORIES: Dict[str, Callable[[Optional[Mapping]], Matcher]] = {
     'ncc': _build_ncc,
     'klt': _build_klt,
     'orb': _build_orb,
+    'loftr': _build_loftr,
 }
 
 
@@ -101,7 +107,8 @@ def build_matcher(name: str, conf: Optional[Mapping] = None) -> Matcher:
     """Build a matcher by name.
 
     Args:
-        name: matcher name; one of ``available_matchers()``: ``'ncc'``, and the classical
+        name: matcher name; one of ``available_matchers()``: ``'ncc'``, the learned
+            ``'loftr'`` (``relperception.matching.loftr.LoFTRMatcher``) and the classical
             baselines ``'klt'`` and ``'orb'``.
         conf: the matcher's configuration section (the ROS parameters under ``<name>.``
             with that prefix removed), or None for its defaults.

@@ -13,7 +13,9 @@ The graph::
     image_topic ─▶ matcher_node ──correspondences──▶ odometry_node ─▶ odom, path
     camera_info_topic ─┴────────────────────────────────┘   ▲
                                           depth_topic ─(depth_in)┘   (optional)
-    both ─▶ /diagnostics
+    image_topic ─▶ dense_node ─▶ depth, labels, labels_color, depth_color   (dense=True)
+                         └─depth─(depth_in)─▶ odometry_node   (dense_depth_to_odometry=True)
+    all ─▶ /diagnostics
 
 Everything here is importable without ROS: rclpy and ament_index_python are imported inside
 the functions that need them, so the launch file and the ``run`` verb stay light.
@@ -37,7 +39,7 @@ FASTDDS_PROFILE_ENV_NEW = 'FASTDDS_DEFAULT_PROFILES_FILE'
 FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
 IMAGE_TRANSPORTS = ('raw', 'compressed')
 DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
-MATCHERS = ('ncc', 'klt', 'orb')
+MATCHERS = ('ncc', 'loftr', 'klt', 'orb')
 
 logger = logging.getLogger(__name__)
 
@@ -117,13 +119,14 @@ def _absolute_or_relative(topic: str, what: str) -> str:
 def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_raw',
              camera_info_topic: str = '/camera/camera_info', depth_topic: str = '',
              image_transport: str = 'raw', namespace: str = '',
-             depth_transport: str = 'raw') -> List[NodeDescription]:
+             depth_transport: str = 'raw', dense: bool = False,
+             dense_depth_to_odometry: bool = False) -> List[NodeDescription]:
     """Describe the relperception nodes and how their topics are wired.
 
     Args:
-        matcher: correspondence method (``ncc``, ``klt`` or ``orb``), set as the matcher
-            node's ``matcher`` parameter after the configuration file; None or '' keeps the
-            configuration file's value.
+        matcher: correspondence method (``ncc``, ``loftr``, ``klt`` or ``orb``), set as the
+            matcher node's ``matcher`` parameter after the configuration file; None or ''
+            keeps the configuration file's value.
         image_topic: camera image topic (``sensor_msgs/Image``; with ``image_transport``
             ``compressed`` the node reads ``<image_topic>/compressed``).
         camera_info_topic: ``sensor_msgs/CameraInfo`` topic of that camera.
@@ -133,12 +136,20 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
             outputs (``correspondences``, ``odom``, ``path``, ...) are relative to it.
         depth_transport: ``raw`` or ``compressedDepth`` (the odometry node then reads
             ``<depth_topic>/compressedDepth``).
+        dense: also start ``dense_node`` (dense depth and labels of ``image_topic``; its
+            outputs ``depth``, ``labels``, ``labels_color``, ``depth_color`` are relative to
+            ``namespace``).
+        dense_depth_to_odometry: remap the odometry node's ``depth_in`` to the dense node's
+            ``depth`` (metric depth from a monocular camera); needs ``dense``, no
+            ``depth_topic`` and ``depth_transport`` raw.
 
     Returns:
         The node descriptions, upstream first.
 
     Raises:
-        ValueError: for an unknown matcher or transport, or an empty or malformed topic.
+        ValueError: for an unknown matcher or transport, an empty or malformed topic, or
+            ``dense_depth_to_odometry`` without ``dense``, with ``depth_topic`` or with a
+            compressed depth transport.
     """
     if matcher and matcher not in MATCHERS:
         raise ValueError(f'matcher must be one of {list(MATCHERS)}, got {matcher!r}')
@@ -167,14 +178,26 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if matcher:
         matcher_parameters['matcher'] = matcher
 
+    if dense_depth_to_odometry and not dense:
+        raise ValueError('dense_depth_to_odometry needs dense=True (the dense node publishes '
+                         'the depth)')
+    if dense_depth_to_odometry and depth_topic:
+        raise ValueError(f'dense_depth_to_odometry and depth_topic {depth_topic!r} both '
+                         "feed the odometry node's depth_in; choose one")
+
     odometry_remappings = {'camera_info': camera_info_topic}
+    if dense_depth_to_odometry:
+        if depth_transport != 'raw':
+            raise ValueError('dense_depth_to_odometry feeds raw 32FC1 depth; depth_transport '
+                             f'must be raw, got {depth_transport!r}')
+        odometry_remappings['depth_in'] = 'depth'  # the dense node's output, same namespace
     if depth_topic:
         odometry_remappings['depth_in'] = depth_topic
         if depth_transport == 'compressedDepth':
             odometry_remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
     odometry_remappings['diagnostics'] = '/diagnostics'
 
-    return [
+    descriptions = [
         NodeDescription(
             name='matcher_node', executable='matcher_node',
             plugin='relperception.nodes.matcher_node:MatcherNode',
@@ -185,15 +208,18 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
             plugin='relperception.nodes.odometry_node:OdometryNode',
             remappings=odometry_remappings,
             parameters={'depth_transport': depth_transport}, namespace=namespace),
-        # The dense-perception issue adds its node HERE, so that the launch file and
-        # ``relperception run`` both pick it up:
-        # NodeDescription(
-        #     name='dense_node', executable='dense_node',
-        #     plugin='relperception.nodes.dense_node:DenseNode',
-        #     remappings={'image': image_topic, 'camera_info': camera_info_topic,
-        #                 'diagnostics': '/diagnostics'},
-        #     namespace=namespace),   # publishes depth, labels, labels_color
     ]
+    if dense:
+        dense_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
+        if image_transport == 'compressed':
+            dense_remappings['image/compressed'] = image_topic + '/compressed'
+        dense_remappings['diagnostics'] = '/diagnostics'
+        descriptions.append(NodeDescription(
+            name='dense_node', executable='dense_node',
+            plugin='relperception.nodes.dense_node:DenseNode',
+            remappings=dense_remappings, parameters={'image_transport': image_transport},
+            namespace=namespace))
+    return descriptions
 
 
 # --- Fast DDS profile and environment (ROS-free) -------------------------------------------

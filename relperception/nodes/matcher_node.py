@@ -11,8 +11,8 @@ Publishes:
     the points), ``matches_image`` (``sensor_msgs/Image`` rgb8 debug drawing, only while
     someone subscribes) and ``diagnostics`` (``diagnostic_msgs/DiagnosticArray``, 1 Hz).
 ROS parameters:
-    ``matcher``, ``ncc.*``, ``klt.*``, ``orb.*`` (see :mod:`relperception.config`; changes at
-    run time are applied between frames) and the node-local ``image_transport``.
+    ``matcher``, ``ncc.*``, ``loftr.*``, ``klt.*``, ``orb.*`` (see :mod:`relperception.config`;
+    changes at run time are applied between frames) and the node-local ``image_transport``.
 
 Only the newest frame is kept; matching runs on a worker thread. A bad message is logged
 (throttled), counted as an error and skipped; a duplicate stamp is skipped, a stamp going
@@ -39,7 +39,7 @@ from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 
 #: The parameters of this node from the shared schema.
 MATCHER_PARAMETERS: List[str] = ['matcher'] + [
-    name for name in SPECS if name.split('.')[0] in ('ncc', 'klt', 'orb')]
+    name for name in SPECS if name.split('.')[0] in ('ncc', 'loftr', 'klt', 'orb')]
 
 
 def build_matcher_from_config(config: Dict[str, Any]):

@@ -1,0 +1,156 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Dense model latency: torch eager against onnxruntime, per backbone and input size, in one run.
+
+For every model preset the same module (same weights) runs through ``TorchBackend`` (torch
+eager, ``inference_mode``) and through its ONNX export on ``OnnxRuntimeBackend``, on the same
+normalised image, with the same number of threads, alternating the two so that a load change
+on the machine hits both. Results are printed as the ratio ``torch time / onnxruntime time``
+(target >= 1.5 on CPU), so they do not depend on how fast this machine is.
+
+Presets (``--presets``): ``conv_small`` and ``vit_small`` (the shipped defaults), ``resnet18``
+(full-width ResNet-18) and ``vit_s14`` (ViT-S/14, the Depth Anything V2 Small backbone).
+Sizes: 240x320 and 480x640, rounded up to the preset's size multiple (ViT-S/14: 252x322 and
+490x644). Outputs: ``depth``, ``logits`` and ``labels`` (argmax), as the pipeline uses them.
+Latency does not depend on the weights; without shipped weights the seeded random
+initialisation is used.
+
+On a machine loaded by other processes, multi-threaded torch eager suffers most: its OpenMP
+threads meet at a barrier after every operator and wait for a descheduled partner, so small
+networks with many operators slow down many times over. The load average is printed with the
+results; ``--threads 1`` gives the comparison least affected by load.
+
+Usage::
+
+    .venv/bin/python bench/dense_bench.py [--threads 2] [--repeats 10] [--output bench_output]
+"""
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+import sys
+import tempfile
+import time
+
+import numpy as np
+from relperception.runtime.model_export import build_export_model, export_spec
+from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
+from relperception.runtime.torch_backend import TorchBackend
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PRESETS = ('conv_small', 'resnet18', 'vit_small', 'vit_s14')
+SIZES = ((240, 320), (480, 640))
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def build(preset: str, size, work: Path, threads: int):
+    """Return (torch backend, onnxruntime backend, weights source) for ``preset`` at ``size``.
+
+    One export per size: ViT graphs are fixed-size (see ``model_export.export_spec``).
+    """
+    try:
+        spec = build_export_model(preset)
+    except FileNotFoundError:
+        spec = build_export_model(preset, random_weights=True)
+    path = export_spec(spec, work / f'{preset}_{size[0]}x{size[1]}.onnx', size=size,
+                       max_size=size)
+    torch_backend = TorchBackend(spec['module'], spec['input_names'], spec['output_names'])
+    onnx_backend = OnnxRuntimeBackend(path, num_threads=threads)
+    return torch_backend, onnx_backend, spec['metadata']['weights']
+
+
+def size_multiple(preset: str) -> int:
+    """Return the input size multiple of a preset."""
+    from relperception.models.presets import load_model_config
+
+    conf = load_model_config(preset)
+    patch = conf['model']['backbone'].get('patch_size', 1)
+    return max(int(conf['input']['multiple']), int(patch))
+
+
+def time_pair(backends: dict, inputs: dict, repeats: int) -> dict:
+    """Return {backend: (median wall s, median process CPU s)}, runs alternating backends."""
+    samples = {name: [] for name in backends}
+    for backend in backends.values():
+        backend.run(inputs)  # warm-up
+    for _ in range(repeats):
+        for name, backend in backends.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            backend.run(inputs)
+            samples[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return {name: tuple(np.median(np.array(s), axis=0)) for name, s in samples.items()}
+
+
+def run(output: Path, presets, threads: int, repeats: int) -> dict:
+    """Run the benchmark; return the results (also written to ``output``/dense_bench.json)."""
+    torch.set_num_threads(threads)
+    output.mkdir(parents=True, exist_ok=True)
+    results = {'threads': threads, 'repeats': repeats,
+               'load_average_before': os.getloadavg()[0], 'rows': []}
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for preset in presets:
+            m = size_multiple(preset)
+            for height, width in SIZES:
+                size = (_round_up(height, m), _round_up(width, m))
+                torch_backend, onnx_backend, weights = build(preset, size, Path(tmp), threads)
+                image = rng.standard_normal((1, 3, *size), dtype=np.float32)
+                seconds = time_pair({'torch': torch_backend, 'onnxruntime': onnx_backend},
+                                    {'image': image}, repeats)
+                (torch_wall, torch_cpu), (ort_wall, ort_cpu) = (seconds['torch'],
+                                                                seconds['onnxruntime'])
+                results['rows'].append({
+                    'preset': preset, 'size': list(size), 'weights': weights,
+                    'torch_ms': torch_wall * 1e3, 'onnxruntime_ms': ort_wall * 1e3,
+                    'speedup': torch_wall / ort_wall,
+                    'torch_cpu_ms': torch_cpu * 1e3, 'onnxruntime_cpu_ms': ort_cpu * 1e3,
+                    'cpu_speedup': torch_cpu / ort_cpu})
+                torch_backend = onnx_backend = None
+    results['load_average_after'] = os.getloadavg()[0]
+    with open(output / 'dense_bench.json', 'w', encoding='utf-8') as stream:
+        json.dump(results, stream, indent=2)
+    return results
+
+
+def format_results(results: dict) -> str:
+    """Return the results as a plain-text table."""
+    lines = [f'machine load average (1 min) {results["load_average_before"]:.1f} before, '
+             f'{results["load_average_after"]:.1f} after the run ({os.cpu_count()} CPUs)']
+    lines += [f'Dense model latency, {results["threads"]} threads, median of '
+              f'{results["repeats"]}; speed-up = torch eager time / onnxruntime time '
+              f'(target >= 1.5)',
+              'wall = elapsed time; cpu = CPU time of the process (all threads), which a '
+              'loaded machine distorts less',
+              f'{"preset":<12} {"size":>9} {"torch ms":>9} {"ort ms":>9} {"speed-up":>9} '
+              f'{"torch cpu":>10} {"ort cpu":>8} {"cpu x":>6}']
+    for r in results['rows']:
+        size = f'{r["size"][0]}x{r["size"][1]}'
+        lines.append(f'{r["preset"]:<12} {size:>9} {r["torch_ms"]:9.1f} '
+                     f'{r["onnxruntime_ms"]:9.1f} {r["speedup"]:9.2f} {r["torch_cpu_ms"]:10.1f} '
+                     f'{r["onnxruntime_cpu_ms"]:8.1f} {r["cpu_speedup"]:6.2f}')
+    return '\n'.join(lines)
+
+
+def main(argv=None) -> int:
+    """Run the benchmark from the command line; return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--output', type=Path, default=REPO_ROOT / 'bench_output')
+    parser.add_argument('--presets', nargs='+', default=list(PRESETS))
+    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--repeats', type=int, default=10)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, format='%(levelname)s %(name)s: %(message)s')
+    results = run(args.output, args.presets, args.threads, args.repeats)
+    sys.stdout.write(format_results(results) + '\n')
+    sys.stdout.write(f'results: {args.output / "dense_bench.json"}\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

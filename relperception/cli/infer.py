@@ -1,0 +1,155 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception infer``: run a dense model on image files and write depth and labels.
+
+For every input image ``<stem>.<ext>`` the output folder receives:
+
+==========================  ====================================================================
+``<stem>_depth.npy``         (H, W) float32 at the INPUT image's resolution: the model's raw
+                             depth output resized bilinearly, i.e. metres for a metric preset
+                             (``conv_small``, ``vit_small``) and RELATIVE INVERSE depth (larger
+                             = nearer, no unit) for a relative preset (``depth_anything_v2_vits``)
+``<stem>_depth.png``         that map coloured with turbo, near blue and far red (a relative map
+                             is coloured as 1 / value), invalid pixels black
+``<stem>_labels.png``        (H, W) mono8 class ids (only for models with a segmentation head)
+``<stem>_labels_color.png``  the label colours blended over the image (same condition)
+==========================  ====================================================================
+
+Preprocessing (resize rule, input size, mean/std) is the model preset's, e.g. exactly the
+Depth Anything V2 reference preprocessing for ``depth_anything_v2_vits``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import List
+
+HELP = 'run a dense depth / segmentation model on images and write depth (.npy, .png) and labels'
+
+IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.ppm', '.pgm', '.webp')
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``infer``.
+
+    Args:
+        parser: the verb's parser.
+    """
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        'outputs per image <stem>: <stem>_depth.npy = float32 (H, W) at the INPUT resolution, '
+        'the raw model output: metres for metric presets (conv_small, vit_small), relative '
+        'INVERSE depth for relative presets (depth_anything_v2_vits); <stem>_depth.png = that '
+        'map coloured (near blue, far red); with a segmentation head <stem>_labels.png = mono8 '
+        'class ids and <stem>_labels_color.png = colour overlay.')
+    parser.add_argument('inputs', nargs='+', metavar='IMAGE|DIR',
+                        help='image files, or folders whose images are all processed '
+                             f'({", ".join(IMAGE_SUFFIXES)})')
+    parser.add_argument('--config', default='conv_small', metavar='PRESET_OR_YAML',
+                        help='model preset name (conv_small, vit_small, depth_anything_v2_vits, '
+                             '...) or model YAML file (default conv_small)')
+    parser.add_argument('--weights', default='', metavar='FILE',
+                        help='weights file (safetensors or a plain state dict); default the '
+                             'weights shipped for the preset (depth_anything_v2_vits has none: '
+                             'required there)')
+    parser.add_argument('-o', '--output', required=True, metavar='DIR', help='output folder')
+    parser.add_argument('--backend', choices=('torch', 'onnxruntime'), default='torch',
+                        help='inference backend (default torch)')
+    parser.add_argument('--onnx', default='', metavar='FILE',
+                        help='exported ONNX model for --backend onnxruntime')
+    parser.add_argument('--device', default='cpu',
+                        help='torch device for --backend torch (cpu, cuda, cuda:N)')
+    parser.add_argument('--input-size', type=int, nargs=2, default=None,
+                        metavar=('WIDTH', 'HEIGHT'),
+                        help="network input size (default: the preset's)")
+
+
+def collect_images(inputs: List[str]) -> List[Path]:
+    """Return the image files named by ``inputs`` (files, or folders scanned non-recursively).
+
+    Args:
+        inputs: file or folder paths.
+
+    Returns:
+        The image paths in order (folders sorted by name), without duplicates.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+        ValueError: no image found.
+    """
+    images: List[Path] = []
+    for name in inputs:
+        path = Path(name)
+        if path.is_dir():
+            images += sorted(p for p in path.iterdir()
+                             if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        elif path.is_file():
+            images.append(path)
+        else:
+            raise FileNotFoundError(f'no such image or folder: {path}')
+    unique = list(dict.fromkeys(images))
+    if not unique:
+        raise ValueError(f'no images found in {", ".join(inputs)}')
+    return unique
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the model on every image and write the outputs.
+
+    Args:
+        args: parsed options of ``infer``.
+
+    Returns:
+        0 when every image was processed, 1 when some could not be read.
+
+    Raises:
+        ValueError: bad configuration, weights or ONNX file.
+    """
+    import cv2
+    import numpy as np
+    from relperception.pipeline.dense_pipeline import colorize_raw_depth, DensePipeline
+
+    images = collect_images(args.inputs)
+    overrides = {'dense.model': args.config, 'dense.weights': args.weights,
+                 'dense.backend': args.backend, 'dense.onnx_path': args.onnx,
+                 'dense.device': args.device}
+    if args.input_size is not None:
+        overrides['dense.input_width'], overrides['dense.input_height'] = args.input_size
+    if args.backend == 'onnxruntime' and not args.onnx:
+        raise ValueError('--backend onnxruntime needs --onnx FILE')
+    pipeline = DensePipeline(overrides)
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    stems: dict = {}
+    for path in images:
+        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if bgr is None:
+            logger.error('%s: not a readable image; skipped', path)
+            failed += 1
+            continue
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        result = pipeline.run(rgb, colors=True)
+        stem = path.stem
+        if stem in stems:  # same name in two folders: keep both
+            stems[stem] += 1
+            stem = f'{stem}_{stems[stem]}'
+        else:
+            stems[stem] = 0
+        np.save(output / f'{stem}_depth.npy', result.raw_depth.astype(np.float32))
+        depth_png = colorize_raw_depth(result.raw_depth, result.relative)
+        cv2.imwrite(str(output / f'{stem}_depth.png'), cv2.cvtColor(depth_png, cv2.COLOR_RGB2BGR))
+        if result.labels is not None:
+            cv2.imwrite(str(output / f'{stem}_labels.png'), result.labels)
+            cv2.imwrite(str(output / f'{stem}_labels_color.png'),
+                        cv2.cvtColor(result.labels_color, cv2.COLOR_RGB2BGR))
+        logger.info('%s: %dx%d, %.1f ms (inference %.1f ms)', path.name, rgb.shape[1],
+                    rgb.shape[0], result.timing_ms['total'], result.timing_ms['inference'])
+    logger.info('wrote %d of %d images to %s (%s depth%s)', len(images) - failed, len(images),
+                output, 'relative inverse' if pipeline.relative else 'metric',
+                ', labels' if pipeline.has_segmentation else '')
+    return 1 if failed else 0

@@ -1,0 +1,378 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""LoFTR-style detector-free matcher with fixed-shape outputs, weight-compatible with kornia.
+
+``LoFTR(conf, preset=...)`` builds the ResNet-FPN (1/8, 1/2) backbone, the sinusoidal position
+encoding, the coarse self/cross transformer, dual-softmax (or Sinkhorn) coarse matching and the
+fine window refinement of LoFTR (Sun et al., CVPR 2021). Module and parameter names equal those
+of ``kornia.feature.LoFTR``, so ``kornia.feature.LoFTR(...).state_dict()`` and the official
+checkpoints (``{'state_dict': {'matcher.<name>': ...}}``) load with :meth:`LoFTR.load_weights`.
+
+Unlike kornia the forward pass has no data-dependent shapes (no ``nonzero`` or boolean
+indexing), so it exports to ONNX/TensorRT with dynamic height and width: for every coarse cell
+of image 0 it returns the best cell of image 1, the confidence, refined coordinates (the fine
+stage runs on all cells) and a boolean mask. Compaction to ``Matches`` happens outside
+(``relperception.matching.loftr.matcher``).
+
+Coordinates: pixels, x right, y down. Coarse cell (x, y) of a stride-8 map is centred on pixel
+(8x, 8y) (its receptive field centre with pixel centres at integers); ``keypoints0`` are those
+centres and ``keypoints1`` the centres of the best cells plus the fine offset (at most
+``window // 2 * 2 = 4`` px per axis). These are kornia's numbers exactly. Kornia documents that
+the official pretrained checkpoints were trained in a frame where pixel (x, y) has its centre
+at (x + 0.5, y + 0.5); with those weights subtract 0.5 for integer pixel centres (config key
+``keypoint_offset``). Weights trained by relperception use integer centres (offset 0).
+"""
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from relperception.matching.loftr.backbone import ResNetFPN82
+from relperception.matching.loftr.coarse_matching import CoarseMatching
+from relperception.matching.loftr.fine_matching import (
+    cell_xy, crop_windows, FinePreprocess, spatial_expectation)
+from relperception.matching.loftr.position_encoding import PositionEncodingSine
+from relperception.matching.loftr.presets import merge_conf, preset_conf, PRESETS
+from relperception.matching.loftr.transformer import LocalFeatureTransformer
+import torch
+from torch import nn
+
+#: ONNX input / output names of :class:`LoFTROnnxWrapper` (the runtime backend contract).
+ONNX_INPUT_NAMES = ('image0', 'image1')
+ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
+
+#: Keys of official / older checkpoints that hold no parameters of this model.
+_IGNORED_KEYS = ('pos_encoding.pe',)
+
+
+def kornia_key_map(key: str) -> str:
+    """Map a kornia / official LoFTR state-dict key to this model's key (strips ``matcher.``)."""
+    return key[len('matcher.'):] if key.startswith('matcher.') else key
+
+
+def unwrap_state_dict(state: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+    """Return the tensors of a state dict, or of a checkpoint with one under 'state_dict'.
+
+    Raises:
+        ValueError: if the mapping holds no tensors.
+    """
+    for wrapper in ('state_dict', 'model'):
+        inner = state.get(wrapper) if isinstance(state, Mapping) else None
+        if isinstance(inner, Mapping):
+            state = inner
+            break
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise ValueError('no tensors found in the LoFTR state dict / checkpoint')
+    return tensors
+
+
+class LoFTR(nn.Module):
+    """LoFTR matcher (kornia-compatible parameters, fixed-shape outputs).
+
+    Inputs of :meth:`forward`: ``image0`` and ``image1``, (B, 1, H, W) float grey in [0, 1];
+    H and W multiples of 8 (32 recommended); both images of the same size for export.
+
+    Outputs (dict, M = (H/8) * (W/8) coarse cells of image 0, row-major):
+        ``keypoints0`` (B, M, 2) float32 px: centre of each coarse cell of image 0.
+        ``keypoints1`` (B, M, 2) float32 px: refined position of its best match in image 1.
+        ``confidence`` (B, M): coarse confidence of that match (dual softmax in [0, 1]).
+        ``mask`` (B, M) bool: confidence > threshold, mutual nearest neighbour, neither cell
+        within ``border_rm`` cells of its border.
+        ``match_index`` (B, M) int64: index of the best coarse cell of image 1.
+        ``expec_f`` (B, M, 3): fine expectation (dx, dy in window units [-1, 1], std).
+
+    Configuration: a preset of ``presets.PRESETS`` (``loftr`` by default) with ``conf`` merged
+    in recursively; ``conf`` may name the preset under ``'preset'``. Extra key
+    ``keypoint_offset`` (px, default 0.0) is added to both keypoint outputs.
+    """
+
+    default_conf: Dict[str, Any] = dict(PRESETS['loftr'], keypoint_offset=0.0)
+
+    def __init__(self, conf: Optional[Mapping[str, Any]] = None, preset: Optional[str] = None):
+        """Build the model with freshly initialised weights (in training mode, as nn.Module).
+
+        Args:
+            conf: configuration overrides (see ``presets.PRESETS`` for the keys).
+            preset: preset name, ``'loftr'`` or ``'loftr_lite'`` (overrides ``conf['preset']``).
+
+        Raises:
+            ValueError: for an unknown preset or key or an unsupported configuration.
+        """
+        super().__init__()
+        conf = dict(conf or {})
+        name = preset or conf.pop('preset', None) or 'loftr'
+        conf.pop('preset', None)
+        offset = float(conf.pop('keypoint_offset', 0.0))
+        self.preset = name
+        self.conf = preset_conf(name, conf)
+        self.conf['keypoint_offset'] = offset
+        c = self.conf
+        self.stride_c, self.stride_f = (int(s) for s in c['resolution'])
+        if (self.stride_c, self.stride_f) != (8, 2):
+            raise ValueError(f'only resolution (8, 2) is supported, got {c["resolution"]}')
+        self.window = int(c['fine_window_size'])
+        if self.window < 3 or self.window % 2 == 0:
+            raise ValueError(f'fine_window_size must be odd and >= 3, got {self.window}')
+        coarse, fine, match = c['coarse'], c['fine'], c['match_coarse']
+        if int(c['resnetfpn']['block_dims'][2]) != int(coarse['d_model']):
+            raise ValueError('resnetfpn block_dims[2] must equal coarse d_model')
+        if int(c['resnetfpn']['block_dims'][0]) != int(fine['d_model']):
+            raise ValueError('resnetfpn block_dims[0] must equal fine d_model')
+        self.backbone = ResNetFPN82(int(c['resnetfpn']['initial_dim']),
+                                    c['resnetfpn']['block_dims'])
+        self.pos_encoding = PositionEncodingSine(int(coarse['d_model']),
+                                                 bool(coarse['temp_bug_fix']))
+        self.loftr_coarse = LocalFeatureTransformer(int(coarse['d_model']), int(coarse['nhead']),
+                                                    coarse['layer_names'], coarse['attention'])
+        self.coarse_matching = CoarseMatching(
+            match['match_type'], match['dsmax_temperature'], match['thr'], match['border_rm'],
+            match['skh_iters'], match['skh_init_bin_score'], match['skh_prefilter'])
+        self.fine_preprocess = FinePreprocess(int(coarse['d_model']), int(fine['d_model']),
+                                              bool(c['fine_concat_coarse_feat']))
+        self.loftr_fine = LocalFeatureTransformer(int(fine['d_model']), int(fine['nhead']),
+                                                  fine['layer_names'], fine['attention'])
+
+    # ------------------------------------------------------------------ configuration
+    @property
+    def threshold(self) -> float:
+        """Coarse confidence threshold used by the mask."""
+        return self.coarse_matching.threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        self.coarse_matching.threshold = float(value)
+
+    @property
+    def input_size(self) -> Tuple[int, int]:
+        """Default (height, width) of the preset."""
+        h, w = self.conf['input_size']
+        return int(h), int(w)
+
+    # ------------------------------------------------------------------ weights
+    def load_weights(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Load a state dict of this model, of ``kornia.feature.LoFTR`` or an official checkpoint.
+
+        Keys may carry a ``matcher.`` prefix and may be wrapped in ``{'state_dict': ...}``;
+        ``num_batches_tracked`` counters may be absent.
+
+        Args:
+            state: the state dict or checkpoint (tensors; load files with
+                ``relperception.models.weights.load_state_dict_file``).
+            strict: raise on missing or unexpected keys (shape mismatches always raise).
+
+        Raises:
+            ValueError: naming missing keys, unexpected keys and shape mismatches.
+        """
+        tensors = {kornia_key_map(k): v for k, v in unwrap_state_dict(state).items()}
+        for key in _IGNORED_KEYS:
+            tensors.pop(key, None)
+        own = self.state_dict()
+        missing = [k for k in own if k not in tensors and not k.endswith('num_batches_tracked')]
+        unexpected = [k for k in tensors if k not in own]
+        mismatched = [f'{k}: file {tuple(tensors[k].shape)} vs model {tuple(own[k].shape)}'
+                      for k in tensors if k in own and tensors[k].shape != own[k].shape]
+        problems = []
+        if strict and missing:
+            problems.append(f'missing keys ({len(missing)}): {missing[:10]}')
+        if strict and unexpected:
+            problems.append(f'unexpected keys ({len(unexpected)}): {unexpected[:10]}')
+        if mismatched:
+            problems.append(f'shape mismatches ({len(mismatched)}): {mismatched[:10]}')
+        if problems:
+            raise ValueError(f'weights do not fit LoFTR preset {self.preset!r}: '
+                             + '; '.join(problems))
+        for key in own:
+            if key not in tensors and key.endswith('num_batches_tracked'):
+                tensors[key] = own[key]
+        known = {k: v for k, v in tensors.items() if k in own}
+        self.load_state_dict(known, strict=strict)
+
+    # ------------------------------------------------------------------ training hooks
+    def _check_images(self, image0: torch.Tensor, image1: torch.Tensor) -> None:
+        if torch.jit.is_tracing() or torch.compiler.is_compiling():
+            return
+        for name, image in (('image0', image0), ('image1', image1)):
+            if not isinstance(image, torch.Tensor) or image.dim() != 4 or image.shape[1] != 1:
+                shape = tuple(image.shape) if isinstance(image, torch.Tensor) else type(image)
+                raise ValueError(f'{name} must be a (B, 1, H, W) tensor, got {shape}')
+            if not image.is_floating_point():
+                raise ValueError(f'{name} must be float in [0, 1], got {image.dtype}')
+            if image.shape[2] % 8 or image.shape[3] % 8 or min(image.shape[2:]) < 8:
+                raise ValueError(f'{name} height and width must be positive multiples of 8, '
+                                 f'got {tuple(image.shape[2:])}')
+        if image0.shape[0] != image1.shape[0]:
+            raise ValueError(f'batch sizes differ: {image0.shape[0]} and {image1.shape[0]}')
+
+    def _backbone_pair(self, image0: torch.Tensor, image1: torch.Tensor):
+        if torch.jit.is_tracing() or image0.shape == image1.shape:
+            coarse, fine = self.backbone(torch.cat([image0, image1], 0))
+            c0, c1 = coarse.chunk(2, 0)
+            f0, f1 = fine.chunk(2, 0)
+            return c0, c1, f0, f1
+        c0, f0 = self.backbone(image0)
+        c1, f1 = self.backbone(image1)
+        return c0, c1, f0, f1
+
+    def _coarse_tokens(self, image0: torch.Tensor, image1: torch.Tensor,
+                       num_layers: Optional[int] = None) -> Dict[str, Any]:
+        self._check_images(image0, image1)
+        map0, map1, feat_f0, feat_f1 = self._backbone_pair(image0, image1)
+        map0, map1 = self.pos_encoding(map0), self.pos_encoding(map1)
+        tok0 = map0.flatten(2).transpose(1, 2)
+        tok1 = map1.flatten(2).transpose(1, 2)
+        tok0, tok1 = self.loftr_coarse(tok0, tok1, num_layers)
+        return {'feat_c0': tok0, 'feat_c1': tok1, 'feat_f0': feat_f0, 'feat_f1': feat_f1,
+                'map_c0': map0, 'map_c1': map1}
+
+    def extract_features(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, Any]:
+        """Backbone, position encoding and coarse transformer (training hook).
+
+        Args:
+            image0: (B, 1, H0, W0) float grey in [0, 1].
+            image1: (B, 1, H1, W1) float grey in [0, 1].
+
+        Returns:
+            dict with ``feat_c0`` (B, L0, Cc) and ``feat_c1`` (B, L1, Cc) transformed coarse
+            tokens (row-major cells), ``feat_f0`` / ``feat_f1`` (B, Cf, Hf, Wf) fine maps,
+            ``hw0_c``, ``hw1_c``, ``hw0_f``, ``hw1_f`` (height, width) int tuples, and
+            ``map_c0`` / ``map_c1`` the (B, Cc, Hc, Wc) position-encoded coarse maps entering
+            the transformer.
+
+        Raises:
+            ValueError: for images of the wrong shape or dtype.
+        """
+        feats = self._coarse_tokens(image0, image1)
+        feats.update({
+            'hw0_c': tuple(int(s) for s in feats['map_c0'].shape[2:]),
+            'hw1_c': tuple(int(s) for s in feats['map_c1'].shape[2:]),
+            'hw0_f': tuple(int(s) for s in feats['feat_f0'].shape[2:]),
+            'hw1_f': tuple(int(s) for s in feats['feat_f1'].shape[2:]),
+        })
+        return feats
+
+    def coarse_confidence(self, feat_c0: torch.Tensor, feat_c1: torch.Tensor) -> torch.Tensor:
+        """Return the (B, L0, L1) coarse confidence matrix of (B, L0, C), (B, L1, C) tokens.
+
+        The same matrix :meth:`forward` selects matches from (dual softmax, or Sinkhorn without
+        the dustbin row/column); the coarse loss of LoFTR is computed on it.
+        """
+        return self.coarse_matching.confidence(feat_c0, feat_c1)
+
+    def _refine(self, win0: torch.Tensor, win1: torch.Tensor, tok0: torch.Tensor,
+                tok1: torch.Tensor) -> torch.Tensor:
+        win0, win1 = self.fine_preprocess(win0, win1, tok0, tok1)
+        win0, win1 = self.loftr_fine(win0, win1)
+        return spatial_expectation(win0, win1, self.window)
+
+    def fine_refine(self, features: Mapping[str, Any], b_ids: torch.Tensor, i_ids: torch.Tensor,
+                    j_ids: torch.Tensor) -> torch.Tensor:
+        """Fine expectation for given coarse matches (training hook, as LoFTR's fine loss needs).
+
+        Args:
+            features: output of :meth:`extract_features`.
+            b_ids: (K,) int64 batch index of each match.
+            i_ids: (K,) int64 coarse cell index in image 0 (row-major, < L0).
+            j_ids: (K,) int64 coarse cell index in image 1 (< L1).
+
+        Returns:
+            (K, 3) ``expec_f``: expected (dx, dy) of the match in the window of image 1 in
+            normalised units [-1, 1] (1 = ``window // 2`` fine cells = 4 px for LoFTR), and the
+            heat-map standard deviation (std_x + std_y, same units).
+        """
+        w0 = features['hw0_c'][1]
+        w1 = features['hw1_c'][1]
+        xy0 = torch.stack([i_ids % w0, torch.div(i_ids, w0, rounding_mode='floor')], -1)
+        xy1 = torch.stack([j_ids % w1, torch.div(j_ids, w1, rounding_mode='floor')], -1)
+        stride = self.stride_c // self.stride_f
+        win0 = crop_windows(features['feat_f0'], xy0, self.window, stride, b_ids)
+        win1 = crop_windows(features['feat_f1'], xy1, self.window, stride, b_ids)
+        tok0 = features['feat_c0'][b_ids, i_ids]
+        tok1 = features['feat_c1'][b_ids, j_ids]
+        return self._refine(win0, win1, tok0, tok1)
+
+    # ------------------------------------------------------------------ inference
+    def forward(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Match two image batches; see the class docstring for the fixed-shape outputs.
+
+        Raises:
+            ValueError: for images of the wrong shape or dtype.
+        """
+        feats = self._coarse_tokens(image0, image1)
+        tok0, tok1 = feats['feat_c0'], feats['feat_c1']
+        conf = self.coarse_confidence(tok0, tok1)
+        valid0 = self.coarse_matching.valid_cells(feats['map_c0'])
+        valid1 = self.coarse_matching.valid_cells(feats['map_c1'])
+        best, score, mask = self.coarse_matching.select(conf, valid0, valid1)
+
+        batch = tok0.shape[0]
+        xy0 = cell_xy(feats['map_c0']).expand(batch, -1, -1)  # (B, L0, 2)
+        xy1 = torch.gather(cell_xy(feats['map_c1']).expand(batch, -1, -1), 1,
+                           best.unsqueeze(-1).expand(-1, -1, 2))
+        stride = self.stride_c // self.stride_f
+        win0 = crop_windows(feats['feat_f0'], xy0, self.window, stride).flatten(0, 1)
+        win1 = crop_windows(feats['feat_f1'], xy1, self.window, stride).flatten(0, 1)
+        tok1_best = torch.gather(tok1, 1, best.unsqueeze(-1).expand(-1, -1, tok1.shape[2]))
+        expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1_best.flatten(0, 1))
+        expec = expec.reshape(batch, -1, 3).float()
+
+        offset = self.conf['keypoint_offset']
+        kp0 = xy0 * float(self.stride_c) + offset
+        kp1 = xy1 * float(self.stride_c) + expec[..., :2] * float(self.window // 2 * self.stride_f)
+        kp1 = kp1 + offset
+        return {'keypoints0': kp0, 'keypoints1': kp1, 'confidence': score, 'mask': mask,
+                'match_index': best, 'expec_f': expec}
+
+    # ------------------------------------------------------------------ visualisation
+    def coarse_attention(self, image0: torch.Tensor, image1: torch.Tensor, layer_index: int,
+                         query_index, side: int = 0) -> torch.Tensor:
+        """Attention weights of a coarse transformer layer for chosen query cells.
+
+        Args:
+            image0: (1, 1, H, W) float grey in [0, 1].
+            image1: (1, 1, H, W) float grey in [0, 1].
+            layer_index: index into the coarse ``layer_names``.
+            query_index: int or (Q,) row-major coarse cell indices of image ``side``.
+            side: 0 or 1, the image whose cells query.
+
+        Returns:
+            (heads, L) (int ``query_index``) or (Q, heads, L): weights over the cells of the
+            attended image (the same image for a self layer, the other one for a cross layer).
+
+        Raises:
+            ValueError: for a bad ``side`` or ``layer_index``.
+        """
+        names = self.loftr_coarse.layer_names
+        if side not in (0, 1) or not 0 <= layer_index < len(names):
+            raise ValueError(f'side must be 0/1 and layer_index in [0, {len(names)})')
+        feats = self._coarse_tokens(image0, image1, num_layers=layer_index)
+        tok = (feats['feat_c0'], feats['feat_c1'])
+        x = tok[side]
+        if names[layer_index] == 'self':
+            source = x
+        elif side == 0:
+            source = tok[1]
+        else:  # image 1 attends to image 0 after image 0 was updated by this layer
+            source = self.loftr_coarse.layers[layer_index](tok[0], tok[1])
+        return self.loftr_coarse.attention_weights(layer_index, x, source, query_index)
+
+
+class LoFTROnnxWrapper(nn.Module):
+    """Tuple-output view of :class:`LoFTR` for export: (image0, image1) -> ONNX_OUTPUT_NAMES."""
+
+    def __init__(self, model: LoFTR):
+        """Wrap ``model`` (its threshold is baked into ``mask``; export with threshold 0)."""
+        super().__init__()
+        self.model = model
+
+    def forward(self, image0: torch.Tensor, image1: torch.Tensor):
+        """Return (keypoints0, keypoints1, confidence, mask) of :meth:`LoFTR.forward`."""
+        out = self.model(image0, image1)
+        return tuple(out[name] for name in ONNX_OUTPUT_NAMES)
+
+
+def build_loftr(preset: str = 'loftr', conf: Optional[Mapping[str, Any]] = None) -> LoFTR:
+    """Return ``LoFTR(conf, preset=preset)`` (random weights, training mode)."""
+    return LoFTR(conf, preset=preset)
+
+
+__all__ = ['LoFTR', 'LoFTROnnxWrapper', 'ONNX_INPUT_NAMES', 'ONNX_OUTPUT_NAMES', 'build_loftr',
+           'kornia_key_map', 'merge_conf', 'unwrap_state_dict']

@@ -1,0 +1,295 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Named dense-model configurations: architecture, input size, preprocessing, labels, weights.
+
+A model config (``load_model_config(name_or_yaml)``) is a dict::
+
+    name         preset name
+    description  one line
+    model        DenseModel conf (backbone, heads, depth_mode, max_depth)
+    input        preprocessing (see relperception.models.preprocess):
+                   height, width   network input size (fixed) or minimum side (lower_bound)
+                   resize          'fixed': resize to exactly height x width;
+                                   'lower_bound': keep the aspect ratio, scale so that both sides
+                                   are >= height/width, round each side to a multiple of
+                                   ``multiple`` (Depth Anything V2)
+                   multiple        input sides are multiples of it (ViT: the patch size;
+                                   ResNet: 16 or 32 keeps the feature maps aligned)
+                   interpolation   'area' | 'linear' | 'cubic' (OpenCV INTER_*)
+                   mean, std       per-channel RGB normalisation of [0, 1] images
+    depth_mode   'metric' (metres) | 'relative' (inverse depth, larger = closer)
+    class_names  segmentation classes (index = logit channel); [] without a segmentation head
+    ignore_index label value ignored by losses and metrics (255)
+    weights      name of the shipped weights (relperception/weights/<name>.safetensors), or ''
+    key_map      prefix renaming applied when loading a full-model weights file (foreign files)
+
+Presets:
+
+* ``conv_small`` (shipped default of ``dense.backbone: conv``): ResNet-18 at width 0.25
+  (channels 16/32/64/128, torchvision names) + DPT metric depth head (features 32, max 80 m) +
+  CamVid segmentation head; input 240 x 320 fixed. About 1 M parameters (~4 MB fp32, 2 MB as
+  float16), so the weights ship with the package; ~35 ms per 240 x 320 frame on one CPU
+  thread. A full-width ResNet-18 (11 M parameters, 45 MB) is available as ``resnet18`` for
+  users' weights.
+* ``vit_small`` (shipped default of ``dense.backbone: vit``): a small DINOv2-style ViT
+  (embed 192, 6 blocks, 3 heads, patch 16, 2.9 M backbone parameters, 3.3 M in all, ~13 MB
+  fp32, ~7 MB saved as float16) with the same heads; input 240 x 320 fixed. A real ViT-S/14
+  (22 M parameters, 88 MB fp32) is too big to ship; it is available as ``vit_s14`` /
+  ``depth_anything_v2_vits`` for external weights.
+* ``depth_anything_v2_vits``: Depth Anything V2 Small, relative inverse depth; loads the
+  official ``depth_anything_v2_vits.pth`` unchanged (key map ``pretrained.`` -> ``backbone.``).
+  Preprocessing as the reference ``infer_image(raw, 518)``: RGB / 255, resize keeping the aspect
+  ratio so that both sides are >= 518 and multiples of 14 (cv2.INTER_CUBIC), ImageNet mean/std;
+  the (B, 1, h, w) output is resized back bilinearly (align_corners=True) to the input size.
+* ``depth_anything_v2_metric_hypersim_vits`` (indoor, max 20 m) and
+  ``depth_anything_v2_metric_vkitti_vits`` (outdoor, max 80 m): the metric fine-tunes (sigmoid
+  head * max_depth, metres), same preprocessing.
+* ``resnet18`` / ``resnet34`` / ``resnet50``, ``vit_s14`` / ``vit_b14`` / ``vit_s16`` /
+  ``vit_b16``: full-size architectures with both heads, for users' own weights (no weights
+  shipped); backbone-only torchvision / DINOv2 files load with
+  ``dense.load_backbone_weights``.
+
+``dense.backbone`` (ROS parameter) maps ``conv`` -> ``conv_small`` and ``vit`` -> ``vit_small``
+(``preset_for_backbone``). This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Union
+
+import yaml
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+#: CamVid 11-class (SegNet) labels; raw label 11 ("Unlabelled") is mapped to ``ignore_index``.
+CAMVID_CLASSES = ['Sky', 'Building', 'Pole', 'Road', 'Pavement', 'Tree', 'SignSymbol', 'Fence',
+                  'Car', 'Pedestrian', 'Bicyclist']
+IGNORE_INDEX = 255
+
+#: ``dense.backbone`` value -> preset of the shipped default model.
+BACKBONE_PRESETS = {'conv': 'conv_small', 'vit': 'vit_small'}
+
+_DA_KEY_MAP = {'pretrained.': 'backbone.'}
+
+
+def deep_merge(base: Mapping[str, Any], update: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Return ``base`` recursively updated with ``update`` (``None`` values replace dicts)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in (update or {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _input(height: int, width: int, multiple: int, resize: str = 'fixed',
+           interpolation: str = 'area') -> Dict[str, Any]:
+    return {'height': height, 'width': width, 'resize': resize, 'multiple': multiple,
+            'interpolation': interpolation, 'mean': list(IMAGENET_MEAN),
+            'std': list(IMAGENET_STD)}
+
+
+def _seg_depth_heads(depth_features: int = 64, seg_features: int = 64,
+                     head_features: int = 32) -> Dict[str, Any]:
+    return {'depth': {'features': depth_features, 'head_features': head_features},
+            'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': seg_features}}
+
+
+def _preset(description: str, model: Dict[str, Any], inp: Dict[str, Any],
+            weights: str = '', key_map: Optional[Dict[str, str]] = None,
+            class_names: Optional[list] = None) -> Dict[str, Any]:
+    has_seg = bool((model.get('heads') or {}).get('segmentation'))
+    return {'description': description, 'model': model, 'input': inp,
+            'depth_mode': model.get('depth_mode', 'metric'),
+            'class_names': list(CAMVID_CLASSES if class_names is None else class_names)
+            if has_seg else [],
+            'ignore_index': IGNORE_INDEX, 'weights': weights, 'key_map': key_map}
+
+
+def _vit_backbone(dim: int, heads: int, patch: int, depth: int = 12,
+                  out_indices=(2, 5, 8, 11), img_size: int = 518) -> Dict[str, Any]:
+    return {'name': 'vit', 'embed_dim': dim, 'num_heads': heads, 'depth': depth,
+            'patch_size': patch, 'img_size': img_size, 'out_indices': list(out_indices)}
+
+
+def _depth_anything(max_depth: Optional[float]) -> Dict[str, Any]:
+    metric = max_depth is not None
+    model = {
+        'backbone': _vit_backbone(384, 6, 14),
+        'depth_mode': 'metric' if metric else 'relative',
+        'max_depth': float(max_depth or 20.0),
+        'heads': {'depth': {'features': 64, 'out_channels': [48, 96, 192, 384],
+                            'use_bn': False, 'use_clstoken': False, 'head_features': 32},
+                  'segmentation': None},
+    }
+    what = f'metric depth (m, max {max_depth:g})' if metric else 'relative inverse depth'
+    return _preset(f'Depth Anything V2 Small (ViT-S/14 + DPT), {what}; official weights file '
+                   'needed', model, _input(518, 518, 14, 'lower_bound', 'cubic'),
+                   key_map=dict(_DA_KEY_MAP))
+
+
+PRESETS: Dict[str, Dict[str, Any]] = {
+    'conv_small': _preset(
+        'shipped conv default: ResNet-18 x0.25 + DPT metric depth + CamVid segmentation',
+        {'backbone': {'name': 'resnet18', 'width': 0.25, 'out_indices': [1, 2, 3, 4]},
+         'depth_mode': 'metric', 'max_depth': 80.0,
+         'heads': _seg_depth_heads(depth_features=32, seg_features=32, head_features=16)},
+        _input(240, 320, 16), weights='conv_small'),
+    'vit_small': _preset(
+        'shipped ViT default: DINOv2-style ViT (192 dims, 6 blocks, patch 16) + DPT metric '
+        'depth + CamVid segmentation',
+        {'backbone': _vit_backbone(192, 3, 16, depth=6, out_indices=(1, 2, 4, 5), img_size=224),
+         'depth_mode': 'metric', 'max_depth': 80.0,
+         'heads': deep_merge(_seg_depth_heads(depth_features=32, seg_features=32,
+                                              head_features=16),
+                             {'depth': {'out_channels': [32, 48, 64, 96]}})},
+        _input(240, 320, 16), weights='vit_small'),
+    'depth_anything_v2_vits': _depth_anything(None),
+    'depth_anything_v2_metric_hypersim_vits': _depth_anything(20.0),
+    'depth_anything_v2_metric_vkitti_vits': _depth_anything(80.0),
+}
+for _depth in (18, 34, 50):
+    PRESETS[f'resnet{_depth}'] = _preset(
+        f'ResNet-{_depth} (torchvision names) + DPT metric depth + CamVid segmentation; '
+        'for your own weights',
+        {'backbone': {'name': f'resnet{_depth}', 'width': 1.0, 'out_indices': [1, 2, 3, 4]},
+         'depth_mode': 'metric', 'max_depth': 80.0, 'heads': _seg_depth_heads()},
+        _input(256, 320, 32))
+for _size, (_dim, _heads) in (('s', (384, 6)), ('b', (768, 12))):
+    for _patch in (14, 16):
+        PRESETS[f'vit_{_size}{_patch}'] = _preset(
+            f'ViT-{_size.upper()}/{_patch} (DINOv2 names) + DPT metric depth + CamVid '
+            'segmentation; for your own weights',
+            {'backbone': _vit_backbone(_dim, _heads, _patch,
+                                       img_size=518 if _patch == 14 else 224),
+             'depth_mode': 'metric', 'max_depth': 80.0, 'heads': _seg_depth_heads()},
+            _input(252 if _patch == 14 else 256, 336 if _patch == 14 else 320, _patch))
+
+
+def preset_for_backbone(family: str) -> str:
+    """Return the shipped default preset of a ``dense.backbone`` value (``conv``/``vit``).
+
+    Raises:
+        ValueError: unknown family.
+    """
+    if family not in BACKBONE_PRESETS:
+        raise ValueError(f'dense.backbone must be one of {sorted(BACKBONE_PRESETS)}, '
+                         f'got {family!r}')
+    return BACKBONE_PRESETS[family]
+
+
+def load_model_config(name_or_yaml: Union[str, Path]) -> Dict[str, Any]:
+    """Return a model config from a preset name or a YAML file.
+
+    A YAML file holds a mapping deep-merged over the preset named by its ``base`` key (default
+    ``conv_small``), e.g.::
+
+        base: resnet18
+        model: {heads: {segmentation: {num_classes: 19}}}
+        class_names: [road, sidewalk, ...]
+        input: {height: 384, width: 640}
+
+    A file that changes ``model`` no longer uses the base's shipped weights (``weights: ''``)
+    unless it names them again.
+
+    Args:
+        name_or_yaml: a key of ``PRESETS`` or the path of a ``.yaml``/``.yml`` file.
+
+    Returns:
+        A new dict (see the module docstring) with ``name`` set (the preset name, or the YAML
+        file's stem).
+
+    Raises:
+        ValueError: unknown preset, unreadable/invalid YAML, or an invalid merged config.
+        FileNotFoundError: a ``.yaml`` path that does not exist.
+    """
+    key = str(name_or_yaml)
+    if key in PRESETS:
+        conf = copy.deepcopy(PRESETS[key])
+        conf['name'] = key
+        return _validate(conf)
+    path = Path(key)
+    if path.suffix not in ('.yaml', '.yml'):
+        raise ValueError(f'unknown model preset {key!r}; choose one of {sorted(PRESETS)} or '
+                         'give a .yaml file')
+    if not path.is_file():
+        raise FileNotFoundError(f'model config file {path} does not exist')
+    try:
+        with open(path, encoding='utf-8') as handle:
+            data = yaml.safe_load(handle) or {}
+    except yaml.YAMLError as err:
+        raise ValueError(f'{path}: invalid YAML ({err})') from err
+    if not isinstance(data, dict):
+        raise ValueError(f'{path}: expected a mapping at the top level')
+    base = data.pop('base', 'conv_small')
+    if base not in PRESETS:
+        raise ValueError(f'{path}: base {base!r} is not a preset; choose one of '
+                         f'{sorted(PRESETS)}')
+    unknown = sorted(set(data) - set(PRESETS[base]) - {'name'})
+    if unknown:
+        raise ValueError(f'{path}: unknown keys {unknown}')
+    conf = deep_merge(PRESETS[base], data)
+    if 'model' in data and 'weights' not in data:
+        conf['weights'] = ''  # another architecture: the base's shipped weights do not apply
+    conf.setdefault('name', path.stem)
+    if 'name' not in data:
+        conf['name'] = path.stem
+    conf['base'] = base
+    if 'depth_mode' in (data.get('model') or {}) and 'depth_mode' not in data:
+        conf['depth_mode'] = conf['model']['depth_mode']
+    return _validate(conf)
+
+
+def with_input_size(conf: Dict[str, Any], height: int = 0, width: int = 0) -> Dict[str, Any]:
+    """Return a copy of a model config with another network input size.
+
+    Args:
+        conf: a model config.
+        height: new ``input.height`` (0 = keep), a multiple of ``input.multiple``.
+        width: new ``input.width`` (0 = keep).
+
+    Returns:
+        The new config (validated).
+
+    Raises:
+        ValueError: a size that is not a multiple of ``input.multiple``.
+    """
+    conf = copy.deepcopy(conf)
+    if height:
+        conf['input']['height'] = int(height)
+    if width:
+        conf['input']['width'] = int(width)
+    return _validate(conf)
+
+
+def _validate(conf: Dict[str, Any]) -> Dict[str, Any]:
+    """Check the preprocessing and label entries of a model config; return it."""
+    inp = conf['input']
+    if inp['resize'] not in ('fixed', 'lower_bound'):
+        raise ValueError(f"input.resize must be 'fixed' or 'lower_bound', got {inp['resize']!r}")
+    if inp['interpolation'] not in ('area', 'linear', 'cubic'):
+        raise ValueError('input.interpolation must be area, linear or cubic, '
+                         f'got {inp["interpolation"]!r}')
+    multiple = int(inp['multiple'])
+    if multiple < 1 or int(inp['height']) < multiple or int(inp['width']) < multiple:
+        raise ValueError(f'input height/width {inp["height"]}x{inp["width"]} must be >= '
+                         f'multiple {multiple} >= 1')
+    if inp['resize'] == 'fixed' and (int(inp['height']) % multiple
+                                     or int(inp['width']) % multiple):
+        raise ValueError(f'fixed input size {inp["height"]}x{inp["width"]} must be a multiple of '
+                         f'{multiple}')
+    if len(inp['mean']) != 3 or len(inp['std']) != 3 or min(inp['std']) <= 0:
+        raise ValueError('input.mean and input.std need 3 values, std > 0')
+    model = conf['model']
+    if model.get('depth_mode', 'metric') != conf['depth_mode']:
+        raise ValueError(f'depth_mode {conf["depth_mode"]!r} differs from model.depth_mode '
+                         f'{model.get("depth_mode")!r}')
+    seg = (model.get('heads') or {}).get('segmentation')
+    if seg and conf['class_names'] and len(conf['class_names']) != int(seg['num_classes']):
+        raise ValueError(f'{len(conf["class_names"])} class_names for '
+                         f'{seg["num_classes"]} segmentation classes')
+    return conf

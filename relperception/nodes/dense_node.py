@@ -1,0 +1,209 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``dense_node``: dense depth and semantic labels for every camera frame.
+
+Subscribes:
+    ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``)
+    and ``camera_info`` (optional, cached; only checked against the image size), sensor-data
+    QoS by default.
+Publishes (header = the input image's, stamp and frame_id):
+    ``depth`` (``sensor_msgs/Image`` ``32FC1`` metres, NaN where invalid, REP 118; a relative
+    model's depth is ``dense.depth_scale`` / its inverse depth: a warning says so once),
+    ``labels`` (``mono8`` class ids; only with a segmentation head), ``labels_color`` (``rgb8``
+    label colours blended over the image) and ``depth_color`` (``rgb8`` turbo colouring; the two
+    colour images only with ``dense.publish_color`` and while someone subscribes), and
+    ``diagnostics`` (``diagnostic_msgs/DiagnosticArray``, 1 Hz).
+ROS parameters:
+    ``dense.*`` (see :mod:`relperception.config`; a change rebuilds the model between frames)
+    and the node-local ``image_transport``.
+
+Real time: only the newest frame is kept; inference runs on a worker thread
+(:class:`~relperception.nodes.processing.FrameWorker`), every replaced frame is counted as a
+drop in the diagnostics. A bad message (unknown encoding, wrong step, empty image, corrupt
+JPEG) is logged (throttled), counted as an error and skipped; the node keeps running. A
+parameter change that passes the checks but whose model cannot be built (e.g. weights of another
+architecture) is logged and the previous model stays in service.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from relperception.config import section, SPECS
+from relperception.data.messages import stamp_to_ns
+from relperception.imaging import compressed_to_numpy, image_to_numpy, to_rgb8
+from relperception.nodes.diagnostics import DiagnosticsPublisher
+from relperception.nodes.entrypoint import spin_node
+from relperception.nodes.image_input import ImageInput
+from relperception.nodes.parameters import current_config, declare_parameters
+from relperception.nodes.processing import FrameWorker
+from relperception.nodes.ros_messages import image_msg_from_array
+from relperception.pipeline.dense_pipeline import check_dense_config, DensePipeline, model_name
+from relperception.pipeline.realtime import RunningStats, VersionedConfig
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+
+#: The parameters of this node from the shared schema.
+DENSE_PARAMETERS: List[str] = [name for name in SPECS if name.startswith('dense.')]
+
+
+def decode_rgb(msg) -> np.ndarray:
+    """Decode an ``Image`` or ``CompressedImage`` message to (H, W, 3) uint8 RGB.
+
+    Args:
+        msg: ``sensor_msgs/Image`` (any encoding :func:`relperception.imaging.to_rgb8`
+            converts, grey included) or ``sensor_msgs/CompressedImage``.
+
+    Returns:
+        The RGB image.
+
+    Raises:
+        ValueError: an undecodable message, with the reason.
+    """
+    if isinstance(msg, CompressedImage):
+        array, encoding = compressed_to_numpy(msg)
+    elif isinstance(msg, Image):
+        array, encoding = image_to_numpy(msg), msg.encoding
+    else:
+        raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
+    rgb = to_rgb8(array, encoding)
+    if rgb.size == 0:
+        raise ValueError('empty image')
+    return rgb
+
+
+class DenseNode(Node):
+    """Run the dense model on the newest frame and publish depth and labels.
+
+    Args:
+        node_name: the node name.
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``namespace``,
+            ``parameter_overrides``, ...).
+
+    Raises:
+        ValueError: when the initial ``dense.*`` parameters do not give a model (no weights,
+            missing ONNX file, unknown preset).
+    """
+
+    def __init__(self, node_name: str = 'dense_node', **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self._config: Optional[VersionedConfig] = None
+        declare_parameters(self, DENSE_PARAMETERS, on_change=self._on_parameters,
+                           check=check_dense_config)
+        self._config = VersionedConfig(current_config(self, DENSE_PARAMETERS))
+        config, self._pipeline_version = self._config.get()
+        self._pipeline = self._build_pipeline(config)
+        self._camera_info: Optional[CameraInfo] = None
+
+        self.stats = RunningStats()
+        self._worker: FrameWorker = FrameWorker(f'{node_name} dense', self._process,
+                                                self.get_logger(), self.stats)
+        self._depth = self.create_publisher(Image, 'depth', QoSProfile(depth=5))
+        self._labels = self.create_publisher(Image, 'labels', QoSProfile(depth=5))
+        self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))
+        self._depth_color = self.create_publisher(Image, 'depth_color', QoSProfile(depth=1))
+        self._diagnostics = DiagnosticsPublisher(self, [('dense', self.stats)])
+        self._input = ImageInput(self, self._worker.submit)
+        self._camera_info_subscription = self.create_subscription(
+            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data)
+        self.get_logger().info(
+            f'dense model {model_name(section(config, "dense"))} '
+            f'({"relative" if self._pipeline.relative else "metric"} depth'
+            f'{", segmentation" if self._pipeline.has_segmentation else ""}) on '
+            f'{self.resolve_topic_name(self._input.topic)} ({self._input.transport}), backend '
+            f'{config["dense.backend"]}')
+
+    @property
+    def worker(self) -> FrameWorker:
+        """The worker thread that runs the model (its ``stats`` feed the diagnostics)."""
+        return self._worker
+
+    @property
+    def pipeline(self) -> DensePipeline:
+        """The current :class:`~relperception.pipeline.dense_pipeline.DensePipeline`."""
+        return self._pipeline
+
+    @property
+    def camera_info(self) -> Optional[CameraInfo]:
+        """The latest ``CameraInfo`` received, or None."""
+        return self._camera_info
+
+    def _build_pipeline(self, config: Dict[str, Any]) -> DensePipeline:
+        pipeline = DensePipeline(config)
+        if pipeline.relative:
+            self.get_logger().warning(
+                f'model {model_name(pipeline.conf)} predicts RELATIVE inverse depth: the '
+                f'published depth is dense.depth_scale ({pipeline.conf["depth_scale"]}) / '
+                'prediction, so its metric scale is only as right as dense.depth_scale')
+        return pipeline
+
+    def _on_parameters(self, changes: Dict[str, Any]) -> None:
+        if self._config is not None:
+            self._config.update(changes)
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        self._camera_info = msg
+
+    def _current_pipeline(self) -> DensePipeline:
+        config, version = self._config.get()
+        if version != self._pipeline_version:
+            self._pipeline_version = version
+            try:
+                self._pipeline = self._build_pipeline(config)
+            except (ValueError, OSError, RuntimeError) as error:
+                # The parameter check cannot load every file up front (e.g. weights of the
+                # wrong shape): keep serving with the model that works.
+                self.get_logger().error(f'cannot rebuild the dense model ({error}); keeping '
+                                        'the previous one')
+            else:
+                self.get_logger().info(f'dense model rebuilt (configuration version {version})')
+        return self._pipeline
+
+    def _process(self, msg) -> None:
+        rgb = decode_rgb(msg)
+        header = msg.header
+        stamp_ns = stamp_to_ns(header.stamp)
+        self._diagnostics.hardware_id = header.frame_id
+        info = self._camera_info
+        if info is not None and info.width and (info.width, info.height) != \
+                (rgb.shape[1], rgb.shape[0]):
+            self.get_logger().warning(
+                f'image is {rgb.shape[1]}x{rgb.shape[0]} but camera_info says '
+                f'{info.width}x{info.height}', throttle_duration_sec=5.0)
+        pipeline = self._current_pipeline()
+        colors = bool(pipeline.conf['publish_color']) and (
+            self._depth_color.get_subscription_count() > 0
+            or self._labels_color.get_subscription_count() > 0)
+        result = pipeline.run(rgb, colors=colors)
+        self._depth.publish(image_msg_from_array(result.depth, '32FC1', header))
+        if result.labels is not None:
+            self._labels.publish(image_msg_from_array(result.labels, 'mono8', header))
+        if result.depth_color is not None and self._depth_color.get_subscription_count() > 0:
+            self._depth_color.publish(image_msg_from_array(result.depth_color, 'rgb8', header))
+        if result.labels_color is not None \
+                and self._labels_color.get_subscription_count() > 0:
+            self._labels_color.publish(image_msg_from_array(result.labels_color, 'rgb8',
+                                                            header))
+        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
+        self.stats.record_latency(latency_ns / 1e6)
+
+    def destroy_node(self) -> None:
+        """Stop the worker (joining its thread), then destroy the node."""
+        self._worker.stop()
+        self._diagnostics.destroy()
+        super().destroy_node()
+
+
+def main(args=None) -> None:
+    """Run ``dense_node`` until Ctrl-C (console script ``dense_node``).
+
+    Args:
+        args: command-line arguments for ``rclpy.init`` (None: ``sys.argv``).
+    """
+    spin_node(DenseNode, args)
+
+
+if __name__ == '__main__':
+    main()

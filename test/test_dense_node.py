@@ -1,0 +1,306 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""dense_node end to end on real rclpy and DDS, with tiny randomly initialised models."""
+
+import threading
+import uuid
+
+from conftest import wait_for
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip('rclpy')
+pytest.importorskip('sensor_msgs')
+torch = pytest.importorskip('torch')
+pytest.importorskip('relperception.models.preprocess')
+DiagnosticArray = pytest.importorskip('diagnostic_msgs.msg').DiagnosticArray
+
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
+from relperception.data.messages import ns_to_sec_nanosec, stamp_to_ns  # noqa: E402
+from relperception.data.synthetic import iter_sequence  # noqa: E402
+from relperception.imaging import (  # noqa: E402
+    image_to_numpy,
+    numpy_to_compressed_fields,
+    numpy_to_image_fields,
+)
+from relperception.nodes.dense_node import DenseNode  # noqa: E402
+from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
+from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
+from test_dense_pipeline import tiny_config, write_tiny_model  # noqa: E402
+
+WIDTH, HEIGHT = 80, 60
+OUTPUTS = ('depth', 'labels', 'labels_color', 'depth_color')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_torch_thread():
+    """Run torch single-threaded here: on a shared CI machine its thread pool mostly waits."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope='module')
+def frames():
+    _, sequence = iter_sequence(6, seed=2, width=WIDTH, height=HEIGHT)
+    return list(sequence)
+
+
+@pytest.fixture(scope='module')
+def model(tmp_path_factory):
+    return write_tiny_model(tmp_path_factory.mktemp('dense_node_model'), 'conv')
+
+
+def image_msg(rgb, stamp_ns, frame_id='camera'):
+    fields = numpy_to_image_fields(rgb, 'rgb8')
+    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
+                is_bigendian=fields['is_bigendian'], step=fields['step'],
+                data=fields['data'].tobytes())
+    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+class Harness:
+    """A dense_node and a probe node (publisher + output subscribers) in one executor."""
+
+    def __init__(self, context, config, extra=()):
+        self.namespace = f'/test_{uuid.uuid4().hex[:10]}'
+        overrides = [Parameter(k, value=v) for k, v in config.items()] + list(extra)
+        self.node = DenseNode(context=context, namespace=self.namespace,
+                              parameter_overrides=overrides)
+        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        self.received = {name: [] for name in OUTPUTS}
+        for name in OUTPUTS:
+            self.probe.create_subscription(Image, name, self.received[name].append, 10)
+        self.diagnostics = []
+        self.probe.create_subscription(DiagnosticArray, 'diagnostics', self.diagnostics.append,
+                                       10)
+        transport = self.node.get_parameter('image_transport').value
+        self.publisher = (self.probe.create_publisher(CompressedImage, 'image/compressed', 10)
+                          if transport == 'compressed'
+                          else self.probe.create_publisher(Image, 'image', 10))
+        self.executor = MultiThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.probe)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        assert wait_for(lambda: self.publisher.get_subscription_count() > 0
+                        and self.node._depth.get_subscription_count() > 0
+                        and self.node._depth_color.get_subscription_count() > 0
+                        and self.node._labels_color.get_subscription_count() > 0)
+
+    def send(self, msg):
+        """Publish one message and wait until the node has finished with it."""
+        stats = self.node.worker.stats
+        before = stats.snapshot().received
+        self.publisher.publish(msg)
+        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
+        assert wait_for(lambda: self.node.worker.idle)
+
+    def wait_outputs(self, name, count):
+        assert wait_for(lambda: len(self.received[name]) >= count), \
+            f'{len(self.received[name])} {name} messages'
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.probe.destroy_node()
+        self.thread.join(5.0)
+        assert not self.thread.is_alive()
+        assert not self.node.worker.running
+
+
+@pytest.fixture
+def harness(context, model):
+    made = []
+
+    def make(extra=(), **dense):
+        made.append(Harness(context, tiny_config(*model, **dense), extra))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def same_nan(a, b):
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-5, atol=1e-5)
+
+
+class TestDenseNode:
+
+    def test_outputs_have_the_input_stamp_and_encodings(self, harness, frames, model):
+        run = harness()
+        frame = frames[0]
+        run.send(image_msg(frame.rgb, frame.stamp_ns, frame_id='cam_7'))
+        for name in OUTPUTS:
+            run.wait_outputs(name, 1)
+        encodings = {name: run.received[name][0].encoding for name in OUTPUTS}
+        assert encodings == {'depth': '32FC1', 'labels': 'mono8', 'labels_color': 'rgb8',
+                             'depth_color': 'rgb8'}
+        for name in OUTPUTS:
+            msg = run.received[name][0]
+            assert stamp_to_ns(msg.header.stamp) == frame.stamp_ns
+            assert msg.header.frame_id == 'cam_7'
+            assert (msg.width, msg.height) == (WIDTH, HEIGHT)
+        expected = DensePipeline(tiny_config(*model)).run(frame.rgb)
+        depth = image_to_numpy(run.received['depth'][0])
+        assert depth.dtype == np.float32
+        same_nan(depth, expected.depth)
+        np.testing.assert_array_equal(image_to_numpy(run.received['labels'][0]), expected.labels)
+        np.testing.assert_array_equal(image_to_numpy(run.received['labels_color'][0]),
+                                      expected.labels_color)
+        snapshot = run.node.worker.stats.snapshot()
+        assert (snapshot.received, snapshot.processed, snapshot.errors) == (1, 1, 0)
+
+    def test_bad_input_is_counted_and_the_node_keeps_running(self, harness, frames):
+        run = harness()
+        wrong_encoding = image_msg(frames[0].rgb, frames[0].stamp_ns)
+        wrong_encoding.encoding = 'rgb9'
+        bad_step = image_msg(frames[0].rgb, frames[0].stamp_ns)
+        bad_step.step = WIDTH * 3 - 6
+        empty = Image(encoding='rgb8')
+        depth_as_image = image_msg(frames[0].rgb, frames[0].stamp_ns)
+        depth_as_image.encoding, depth_as_image.step = '32FC1', WIDTH * 4
+        depth_as_image.data = np.zeros((HEIGHT, WIDTH), np.float32).tobytes()
+        for bad in (wrong_encoding, bad_step, empty, depth_as_image):
+            run.send(bad)
+        assert run.node.worker.stats.snapshot().errors == 4
+        assert not run.received['depth']
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        run.wait_outputs('depth', 1)
+        assert stamp_to_ns(run.received['depth'][0].header.stamp) == frames[1].stamp_ns
+
+    def test_compressed_input(self, harness, frames):
+        run = harness([Parameter('image_transport', value='compressed')])
+        fields = numpy_to_compressed_fields(frames[0].rgb, 'rgb8', 'png')
+        msg = CompressedImage(format=fields['format'], data=fields['data'].tobytes())
+        msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(frames[0].stamp_ns)
+        run.send(msg)
+        run.wait_outputs('labels', 1)
+        assert stamp_to_ns(run.received['labels'][0].header.stamp) == frames[0].stamp_ns
+
+    def test_burst_keeps_the_newest_and_counts_drops(self, harness, frames):
+        run = harness()
+        for frame in frames:
+            run.publisher.publish(image_msg(frame.rgb, frame.stamp_ns))
+        assert wait_for(lambda: run.received['depth'] and stamp_to_ns(
+            run.received['depth'][-1].header.stamp) == frames[-1].stamp_ns)
+        assert wait_for(lambda: run.node.worker.idle)
+        snapshot = run.node.worker.stats.snapshot()
+        assert snapshot.received == snapshot.processed + snapshot.dropped
+        assert snapshot.errors == 0 and snapshot.processed == len(run.received['depth'])
+
+    def test_parameter_change_applies_to_the_next_frame(self, harness, frames, tmp_path):
+        run = harness()
+        client = AsyncParameterClient(run.probe, run.node.get_fully_qualified_name())
+        assert client.wait_for_services(5.0)
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.wait_outputs('depth', 1)
+        wide = image_to_numpy(run.received['depth'][0])
+        finite = wide[np.isfinite(wide)]
+        limit = float(np.median(finite))
+        future = client.set_parameters([Parameter('dense.max_depth_m', value=limit)])
+        assert wait_for(future.done) and future.result().results[0].successful
+        future = client.set_parameters([Parameter('dense.model', value='no_such_model')])
+        assert wait_for(future.done) and not future.result().results[0].successful
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns + 1))
+        run.wait_outputs('depth', 2)
+        narrow = image_to_numpy(run.received['depth'][1])
+        assert np.nanmax(narrow) <= limit
+        assert np.isnan(narrow).sum() > np.isnan(wide).sum()
+        # weights of another architecture pass the parameter check (the file exists) but do
+        # not load: the node logs it and keeps the model it has
+        other_yaml, other_weights = write_tiny_model(tmp_path, 'vit', segmentation=False)
+        future = client.set_parameters([Parameter('dense.weights', value=other_weights)])
+        assert wait_for(future.done) and future.result().results[0].successful
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        run.wait_outputs('labels', 3)
+        assert run.node.pipeline.has_segmentation
+        assert run.node.worker.stats.snapshot().errors == 0
+
+    def test_diagnostics(self, harness, frames):
+        run = harness()
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns, frame_id='cam_9'))
+        bad = image_msg(frames[1].rgb, frames[1].stamp_ns)
+        bad.encoding = 'nope'
+        run.send(bad)
+
+        def reported():
+            return [s for a in run.diagnostics for s in a.status
+                    if {v.key: v.value for v in s.values}.get('frames_received') == '2']
+
+        assert wait_for(reported, timeout=3.0)
+        status = reported()[-1]
+        values = {v.key: v.value for v in status.values}
+        assert status.name == 'dense_node: dense' and status.hardware_id == 'cam_9'
+        assert (values['frames_processed'], values['errors']) == ('1', '1')
+
+    def test_missing_weights_fail_at_start(self, context, model, tmp_path):
+        config = tiny_config(model[0], str(tmp_path / 'absent.safetensors'))
+        with pytest.raises(Exception, match='absent'):
+            DenseNode(context=context, namespace=f'/test_{uuid.uuid4().hex[:10]}',
+                      parameter_overrides=[Parameter(k, value=v) for k, v in config.items()])
+
+
+class TestNodeSetDense:
+
+    def test_dense_switch_adds_the_node(self):
+        from relperception.nodes import graph
+
+        assert [d.name for d in graph.node_set()] == ['matcher_node', 'odometry_node']
+        nodes = {d.name: d for d in graph.node_set(dense=True, image_topic='/cam/rgb',
+                                                   camera_info_topic='/cam/info',
+                                                   image_transport='compressed',
+                                                   namespace='robot')}
+        dense = nodes['dense_node']
+        assert dense.plugin == 'relperception.nodes.dense_node:DenseNode'
+        assert dense.load_class() is DenseNode
+        assert dense.remappings == {'image': '/cam/rgb', 'camera_info': '/cam/info',
+                                    'image/compressed': '/cam/rgb/compressed',
+                                    'diagnostics': '/diagnostics'}
+        assert dense.parameters == {'image_transport': 'compressed'}
+        assert dense.namespace == '/robot'
+        assert 'depth_in' not in nodes['odometry_node'].remappings
+
+    def test_dense_depth_feeds_odometry(self):
+        from relperception.nodes import graph
+
+        nodes = {d.name: d for d in graph.node_set(dense=True, dense_depth_to_odometry=True)}
+        assert nodes['odometry_node'].remappings['depth_in'] == 'depth'
+        for kwargs in ({'dense_depth_to_odometry': True},
+                       {'dense': True, 'dense_depth_to_odometry': True, 'depth_topic': '/d'},
+                       {'dense': True, 'dense_depth_to_odometry': True,
+                        'depth_transport': 'compressedDepth'}):
+            with pytest.raises(ValueError, match='dense_depth_to_odometry'):
+                graph.node_set(**kwargs)
+
+    def test_run_verb_options(self):
+        import argparse
+
+        from relperception.cli import run as run_verb
+
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        args = parser.parse_args(['--dense-depth-to-odometry', '--matcher', 'loftr'])
+        assert args.dense_depth_to_odometry and not args.dense and args.matcher == 'loftr'
+
+    def test_create_node_from_the_description(self, context, model):
+        from relperception.config import load_config
+        from relperception.nodes import graph
+
+        description = [d for d in graph.node_set(dense=True, image_topic='/cam/rgb',
+                                                 namespace=f'/test_{uuid.uuid4().hex[:8]}')
+                       if d.name == 'dense_node'][0]
+        node = graph.create_node(description, context, load_config(overrides=tiny_config(*model)))
+        try:
+            assert node.resolve_topic_name('image') == '/cam/rgb'
+            assert node.get_parameter('dense.model').value == model[0]
+            assert node.pipeline.has_segmentation
+        finally:
+            node.destroy_node()

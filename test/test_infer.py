@@ -1,0 +1,123 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception infer`` end to end on a couple of PNGs with tiny random models."""
+
+import cv2
+import numpy as np
+import pytest
+
+torch = pytest.importorskip('torch')
+pytest.importorskip('relperception.models.preprocess')
+
+from relperception.cli.infer import collect_images  # noqa: E402
+from relperception.cli.main import main  # noqa: E402
+from relperception.data.synthetic import iter_sequence  # noqa: E402
+from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
+from test_dense_pipeline import tiny_config, write_tiny_model  # noqa: E402
+
+WIDTH, HEIGHT = 72, 56
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_torch_thread():
+    """Run torch single-threaded here: on a shared CI machine its thread pool mostly waits."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope='module')
+def images(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('infer_images')
+    _, sequence = iter_sequence(2, seed=4, width=WIDTH, height=HEIGHT)
+    paths = []
+    for index, frame in enumerate(sequence):
+        path = folder / f'frame_{index}.png'
+        cv2.imwrite(str(path), cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2BGR))
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope='module')
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('infer_models')
+    return {'metric': write_tiny_model(folder, 'conv'),
+            'relative': write_tiny_model(folder, 'conv', relative=True, segmentation=False)}
+
+
+def rgb_of(path):
+    return cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
+
+
+class TestInfer:
+
+    def test_metric_model_outputs(self, images, models, tmp_path):
+        yaml_path, weights = models['metric']
+        out = tmp_path / 'out'
+        code = main(['infer', '--config', yaml_path, '--weights', weights,
+                     str(images[0].parent), '--output', str(out)])
+        assert code == 0
+        pipeline = DensePipeline(tiny_config(yaml_path, weights))
+        for path in images:
+            stem = path.stem
+            depth = np.load(out / f'{stem}_depth.npy')
+            assert depth.dtype == np.float32 and depth.shape == (HEIGHT, WIDTH)
+            expected = pipeline.run(rgb_of(path))
+            np.testing.assert_allclose(depth, expected.raw_depth, rtol=1e-5, atol=1e-6)
+            colour = cv2.imread(str(out / f'{stem}_depth.png'))
+            assert colour.shape == (HEIGHT, WIDTH, 3)
+            labels = cv2.imread(str(out / f'{stem}_labels.png'), cv2.IMREAD_UNCHANGED)
+            assert labels.shape == (HEIGHT, WIDTH) and labels.dtype == np.uint8
+            np.testing.assert_array_equal(labels, expected.labels)
+            overlay = cv2.imread(str(out / f'{stem}_labels_color.png'))
+            np.testing.assert_array_equal(cv2.cvtColor(overlay, cv2.COLOR_BGR2RGB),
+                                          expected.labels_color)
+
+    def test_relative_model_writes_inverse_depth(self, images, models, tmp_path):
+        yaml_path, weights = models['relative']
+        out = tmp_path / 'rel'
+        assert main(['infer', '--config', yaml_path, '--weights', weights, str(images[1]),
+                     '-o', str(out)]) == 0
+        depth = np.load(out / f'{images[1].stem}_depth.npy')
+        expected = DensePipeline(tiny_config(yaml_path, weights)).run(rgb_of(images[1]))
+        assert expected.relative
+        np.testing.assert_allclose(depth, expected.raw_depth, rtol=1e-5, atol=1e-6)
+        assert not (out / f'{images[1].stem}_labels.png').exists()   # no segmentation head
+        assert (out / f'{images[1].stem}_depth.png').is_file()
+
+    def test_onnxruntime_backend(self, images, models, tmp_path):
+        pytest.importorskip('onnxruntime')
+        export = pytest.importorskip('relperception.runtime.model_export')
+        yaml_path, weights = models['metric']
+        onnx_path = export.export_model(yaml_path, tmp_path / 'tiny.onnx', weights=weights,
+                                        size=(64, 96))
+        out = tmp_path / 'ort'
+        assert main(['infer', '--config', yaml_path, '--backend', 'onnxruntime', '--onnx',
+                     str(onnx_path), str(images[0]), '-o', str(out)]) == 0
+        depth = np.load(out / f'{images[0].stem}_depth.npy')
+        expected = DensePipeline(tiny_config(yaml_path, weights)).run(rgb_of(images[0]))
+        np.testing.assert_allclose(depth, expected.raw_depth, rtol=1e-4, atol=1e-4)
+        assert (out / f'{images[0].stem}_labels.png').is_file()
+
+    def test_unreadable_image_gives_exit_code_1(self, images, models, tmp_path):
+        broken = tmp_path / 'broken.png'
+        broken.write_bytes(b'not a png')
+        yaml_path, weights = models['metric']
+        code = main(['infer', '--config', yaml_path, '--weights', weights, str(broken),
+                     str(images[0]), '-o', str(tmp_path / 'out')])
+        assert code == 1
+        assert (tmp_path / 'out' / f'{images[0].stem}_depth.npy').is_file()
+
+    def test_degenerate_arguments(self, images, models, tmp_path):
+        yaml_path, weights = models['metric']
+        out = str(tmp_path / 'out')
+        # Depth Anything V2 ships no weights: --weights is required.
+        assert main(['infer', '--config', 'depth_anything_v2_vits', str(images[0]),
+                     '-o', out]) == 1
+        assert main(['infer', '--config', yaml_path, '--weights', weights, '--backend',
+                     'onnxruntime', str(images[0]), '-o', out]) == 1
+        assert main(['infer', '--config', yaml_path, '--weights', weights,
+                     str(tmp_path / 'missing.png'), '-o', out]) == 1
+        with pytest.raises(ValueError, match='no images'):
+            collect_images([str(tmp_path)])
