@@ -52,7 +52,7 @@ def _round_up(value: int, multiple: int) -> int:
 def build(preset: str, size, work: Path, threads: int):
     """Return (torch backend, onnxruntime backend, weights source) for ``preset`` at ``size``.
 
-    One export per size: ViT graphs are fixed-size (see ``model_export.export_spec``).
+    One export per size, so each graph is optimised for the size it is timed at.
     """
     try:
         spec = build_export_model(preset)

@@ -3,10 +3,11 @@
 """Export of the package's models to ONNX: parity with torch at other sizes, and the verb.
 
 Models are exported at 64x96 and run at 96x128 and 128x160 (sizes the tracer never saw), so a
-size baked into the graph as a constant fails here. The conv model and LoFTR must export with
-dynamic height and width; a model whose graph does not follow the input size (the ViT, which
-resamples its position embeddings with Python numbers) is exported fixed-size, must refuse
-other sizes with a clear error, and is exported again at each run size. Weights are the seeded
+size baked into the graph as a constant fails here. The conv and ViT dense models and LoFTR
+must export with dynamic height and width (the ViT resamples its position embeddings with
+traced resize matrices). A graph that does not follow the input size would be exported
+fixed-size by ``export_spec``; such a graph must refuse other sizes with a clear error, and is
+then exported again at each run size. Weights are the seeded
 random initialisation (``--random-weights``): parity does not depend on training.
 
 LoFTR parity: ``keypoints0`` exact, ``mask`` equal up to a few cells (the mutual-nearest-
@@ -87,8 +88,7 @@ class TestDenseExport:
     def test_parity_other_sizes(self, dense, size, tmp_path):
         spec, path, (torch_backend, onnx_backend) = dense
         if read_metadata(path)['max_height'] == EXPORT_SIZE[0]:
-            # fixed-size graph (the ViT resamples its position embeddings with Python
-            # numbers): it must refuse other sizes clearly; export again at this size
+            # a fixed-size graph must refuse other sizes clearly; export again at this size
             with pytest.raises(ValueError, match='outside the exported bounds'):
                 onnx_backend.run(_dense_input(*size))
             path = export_spec(spec, tmp_path / 'at_size.onnx', size=size)
@@ -103,10 +103,8 @@ class TestDenseExport:
         np.testing.assert_allclose(got['logits'], expected['logits'], rtol=1e-4, atol=1e-3)
         assert np.mean(got['labels'] != expected['labels']) <= 1e-3
 
-    def test_conv_graph_is_size_dynamic(self, dense):
+    def test_graph_is_size_dynamic(self, dense):
         spec, path, _ = dense
-        if spec['metadata']['preset'] != 'conv_small':
-            pytest.skip('only the conv backbone must export with dynamic height and width')
         meta = read_metadata(path)
         assert (meta['min_height'], meta['max_height'], meta['max_width']) == (64, 256, 320)
         for output in onnx.load(str(path)).graph.output:  # symbolic H, W in every output

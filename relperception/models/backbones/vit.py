@@ -14,18 +14,117 @@ DINOv2 does it: bicubic ``interpolate`` with ``scale_factor = (n + interpolate_o
 (offset 0.1, no antialias by default), which makes outputs match the reference bit-for-bit in
 layout. ``mask_token`` is kept for weight compatibility (masked training is not implemented).
 
+Export with dynamic height and width: in eager mode the resampling is ``F.interpolate`` itself
+(bit-exact DINOv2). While tracing (``torch.jit.trace`` / ``torch.onnx.export``) it is computed
+from the traced input size as two separable weight matrices, ``pos = Wh @ grid @ Ww^T`` with
+``Wh`` (h, N0) and ``Ww`` (w, N0) built by ``bicubic_resize_matrix`` from ``arange`` (the same
+source coordinates, clamped border taps and A = -0.75 cubic weights as PyTorch's
+``upsample_bicubic2d``; within ~1e-6 of it). The exported graph then follows the input size
+(MatMul / Floor / Clip / Equal / Where nodes only, no Resize), and at the square stored size it
+selects identity matrices, so the stored embeddings are used unchanged there as in eager mode.
+The scale arithmetic is done in float64 like PyTorch's (TensorRT's ONNX parser runs those few
+shape-only ops in float32, which moves the weights by ~1e-6; in an FP16 engine they should be
+kept in float32: a float16 source coordinate near 37 is off by up to 0.016 patch). With
+``interpolate_antialias=True`` there is no such formulation here and a traced graph is fixed to
+its example size.
+
 ``get_intermediate_layers(x, indices, return_class_token)`` returns the LayerNorm-ed outputs of
 the given blocks reshaped to (B, D, H/p, W/p) maps (plus (B, D) class tokens).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+
+_CUBIC_A = -0.75  # PyTorch's bicubic (OpenCV's) convolution constant
+
+
+def _is_tracing() -> bool:
+    """Return True while tracing / exporting, when shape values must stay symbolic."""
+    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+
+
+def _size_tensor(n: Union[int, torch.Tensor]) -> torch.Tensor:
+    """Return a size value as a 0-d tensor (traced sizes already are tensors: keep them)."""
+    return n if isinstance(n, torch.Tensor) else torch.tensor(n)
+
+
+def _offset_scale(n: Union[int, torch.Tensor], offset: float, side: int) -> torch.Tensor:
+    """Return DINOv2's scale factor ``(n + offset) / side`` as a float64 0-d tensor."""
+    return (_size_tensor(n).to(torch.float64) + offset) / side
+
+
+def _cubic_near(x: torch.Tensor) -> torch.Tensor:
+    """Cubic convolution weight for taps at distance ``x`` in [0, 1]."""
+    return ((_CUBIC_A + 2) * x - (_CUBIC_A + 3)) * x * x + 1
+
+
+def _cubic_far(x: torch.Tensor) -> torch.Tensor:
+    """Cubic convolution weight for taps at distance ``x`` in [1, 2]."""
+    return ((_CUBIC_A * x - 5 * _CUBIC_A) * x + 8 * _CUBIC_A) * x - 4 * _CUBIC_A
+
+
+def bicubic_resize_matrix(out_size: Union[int, torch.Tensor], in_size: int,
+                          scale_factor: Union[float, torch.Tensor],
+                          identity_if: Optional[torch.Tensor] = None,
+                          device: Optional[torch.device] = None) -> torch.Tensor:
+    """Return the (out_size, in_size) matrix of PyTorch's 1-D bicubic resampling.
+
+    ``W @ x`` along one axis equals ``F.interpolate(..., scale_factor=scale_factor,
+    mode='bicubic', align_corners=False, antialias=False)`` along that axis (so the 2-D
+    resampling of a (..., N, M) grid is ``Wh @ grid @ Ww^T``): source coordinate
+    ``(i + 0.5) / scale_factor - 0.5`` with the step ``1 / scale_factor`` rounded to float32,
+    cubic convolution with A = -0.75 over 4 taps, border taps clamped to the edge. Built
+    from ``arange`` of ``out_size`` only, so it is traceable with a symbolic ``out_size``
+    (the ONNX graph follows the input size). Matches PyTorch's CPU kernel within ~1e-6 (the
+    kernel evaluates its weights in float32; they are evaluated in float64 here).
+
+    Args:
+        out_size: number of output samples (an int, or a traced size value).
+        in_size: number of input samples (>= 1).
+        scale_factor: output/input ratio as passed to ``interpolate`` (> 0; a float or a
+            float64 0-d tensor).
+        identity_if: optional 0-d bool tensor; where True the matrix is the (out_size,
+            in_size) identity pattern instead (used at the stored size, which DINOv2 does
+            not resample).
+        device: device of the result (default CPU).
+
+    Returns:
+        (out_size, in_size) float32 weights; each row sums to 1.
+
+    Raises:
+        ValueError: ``in_size`` < 1 or a non-positive python ``scale_factor``.
+    """
+    if in_size < 1:
+        raise ValueError(f'in_size must be >= 1, got {in_size}')
+    if not isinstance(scale_factor, torch.Tensor):
+        if scale_factor <= 0:
+            raise ValueError(f'scale_factor must be > 0, got {scale_factor}')
+        scale_factor = torch.tensor(float(scale_factor), dtype=torch.float64)
+    f64 = torch.float64
+    step = (1.0 / scale_factor.to(device=device, dtype=f64)).to(torch.float32).to(f64)
+    dst = torch.arange(out_size, dtype=f64, device=device)
+    # one rounding of step * (i + 0.5) - 0.5 to float32, as PyTorch's (fused) kernel
+    src = (step * (dst + 0.5) - 0.5).to(torch.float32)
+    index = torch.clamp(torch.floor(src), max=in_size - 1)
+    t = torch.clamp(src - index, 0.0, 1.0).to(f64)
+    weights = (_cubic_far(t + 1), _cubic_near(t), _cubic_near(1 - t), _cubic_far(2 - t))
+    columns = torch.arange(in_size, dtype=torch.float32, device=device)
+    matrix = torch.zeros((), dtype=f64, device=device)
+    for offset, weight in zip((-1, 0, 1, 2), weights):
+        tap = torch.clamp(index + offset, 0, in_size - 1)
+        matrix = matrix + weight[:, None] * (tap[:, None] == columns[None]).to(f64)
+    matrix = matrix.to(torch.float32)
+    if identity_if is not None:
+        rows = torch.arange(out_size, dtype=torch.float32, device=device)
+        identity = (rows[:, None] == columns[None]).to(torch.float32)
+        matrix = torch.where(identity_if.to(device), identity, matrix)
+    return matrix
 
 
 class Attention(nn.Module):
@@ -153,6 +252,7 @@ class VisionTransformer(nn.Module):
         self.interpolate_offset = float(conf['interpolate_offset'])
         self.interpolate_antialias = bool(conf['interpolate_antialias'])
         grid = conf['img_size'] // p
+        self.pos_grid = grid  # N0: pos_embed holds (1, 1 + N0 * N0, D)
         self.patch_embed = PatchEmbed(p, dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, grid * grid + 1, dim))
@@ -182,27 +282,50 @@ class VisionTransformer(nn.Module):
                 nn.init.trunc_normal_(module.weight, std=0.02)
                 nn.init.zeros_(module.bias)
 
-    def interpolate_pos_encoding(self, height: int, width: int) -> torch.Tensor:
+    def interpolate_pos_encoding(self, height: Union[int, torch.Tensor],
+                                 width: Union[int, torch.Tensor]) -> torch.Tensor:
         """Return position embeddings (1, 1 + h*w, D) for an input of ``height`` x ``width``.
 
         Same arithmetic as DINOv2: bicubic resampling of the stored (N0, N0) grid with scale
         factors ``(n + interpolate_offset) / N0`` (float32), unchanged when the input is the
-        square stored size.
+        square stored size. While tracing, the resampling is the traceable matrix form (see
+        the module docstring) so that the graph follows the input size.
+
+        Args:
+            height: input height in pixels (a multiple of ``patch_size``; a traced size value
+                while tracing).
+            width: input width in pixels (same).
+
+        Returns:
+            (1, 1 + h*w, D) embeddings, h = height / patch_size, w = width / patch_size.
+
+        Raises:
+            ValueError: the offset rule gives another grid size than (h, w) (eager mode).
         """
-        stored = self.pos_embed.shape[1] - 1
+        side = self.pos_grid
         h, w = height // self.patch_size, width // self.patch_size
-        if h * w == stored and h == w:
-            return self.pos_embed
         dtype = self.pos_embed.dtype
         pos = self.pos_embed.float()
-        side = math.sqrt(stored)
-        grid = pos[:, 1:].reshape(1, int(side), int(side), -1).permute(0, 3, 1, 2)
-        scale = ((h + self.interpolate_offset) / side, (w + self.interpolate_offset) / side)
-        grid = F.interpolate(grid, scale_factor=scale, mode='bicubic',
-                             antialias=self.interpolate_antialias)
-        if grid.shape[-2:] != (h, w):
-            raise ValueError(f'position embedding resampled to {tuple(grid.shape[-2:])}, '
-                             f'expected {(h, w)}; use another interpolate_offset')
+        grid = pos[:, 1:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
+        if _is_tracing() and not self.interpolate_antialias:
+            at_stored = (_size_tensor(h) == side) & (_size_tensor(w) == side)
+            device = pos.device
+            rows = bicubic_resize_matrix(h, side, _offset_scale(h, self.interpolate_offset, side),
+                                         identity_if=at_stored, device=device)
+            cols = bicubic_resize_matrix(w, side, _offset_scale(w, self.interpolate_offset, side),
+                                         identity_if=at_stored, device=device)
+            grid = torch.matmul(torch.matmul(rows, grid), cols.transpose(0, 1))
+        else:
+            h, w = int(h), int(w)  # antialias while tracing: fixed to the example size
+            if h == w == side:
+                return self.pos_embed
+            # python floats (float64), as DINOv2: (n + offset) / sqrt(N0 * N0)
+            scale = ((h + self.interpolate_offset) / side, (w + self.interpolate_offset) / side)
+            grid = F.interpolate(grid, scale_factor=scale, mode='bicubic',
+                                 antialias=self.interpolate_antialias)
+            if grid.shape[-2:] != (h, w):
+                raise ValueError(f'position embedding resampled to {tuple(grid.shape[-2:])}, '
+                                 f'expected {(h, w)}; use another interpolate_offset')
         grid = grid.permute(0, 2, 3, 1).reshape(1, h * w, -1)
         return torch.cat((pos[:, :1], grid), dim=1).to(dtype)
 
@@ -210,9 +333,8 @@ class VisionTransformer(nn.Module):
         """Return the input token sequence (B, 1 + R + h*w, D): class, registers, patches."""
         if image.dim() != 4 or image.shape[1] != 3:
             raise ValueError(f'image must be (B, 3, H, W), got {tuple(image.shape)}')
-        # python ints: the position-embedding resampling is a constant of the input size (an
-        # exported ONNX/TensorRT graph is specialised to its input size)
-        height, width = int(image.shape[-2]), int(image.shape[-1])
+        # shape values, not python ints: traced into an ONNX graph they stay dynamic
+        height, width = image.shape[-2], image.shape[-1]
         if height % self.patch_size or width % self.patch_size:
             raise ValueError(f'image size {height}x{width} must be a multiple of the patch size '
                              f'{self.patch_size}')
@@ -243,7 +365,7 @@ class VisionTransformer(nn.Module):
         if isinstance(indices, int):
             indices = range(len(self.blocks) - indices, len(self.blocks))
         wanted = {int(i) for i in indices}
-        b, height, width = image.shape[0], int(image.shape[-2]), int(image.shape[-1])
+        b, height, width = image.shape[0], image.shape[-2], image.shape[-1]
         h, w = height // self.patch_size, width // self.patch_size
         x = self.prepare_tokens(image)
         outputs = []

@@ -1,0 +1,210 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception match``: match two image files with NCC or a LoFTR-style learned matcher.
+
+Usage::
+
+    relperception match --config ncc IMAGE0 IMAGE1 --output DIR
+    relperception match --config loftr --weights loftr_outdoor.ckpt IMAGE0 IMAGE1
+        --output DIR [--threshold 0.2] [--backend torch|onnxruntime] [--onnx model.onnx]
+        [--device cpu]
+
+Writes into DIR:
+
+* ``matches.npz``: ``keypoints0`` (N, 2) float32, ``keypoints1`` (N, 2) float32 (x, y in pixels
+  of the ORIGINAL image files, pixel centre at integer) and ``confidence`` (N,) float32;
+* ``matches.png``: the matches drawn on image 1 (``relperception.imaging.drawing``): a line
+  from the image-0 position to the image-1 position, coloured by confidence (turbo).
+
+Colour images are converted to grey (``cv2.IMREAD_GRAYSCALE``). ``--config loftr`` /
+``loftr_lite`` choose the LoFTR preset; the matcher resizes EACH image to the configured input
+size (``loftr.input_width`` x ``loftr.input_height``, 0 = the preset's) and scales the matches
+back to each image's original pixels, so images of different sizes are accepted (a different
+aspect ratio is stretched). ``--config ncc`` is a local tracker that needs two images of the
+same size (it cannot follow a change of scale); other sizes are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+import time
+
+HELP = 'match two image files (ncc, loftr, loftr_lite); write matches.npz and matches.png'
+
+logger = logging.getLogger(__name__)
+
+CONFIGS = ('loftr', 'loftr_lite', 'ncc')
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``match``.
+
+    Args:
+        parser: the verb's parser.
+    """
+    parser.add_argument('image0', help='first image file (any format OpenCV reads)')
+    parser.add_argument('image1', help='second image file')
+    parser.add_argument('--config', choices=CONFIGS, default='loftr_lite',
+                        help='method: the LoFTR presets loftr / loftr_lite, or ncc '
+                             '(default loftr_lite)')
+    parser.add_argument('-o', '--output', required=True, help='output folder')
+    parser.add_argument('--weights', metavar='FILE',
+                        help='LoFTR weights: safetensors, or a kornia/official LoFTR state '
+                             'dict or checkpoint (default: the shipped weights of the preset)')
+    parser.add_argument('--threshold', type=float, metavar='T',
+                        help='LoFTR coarse confidence threshold (default: loftr.threshold, 0.2)')
+    parser.add_argument('--backend', choices=('torch', 'onnxruntime'),
+                        help='LoFTR inference backend (default: loftr.backend, torch)')
+    parser.add_argument('--onnx', metavar='FILE', help='exported LoFTR ONNX model '
+                        '(with --backend onnxruntime)')
+    parser.add_argument('--device', help='torch device for backend torch (default cpu)')
+    parser.add_argument('--params', metavar='YAML',
+                        help='parameter file with further ncc.* / loftr.* settings')
+    parser.add_argument('--runs', type=int, default=1, metavar='N',
+                        help='match N times and also report the median time of runs 2..N '
+                             '(the first run includes one-off warm-up; default 1)')
+
+
+def read_gray(path) -> 'np.ndarray':  # noqa: F821 (numpy is imported lazily)
+    """Read an image file as (H, W) uint8 grey (colour images are converted).
+
+    Args:
+        path: image file.
+
+    Returns:
+        (H, W) uint8 array.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: OpenCV cannot decode it.
+    """
+    import cv2
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'image file not found: {path}')
+    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    if image is None or image.size == 0:
+        raise ValueError(f'cannot read {path} as an image')
+    return image
+
+
+def matcher_conf(args: argparse.Namespace) -> tuple:
+    """Return (matcher name, conf) for ``args``: the configuration section with the overrides.
+
+    Args:
+        args: parsed options (``config``, ``params``, ``weights``, ``threshold``, ``backend``,
+            ``onnx``, ``device``).
+
+    Returns:
+        ('ncc', ncc conf) or ('loftr', loftr conf with ``preset`` set).
+
+    Raises:
+        ValueError: LoFTR-only options with ``--config ncc``, or invalid values.
+    """
+    from relperception.config import load_config, section
+
+    overrides = {}
+    if args.config == 'ncc':
+        given = [name for name in ('weights', 'threshold', 'backend', 'onnx', 'device')
+                 if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f'--{", --".join(given)} only apply to the LoFTR configurations, '
+                             'not to --config ncc')
+        return 'ncc', section(load_config(args.params), 'ncc')
+    overrides['loftr.preset'] = args.config
+    if args.weights is not None:
+        if not Path(args.weights).is_file():
+            raise FileNotFoundError(f'weights file not found: {args.weights}')
+        overrides['loftr.weights'] = str(args.weights)
+    if args.threshold is not None:
+        if not 0.0 <= args.threshold <= 1.0:
+            raise ValueError(f'--threshold must be in [0, 1], got {args.threshold}')
+        overrides['loftr.threshold'] = float(args.threshold)
+    if args.backend is not None:
+        overrides['loftr.backend'] = args.backend
+    if args.onnx is not None:
+        if not Path(args.onnx).is_file():
+            raise FileNotFoundError(f'ONNX file not found: {args.onnx}')
+        overrides['loftr.onnx_path'] = str(args.onnx)
+    if args.device is not None:
+        overrides['loftr.device'] = args.device
+    config = load_config(args.params, overrides)
+    conf = section(config, 'loftr')
+    if conf.get('backend') == 'onnxruntime' and not conf.get('onnx_path'):
+        raise ValueError('--backend onnxruntime needs --onnx FILE (or loftr.onnx_path)')
+    return 'loftr', conf
+
+
+def build(name: str, conf: dict):
+    """Build the matcher ``name`` with ``conf`` (clear error when LoFTR is not installed).
+
+    Args:
+        name: 'ncc' or 'loftr'.
+        conf: its configuration section.
+
+    Returns:
+        an object with ``match(image0, image1) -> Matches``.
+
+    Raises:
+        RuntimeError: the LoFTR package is not available.
+    """
+    from relperception.matching.base import available_matchers, build_matcher
+
+    if name not in available_matchers():
+        raise RuntimeError(f'matcher {name!r} is not available in this installation '
+                           f'(available: {available_matchers()})')
+    return build_matcher(name, conf)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Match the two images and write ``matches.npz`` and ``matches.png``.
+
+    Args:
+        args: parsed options of ``match``.
+
+    Returns:
+        0 on success.
+    """
+    import cv2
+    import numpy as np
+
+    from relperception.imaging.drawing import draw_matches
+
+    if args.runs < 1:
+        raise ValueError(f'--runs must be >= 1, got {args.runs}')
+    image0, image1 = read_gray(args.image0), read_gray(args.image1)
+    name, conf = matcher_conf(args)
+    if name == 'ncc' and image0.shape != image1.shape:
+        raise ValueError(f'--config ncc needs two images of the same size, got '
+                         f'{image0.shape[1]}x{image0.shape[0]} and '
+                         f'{image1.shape[1]}x{image1.shape[0]} (use a LoFTR configuration, '
+                         'which resizes each image to its input size)')
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+
+    start = time.perf_counter()
+    matcher = build(name, conf)
+    load_s = time.perf_counter() - start
+    times = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        matches = matcher.match(image0, image1)
+        times.append(time.perf_counter() - start)
+
+    np.savez(output / 'matches.npz',
+             keypoints0=np.asarray(matches.keypoints0, np.float32).reshape(-1, 2),
+             keypoints1=np.asarray(matches.keypoints1, np.float32).reshape(-1, 2),
+             confidence=np.asarray(matches.confidence, np.float32).reshape(-1))
+    drawing = draw_matches(image1, matches)
+    if not cv2.imwrite(str(output / 'matches.png'), cv2.cvtColor(drawing, cv2.COLOR_RGB2BGR)):
+        raise OSError(f'cannot write {output / "matches.png"}')
+    label = args.config if name == 'loftr' else 'ncc'
+    steady = (f', median of runs 2..{len(times)}: {1000.0 * np.median(times[1:]):.1f} ms'
+              if len(times) > 1 else '')
+    print(f'{label}: {len(matches)} matches in {1000.0 * times[0]:.1f} ms{steady} '
+          f'(model set-up {1000.0 * load_s:.1f} ms); wrote {output / "matches.npz"} and '
+          f'{output / "matches.png"}')
+    return 0
