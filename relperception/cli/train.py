@@ -1,0 +1,334 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception train seg|depth|matcher``: train the dense heads or the LoFTR matcher.
+
+Dense recipe (what the shipped ``conv_small`` / ``vit_small`` weights were trained with):
+
+1. ``train seg --config conv_small --data CAMVID_TRAIN --val-data CAMVID_VAL -o runs/seg``:
+   backbone + segmentation head from scratch on a CamVid-layout folder (random scale crop at the
+   preset input size, flip, colour jitter; cross entropy, optionally median-frequency class
+   weights); validation mIoU on the whole validation images at the preset input size after each
+   epoch.
+2. ``train depth --config conv_small --init runs/seg/model.safetensors --data synth:0-15:30
+   --val-data synth:1000-1001:10 -o runs/depth``: the depth head on RGB-D frames (a bag with
+   image + depth topics, or ``synth:`` scenes rendered at start-up), SILog + 0.1 L1 loss. The
+   backbone is frozen by default (``--backbone-lr-scale 0``: its batch-norm statistics too), so
+   the segmentation quality of step 1 is kept exactly; a positive scale fine-tunes it at a
+   lower learning rate (and changes the segmentation output).
+
+Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step),
+``<output>/model.safetensors`` (the weights) and ``<output>/metrics.json``. ``--ship NAME``
+also copies the weights to ``relperception/weights/NAME.safetensors`` and registers them in the
+manifest (``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+import shutil
+import sys
+import time
+
+HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
+
+logger = logging.getLogger(__name__)
+
+
+def _size(text: str):
+    try:
+        h, w = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected HxW, got {text!r}') from None
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f'sizes must be positive, got {text!r}')
+    return h, w
+
+
+def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
+    parser.add_argument('--config', default='conv_small' if dense else None,
+                        required=not dense,
+                        help='model preset name or YAML file' +
+                             (' (default conv_small)' if dense else ''))
+    parser.add_argument('--data', required=True, nargs='+' if not dense else None,
+                        help='training data (see the task help)')
+    parser.add_argument('-o', '--output', required=True, help='run folder (checkpoints, weights)')
+    parser.add_argument('--steps', type=int, help='optimiser steps')
+    parser.add_argument('--epochs', type=float, help='epochs (when --steps is not given)')
+    parser.add_argument('--time-budget-min', type=float,
+                        help='stop after this many minutes; alone, the step count is estimated '
+                             'from the first steps so the schedule fits the budget')
+    parser.add_argument('--batch-size', type=int, default=8, help='samples per step (8)')
+    parser.add_argument('--lr', type=float, default=2e-3 if dense else 1e-3,
+                        help='peak learning rate')
+    parser.add_argument('--resume', nargs='?', const=True, default=False, metavar='CKPT',
+                        help='continue from CKPT (default <output>/last.pt)')
+    parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
+    parser.add_argument('--seed', type=int, default=0, help='seed (0)')
+    parser.add_argument('--num-threads', type=int, help='torch CPU threads')
+    if not dense:
+        return
+    parser.add_argument('--val-data', help='validation data (same kind as --data)')
+    parser.add_argument('--init', help='initial weights (e.g. the model.safetensors of a run)')
+    parser.add_argument('--crop', type=_size, help='training crop HxW (default: the preset input)')
+    parser.add_argument('--scale-range', type=float, nargs=2, metavar=('MIN', 'MAX'),
+                        help='random zoom range around the preset input scale')
+    parser.add_argument('--weight-decay', type=float, default=1e-4, help='AdamW decay (1e-4)')
+    parser.add_argument('--warmup-steps', type=int, default=100, help='linear warm-up (100)')
+    parser.add_argument('--schedule', choices=('cosine', 'poly', 'constant'), default='poly')
+    parser.add_argument('--grad-clip', type=float, default=5.0, help='max gradient norm (5)')
+    parser.add_argument('--checkpoint-every', type=int, default=200, help='steps (200)')
+    parser.add_argument('--val-every', type=int, default=0,
+                        help='steps between validations (0: each epoch end)')
+    parser.add_argument('--workers', type=int, default=0, help='data loader processes (0)')
+    parser.add_argument('--max-images', type=int, help='use only the first N training samples')
+    parser.add_argument('--ship', metavar='NAME',
+                        help='copy the weights to relperception/weights/NAME.safetensors and '
+                             'register them in the manifest')
+    parser.add_argument('--ship-half', action='store_true',
+                        help='ship the weights as float16 (half the file size; the model '
+                             'loads them into float32)')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the sub-commands ``seg``, ``depth`` and ``matcher``."""
+    sub = parser.add_subparsers(dest='task', metavar='TASK')
+    sub.required = True
+    seg = sub.add_parser('seg', help='segmentation on a CamVid-layout folder '
+                                     '(images/ + labels/)')
+    _common(seg)
+    seg.add_argument('--class-weights', choices=('none', 'median'), default='median',
+                     help='cross-entropy class weights: median frequency (default) or none')
+    depth = sub.add_parser('depth', help='metric depth on a bag (image + depth topics) or '
+                                         'synth:SEEDS[:FRAMES[:WxH]] scenes')
+    _common(depth)
+    depth.add_argument('--backbone-lr-scale', type=float, default=0.0,
+                       help='backbone learning rate / --lr; 0 (default) freezes it')
+    depth.add_argument('--silog-weight', type=float, default=1.0)
+    depth.add_argument('--l1-weight', type=float, default=0.1)
+    depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
+    depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
+    matcher = sub.add_parser('matcher', help='LoFTR on random homographies of image files')
+    _common(matcher, dense=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen training task; return 0 when it completed (or stopped on the budget)."""
+    import torch
+
+    if args.num_threads:
+        torch.set_num_threads(int(args.num_threads))
+    if args.task == 'matcher':
+        from relperception.training.matcher_train import train_matcher
+
+        result = train_matcher(config_name=args.config, data_paths=args.data,
+                               output=args.output, steps=args.steps, epochs=args.epochs,
+                               batch_size=args.batch_size, lr=args.lr, resume=args.resume,
+                               device=args.device, seed=args.seed,
+                               num_threads=args.num_threads,
+                               time_budget_min=args.time_budget_min)
+        if isinstance(result, dict):
+            for key in ('weights', 'step', 'metrics'):
+                if key in result:
+                    logger.info('%s: %s', key, result[key])
+        return int(result) if isinstance(result, int) else 0
+    summary = train_dense(args)
+    logger.info('weights: %s', summary['weights'])
+    for key, value in summary['metrics'].items():
+        logger.info('  %-24s %s', key, f'{value:.4f}' if isinstance(value, float) else value)
+    return 0
+
+
+def train_dense(args: argparse.Namespace) -> dict:
+    """Train the ``seg`` or ``depth`` task of ``args``; return the summary written to JSON.
+
+    Raises:
+        ValueError: bad options or data.
+    """
+    from relperception.models.dense import build_dense_model
+    from relperception.models.presets import load_model_config
+    from relperception.models.weights import load_weights
+    from relperception.training import dense_data
+    from relperception.training.augment import DenseAugment
+    from relperception.training.loop import seed_everything, Trainer
+
+    seed_everything(args.seed)
+    conf = load_model_config(args.config)
+    inp = conf['input']
+    model = build_dense_model(conf)
+    if args.init:
+        load_weights(model, args.init)
+        logger.info('initial weights %s', args.init)
+    crop = args.crop or (int(inp['height']), int(inp['width']))
+    multiple = int(model.size_multiple)
+    if crop[0] % multiple or crop[1] % multiple:
+        raise ValueError(f'--crop {crop[0]}x{crop[1]} must be a multiple of {multiple}')
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    mean, std = inp['mean'], inp['std']
+    ignore = int(conf.get('ignore_index', 255))
+    eval_modules = []
+    param_groups = None
+
+    if args.task == 'seg':
+        if model.segmentation_head is None:
+            raise ValueError(f'preset {args.config} has no segmentation head')
+        num_classes = model.num_classes
+        probe = dense_data.SegmentationFolderDataset(args.data, num_classes, max_images=1)
+        base = float(inp['height']) / probe.images[0].shape[0]
+        augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
+                                                                   (0.75, 1.5)),
+                                'base_scale': base, 'ignore_index': ignore})
+        dataset = dense_data.SegmentationFolderDataset(
+            args.data, num_classes, augment, mean, std, args.seed, ignore, args.max_images)
+        weights = None
+        if args.class_weights == 'median':
+            from relperception.training.dense_losses import median_frequency_weights
+
+            weights = median_frequency_weights(dataset.class_pixel_counts())
+            logger.info('class weights %s', [round(float(w), 2) for w in weights])
+        loss_fn = _seg_loss(ignore, weights)
+        validate = None
+        if args.val_data:
+            val = dense_data.SegmentationFolderDataset(args.val_data, num_classes,
+                                                       ignore_index=ignore)
+            validate = _validator(dense_data.evaluate_segmentation, val.images, val.labels,
+                                  conf, args.device)
+    else:
+        if model.depth_head is None:
+            raise ValueError(f'preset {args.config} has no depth head')
+        if conf['depth_mode'] != 'metric':
+            raise ValueError('train depth trains metric depth heads only')
+        kwargs = {}
+        if not str(args.data).startswith(dense_data.SYNTH_PREFIX):
+            kwargs = {'image_topic': args.image_topic, 'depth_topic': args.depth_topic,
+                      'max_frames': args.max_images}
+        images, depths = dense_data.load_depth_source(args.data, **kwargs)
+        augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
+                                                                   (0.8, 1.25)),
+                                'base_scale': float(inp['height']) / images[0].shape[0],
+                                'hue': 0.0})
+        dataset = dense_data.DepthFramesDataset(images, depths, augment, mean, std, args.seed)
+        loss_fn = _depth_loss(args.silog_weight, args.l1_weight)
+        scale = float(args.backbone_lr_scale)
+        if scale < 0:
+            raise ValueError('--backbone-lr-scale must be >= 0')
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for p in model.depth_head.parameters():
+            p.requires_grad_(True)
+        param_groups = [{'params': list(model.depth_head.parameters())}]
+        if scale > 0:
+            for p in model.backbone.parameters():
+                p.requires_grad_(True)
+            param_groups.append({'params': list(model.backbone.parameters()),
+                                 'lr_scale': scale})
+        else:
+            eval_modules.append(model.backbone)
+        if model.segmentation_head is not None:
+            eval_modules.append(model.segmentation_head)
+        validate = None
+        if args.val_data:
+            v_images, v_depths = dense_data.load_depth_source(args.val_data)
+            validate = _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
+                                  args.device)
+
+    steps = args.steps
+    per_epoch = len(dataset) // args.batch_size
+    if steps is None and args.epochs is not None:
+        steps = max(1, round(args.epochs * per_epoch))
+    if steps is None and args.time_budget_min is None:
+        raise ValueError('give --steps, --epochs or --time-budget-min')
+    budget = None if args.time_budget_min is None else 60.0 * float(args.time_budget_min)
+    config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
+              'val_data': args.val_data, 'batch_size': args.batch_size, 'lr': args.lr,
+              'crop': list(crop), 'seed': args.seed, 'init': args.init,
+              'command': ' '.join(sys.argv)}
+    trainer = Trainer(model, loss_fn, output, device=args.device, lr=args.lr,
+                      weight_decay=args.weight_decay, total_steps=steps,
+                      warmup_steps=args.warmup_steps, schedule=args.schedule,
+                      grad_clip=args.grad_clip, checkpoint_every=args.checkpoint_every,
+                      time_budget_s=budget, seed=args.seed, config=config,
+                      param_groups=param_groups, validate_fn=validate,
+                      validate_every=args.val_every, progress=not args.no_progress,
+                      eval_modules=eval_modules)
+    start = time.monotonic()
+    result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
+                         num_workers=args.workers)
+    metrics = dict(result.history[-1]) if result.history else {}
+    metrics.update({f'train_{k}': v for k, v in result.last_logs.items()})
+    weights_path = trainer.export_weights(
+        output / 'model.safetensors',
+        {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
+         'metrics': json.dumps(metrics)})
+    summary = {'weights': str(weights_path), 'checkpoint': str(result.checkpoint),
+               'step': result.step, 'epoch': result.epoch, 'finished': result.finished,
+               'seconds_this_run': time.monotonic() - start, 'metrics': metrics,
+               'history': result.history, 'config': config}
+    with open(output / 'metrics.json', 'w', encoding='utf-8') as stream:
+        json.dump(summary, stream, indent=2)
+    if args.ship:
+        summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
+                                              metrics, config, half=args.ship_half))
+    return summary
+
+
+def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics: dict,
+                 config: dict, half: bool = False, weights_dir=None) -> Path:
+    """Copy weights into the package's ``weights/`` folder and register them in the manifest.
+
+    Metrics of earlier tasks already in the manifest entry (e.g. ``seg`` before ``depth``) are
+    kept under their task name. With ``half`` floating-point tensors are stored as float16.
+    ``weights_dir`` defaults to the package's ``relperception/weights``.
+    """
+    from relperception.models.weights import (
+        add_to_manifest, load_state_dict_file, read_manifest, read_metadata, save_weights,
+        WEIGHTS_DIR)
+
+    folder = Path(weights_dir or WEIGHTS_DIR)
+    target = folder / f'{name}.safetensors'
+    if half:
+        state = {k: v.half() if v.is_floating_point() else v
+                 for k, v in load_state_dict_file(weights_path).items()}
+        meta = dict(read_metadata(weights_path))
+        meta['dtype'] = 'float16'
+        save_weights(state, target, metadata=meta)
+    else:
+        shutil.copyfile(weights_path, target)
+    previous = read_manifest(folder).get(name, {})
+    all_metrics = dict(previous.get('metrics', {}))
+    all_metrics[task] = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+    commands = dict(previous.get('commands', {}))
+    commands[task] = config.get('command', '')
+    add_to_manifest(name, target, folder, preset=preset, metrics=all_metrics, commands=commands,
+                    model_card=f'{name}.md', dtype='float16' if half else 'float32')
+    logger.info('shipped %s -> %s', weights_path, target)
+    return target
+
+
+def _validator(evaluate, images, targets, conf, device):
+    def validate(model):
+        return evaluate(model, images, targets, conf, device)
+    return validate
+
+
+def _seg_loss(ignore: int, weights):
+    from relperception.training.dense_losses import segmentation_loss
+
+    def loss_fn(model, batch):
+        logits = model(batch['image'])['logits']
+        loss = segmentation_loss(logits, batch['labels'], ignore, weights)
+        return loss, {}
+    return loss_fn
+
+
+def _depth_loss(silog_weight: float, l1_weight: float):
+    from relperception.training.dense_losses import depth_loss
+
+    def loss_fn(model, batch):
+        pred = model(batch['image'])['depth']
+        return depth_loss(pred, batch['depth'], None, silog_weight, l1_weight)
+    return loss_fn

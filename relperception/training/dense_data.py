@@ -1,0 +1,419 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Training data of the dense heads: labelled image folders, RGB-D bags, synthetic scenes.
+
+Sources
+-------
+* **Segmentation**: an image folder in the CamVid / SegNet layout (``images/*.png`` +
+  ``labels/*.png`` with the same names, 8-bit class ids; see
+  :mod:`relperception.data.converters.images`). Label ids ``>= num_classes`` (CamVid's 11
+  'Unlabelled') become ``ignore_index`` (255).
+* **Depth**: a rosbag2 bag with ``topics.IMAGE`` and ``topics.DEPTH`` (what the TUM converter
+  and ``relperception synth`` write; depth paired to the nearest image stamp within
+  ``tolerance_s``), or synthetic scenes rendered on the fly by
+  :mod:`relperception.data.synthetic` (spec ``synth:SEEDS[:FRAMES[:WxH]]``, see
+  :func:`parse_synthetic_spec`).
+
+Frames are decoded once and kept in memory as uint8 RGB (+ uint8 labels / float32 depth); the
+datasets return, per item, augmented crops as tensors::
+
+    {'image': (3, h, w) float32 normalised with the model's mean/std,
+     'labels': (h, w) int64 (segmentation), 'depth': (1, h, w) float32 metres, NaN invalid}
+
+Augmentation is seeded per ``(seed, epoch, index)`` (``set_epoch`` is called by the trainer).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from relperception.training.augment import DenseAugment, IGNORE_INDEX
+from relperception.training.loop import item_rng
+import torch
+
+logger = logging.getLogger(__name__)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+SYNTH_PREFIX = 'synth:'
+
+
+def normalise(image: np.ndarray, mean: Sequence[float] = IMAGENET_MEAN,
+              std: Sequence[float] = IMAGENET_STD) -> torch.Tensor:
+    """Return a (H, W, 3) uint8 RGB image as a (3, H, W) float32 tensor ``(x / 255 - m) / s``."""
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f'image must be (H, W, 3) uint8 RGB, got {image.dtype} {image.shape}')
+    x = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float().div_(255.0)
+    m = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
+    return (x - m) / s
+
+
+# -- segmentation folders ---------------------------------------------------------------------
+def find_label_pairs(root) -> List[Tuple[Path, Path]]:
+    """Return (image, label) file pairs of a CamVid-layout folder ``root/images`` + ``labels``.
+
+    Images are listed with the converters' :func:`~relperception.data.converters.list_images`;
+    the label of ``images/x.jpg`` is ``labels/x.jpg`` or ``labels/x.png`` (the converter's rule).
+
+    Raises:
+        FileNotFoundError: missing folders or a missing label file.
+        ValueError: no images.
+    """
+    from relperception.data.converters import list_images, require_dir
+
+    root = Path(root)
+    images = list_images(root / 'images')
+    labels_dir = require_dir(root / 'labels', 'label folder')
+    pairs = []
+    for image_path in images:
+        candidates = (labels_dir / image_path.name, labels_dir / f'{image_path.stem}.png')
+        label = next((c for c in candidates if c.is_file()), None)
+        if label is None:
+            raise FileNotFoundError(f'no label image for {image_path.name} in {labels_dir}')
+        pairs.append((image_path, label))
+    return pairs
+
+
+def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
+                    ignore_index: int = IGNORE_INDEX) -> Tuple[np.ndarray, np.ndarray]:
+    """Read one image (RGB uint8; grey is replicated) and its labels (ids >= C -> ignore).
+
+    Raises:
+        ValueError: unreadable files, non-8-bit single-channel labels or a size mismatch.
+    """
+    from relperception.data.converters import read_colour_image, read_raw_image
+
+    image, encoding = read_colour_image(image_path)
+    if encoding == 'mono8':
+        image = np.repeat(image[..., None], 3, axis=2)
+    label = read_raw_image(label_path)
+    if label.dtype != np.uint8 or label.ndim != 2:
+        raise ValueError(f'{label_path}: labels must be single-channel 8-bit class ids, got '
+                         f'{label.dtype} with shape {label.shape}')
+    if label.shape != image.shape[:2]:
+        raise ValueError(f'{label_path}: label size {label.shape[::-1]} differs from its image '
+                         f'{image.shape[1::-1]}')
+    label = label.copy()
+    label[label >= num_classes] = ignore_index
+    return image, label
+
+
+class SegmentationFolderDataset(torch.utils.data.Dataset):
+    """Augmented crops of a CamVid-layout folder (see the module docstring).
+
+    Args:
+        root: folder with ``images/`` and ``labels/``.
+        num_classes: number of classes; larger ids become ``ignore_index``.
+        augment: a :class:`DenseAugment` (None: the full image, unchanged).
+        mean: normalisation mean (RGB, [0, 1] scale).
+        std: normalisation standard deviation.
+        seed: augmentation seed.
+        ignore_index: label of unscored pixels.
+        max_images: use only the first ``max_images`` pairs (None: all).
+    """
+
+    def __init__(self, root, num_classes: int, augment: Optional[DenseAugment] = None,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 seed: int = 0, ignore_index: int = IGNORE_INDEX,
+                 max_images: Optional[int] = None):
+        """Read every pair into memory."""
+        pairs = find_label_pairs(root)[:max_images]
+        self.names = [p[0].stem for p in pairs]
+        self.images, self.labels = [], []
+        for image_path, label_path in pairs:
+            image, label = read_label_pair(image_path, label_path, num_classes, ignore_index)
+            self.images.append(image)
+            self.labels.append(label)
+        self.num_classes = int(num_classes)
+        self.augment = augment
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.seed = int(seed)
+        self.ignore_index = int(ignore_index)
+        self.epoch = 0
+        logger.info('segmentation data %s: %d labelled images', root, len(self.images))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the augmentation draws of ``epoch``."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        """Return the number of images."""
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+        """Return ``{'image': (3, h, w) float32, 'labels': (h, w) int64}``."""
+        image, label = self.images[index], self.labels[index]
+        if self.augment is not None:
+            image, label, _ = self.augment(item_rng(self.seed, self.epoch, index), image, label)
+        return {'image': normalise(image, self.mean, self.std),
+                'labels': torch.from_numpy(label.astype(np.int64))}
+
+    def class_pixel_counts(self) -> np.ndarray:
+        """Return (num_classes,) int64 pixel counts of every class over all images."""
+        counts = np.zeros(self.num_classes, np.int64)
+        for label in self.labels:
+            counts += np.bincount(label.ravel(), minlength=256)[:self.num_classes]
+        return counts
+
+
+# -- depth frames -----------------------------------------------------------------------------
+def parse_synthetic_spec(spec: str) -> dict:
+    """Parse ``synth:SEEDS[:FRAMES[:WxH]]`` into keyword arguments of ``synthetic_frames``.
+
+    ``SEEDS`` is a seed (``3``), a range (``0-7``, inclusive) or a list (``1,4,9``); ``FRAMES``
+    the frames per seed (default 40); ``WxH`` the render size (default 320x240).
+
+    Raises:
+        ValueError: for a malformed spec.
+    """
+    if not spec.startswith(SYNTH_PREFIX):
+        raise ValueError(f'synthetic spec must start with {SYNTH_PREFIX!r}, got {spec!r}')
+    parts = spec[len(SYNTH_PREFIX):].split(':')
+    if not 1 <= len(parts) <= 3 or not parts[0]:
+        raise ValueError(f'bad synthetic spec {spec!r}: use synth:SEEDS[:FRAMES[:WxH]]')
+    seeds: List[int] = []
+    for item in parts[0].split(','):
+        m = re.fullmatch(r'(\d+)(?:-(\d+))?', item.strip())
+        if m is None:
+            raise ValueError(f'bad seeds {parts[0]!r} in {spec!r}')
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        if hi < lo:
+            raise ValueError(f'empty seed range {item!r} in {spec!r}')
+        seeds.extend(range(lo, hi + 1))
+    frames = int(parts[1]) if len(parts) > 1 and parts[1] else 40
+    width, height = 320, 240
+    if len(parts) > 2:
+        m = re.fullmatch(r'(\d+)x(\d+)', parts[2])
+        if m is None:
+            raise ValueError(f'bad size {parts[2]!r} in {spec!r}: use WxH')
+        width, height = int(m.group(1)), int(m.group(2))
+    if frames < 1:
+        raise ValueError(f'frames per seed must be >= 1 in {spec!r}')
+    return {'seeds': seeds, 'frames_per_seed': frames, 'width': width, 'height': height}
+
+
+def synthetic_frames(seeds: Sequence[int], frames_per_seed: int = 40, width: int = 320,
+                     height: int = 240, fps: float = 1.0, with_labels: bool = False):
+    """Render synthetic frames: lists of RGB uint8 (H, W, 3) and depth float32 (H, W) metres.
+
+    Each seed is a different room; ``fps`` 1 spreads the frames over the camera loop (about
+    0.4-1 m apart). With ``with_labels`` a third list of uint8 label images is returned.
+    """
+    from relperception.data.synthetic import iter_sequence
+
+    images, depths, labels = [], [], []
+    for seed in seeds:
+        _, frames = iter_sequence(frames_per_seed, seed=int(seed), width=width, height=height,
+                                  fps=fps)
+        for frame in frames:
+            images.append(frame.rgb)
+            depths.append(frame.depth.astype(np.float32))
+            labels.append(frame.labels)
+    logger.info('rendered %d synthetic frames (%dx%d) of seeds %s', len(images), width, height,
+                list(seeds))
+    return (images, depths, labels) if with_labels else (images, depths)
+
+
+def bag_depth_frames(path, image_topic: Optional[str] = None,
+                     depth_topic: Optional[str] = None, tolerance_s: float = 0.02,
+                     stride: int = 1, max_frames: Optional[int] = None):
+    """Read RGB images and their nearest depth images (within ``tolerance_s``) from a bag.
+
+    Args:
+        path: rosbag2 directory or file.
+        image_topic: default ``topics.IMAGE``.
+        depth_topic: default ``topics.DEPTH`` (32FC1 metres or 16UC1 millimetres).
+        tolerance_s: maximum stamp difference of a pair, seconds.
+        stride: keep every ``stride``-th image.
+        max_frames: keep at most this many pairs.
+
+    Returns:
+        (images, depths): lists of (H, W, 3) uint8 RGB and (H, W) float32 metres (NaN invalid).
+
+    Raises:
+        ValueError: when no image/depth pair is found.
+    """
+    from relperception.data import topics
+    from relperception.data.bag import BagReader
+    from relperception.data.messages import decode_image_message, stamp_to_ns
+    from relperception.imaging.image_encodings import depth_to_metres, to_rgb8
+
+    image_topic = image_topic or topics.IMAGE
+    depth_topic = depth_topic or topics.DEPTH
+    stamped_images, stamped_depths = [], []
+    with BagReader(path) as reader:
+        for message in reader.messages([image_topic, depth_topic]):
+            stamp = stamp_to_ns(message.msg.header.stamp)
+            if message.topic == depth_topic:
+                stamped_depths.append((stamp, message))
+            else:
+                stamped_images.append((stamp, message))
+    if not stamped_depths or not stamped_images:
+        raise ValueError(f'{path}: needs both {image_topic} and {depth_topic} messages')
+    depth_stamps = np.array([s for s, _ in stamped_depths], np.int64)
+    images, depths = [], []
+    for stamp, message in stamped_images[::max(int(stride), 1)]:
+        k = int(np.argmin(np.abs(depth_stamps - stamp)))
+        if abs(int(depth_stamps[k]) - stamp) > tolerance_s * 1e9:
+            continue
+        array, encoding = decode_image_message(message.msg, message.msgtype)
+        rgb = to_rgb8(array, encoding)
+        d_array, d_encoding = decode_image_message(stamped_depths[k][1].msg,
+                                                   stamped_depths[k][1].msgtype)
+        depth = depth_to_metres(d_array, d_encoding).astype(np.float32)
+        if depth.shape != rgb.shape[:2]:
+            logger.warning('%s: depth %s and image %s differ in size at %d ns; skipped', path,
+                           depth.shape, rgb.shape[:2], stamp)
+            continue
+        images.append(rgb)
+        depths.append(depth)
+        if max_frames is not None and len(images) >= max_frames:
+            break
+    if not images:
+        raise ValueError(f'{path}: no image/depth pair within {tolerance_s} s')
+    logger.info('bag %s: %d image/depth pairs', path, len(images))
+    return images, depths
+
+
+def load_depth_source(source: str, **kwargs):
+    """Return (images, depths) of a bag path or a ``synth:`` spec (see the module docstring)."""
+    if str(source).startswith(SYNTH_PREFIX):
+        return synthetic_frames(**parse_synthetic_spec(str(source)))
+    return bag_depth_frames(source, **kwargs)
+
+
+class DepthFramesDataset(torch.utils.data.Dataset):
+    """Augmented crops of in-memory RGB + metric depth frames.
+
+    Args:
+        images: list of (H, W, 3) uint8 RGB.
+        depths: list of (H, W) float32 metres (NaN / <= 0 invalid), same sizes.
+        augment: a :class:`DenseAugment` (None: the full frames, unchanged).
+        mean: normalisation mean.
+        std: normalisation standard deviation.
+        seed: augmentation seed.
+    """
+
+    def __init__(self, images: List[np.ndarray], depths: List[np.ndarray],
+                 augment: Optional[DenseAugment] = None,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 seed: int = 0):
+        """Check and keep the frames."""
+        if len(images) != len(depths) or not images:
+            raise ValueError(f'need equally many images and depths (>= 1), got {len(images)} '
+                             f'and {len(depths)}')
+        for image, depth in zip(images, depths):
+            if image.shape[:2] != depth.shape:
+                raise ValueError(f'image {image.shape} and depth {depth.shape} differ in size')
+        self.images = images
+        self.depths = [np.where(d > 0, d, np.nan).astype(np.float32) for d in depths]
+        self.augment = augment
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.seed = int(seed)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the augmentation draws of ``epoch``."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        """Return the number of frames."""
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+        """Return ``{'image': (3, h, w) float32, 'depth': (1, h, w) float32 metres}``."""
+        image, depth = self.images[index], self.depths[index]
+        if self.augment is not None:
+            image, _, depth = self.augment(item_rng(self.seed, self.epoch, index), image, None,
+                                           depth)
+        return {'image': normalise(image, self.mean, self.std),
+                'depth': torch.from_numpy(np.ascontiguousarray(depth))[None]}
+
+
+# -- evaluation -------------------------------------------------------------------------------
+def predict_dense(model: torch.nn.Module, rgb: np.ndarray, model_conf: dict,
+                  device='cpu') -> Dict[str, np.ndarray]:
+    """Run ``model`` on one image as the inference pipeline does; outputs at the image size.
+
+    Preprocessing and output resizing are :mod:`relperception.models.preprocess`'s.
+
+    Args:
+        model: a ``DenseModel`` (switched to eval mode).
+        rgb: (H, W, 3) uint8 RGB.
+        model_conf: its model config (``load_model_config``).
+        device: torch device of ``model``.
+
+    Returns:
+        ``depth`` (H, W) float32 (if a depth head exists) and ``labels`` (H, W) uint8 (if a
+        segmentation head exists).
+    """
+    from relperception.models.preprocess import prepare_image, resize_output
+
+    model.eval()
+    size = rgb.shape[:2]
+    with torch.no_grad():
+        out = model(prepare_image(rgb, model_conf).to(device))
+    result = {}
+    if 'depth' in out:
+        result['depth'] = resize_output(out['depth'].float(), size, 'depth')[0, 0].cpu().numpy()
+    if 'logits' in out:
+        logits = resize_output(out['logits'].float(), size, 'logits')
+        result['labels'] = logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+    return result
+
+
+def evaluate_segmentation(model: torch.nn.Module, images: Sequence[np.ndarray],
+                          labels: Sequence[np.ndarray], model_conf: dict,
+                          device='cpu') -> Dict[str, float]:
+    """Return mIoU, pixel accuracy, mean class accuracy and per-class IoU over whole images.
+
+    Scored at the label resolution with ``relperception.evaluation.segmentation``
+    (``ignore_index`` of the config unscored); keys ``miou``, ``pixel_accuracy``,
+    ``mean_class_accuracy`` and ``iou/<class name>`` (NaN for classes absent from both).
+    """
+    from relperception.evaluation.segmentation import ConfusionMatrix
+
+    names = model_conf.get('class_names') or None
+    matrix = ConfusionMatrix(model.num_classes, model_conf.get('ignore_index', IGNORE_INDEX),
+                             names)
+    for image, label in zip(images, labels):
+        matrix.update(predict_dense(model, image, model_conf, device)['labels'], label)
+    summary = matrix.summary()
+    out = {'miou': summary['miou'], 'pixel_accuracy': summary['pixel_accuracy'],
+           'mean_class_accuracy': summary['mean_class_accuracy']}
+    out.update({f'iou/{k}': v for k, v in summary['per_class_iou'].items()})
+    return out
+
+
+def evaluate_depth(model: torch.nn.Module, images: Sequence[np.ndarray],
+                   depths: Sequence[np.ndarray], model_conf: dict, device='cpu',
+                   min_depth: float = 1e-3, max_depth: Optional[float] = None
+                   ) -> Dict[str, float]:
+    """Return the Eigen depth metrics averaged over images (``evaluation.depth``).
+
+    ``max_depth`` defaults to the model's ``max_depth``. Keys: ``abs_rel``, ``sq_rel``,
+    ``rmse``, ``rmse_log``, ``delta1``, ``delta2``, ``delta3``.
+    """
+    from relperception.evaluation.depth import DEPTH_METRIC_KEYS, depth_metrics
+
+    if max_depth is None:
+        max_depth = float(model_conf['model'].get('max_depth', 80.0))
+    sums = dict.fromkeys(DEPTH_METRIC_KEYS, 0.0)
+    count = 0
+    for image, depth in zip(images, depths):
+        pred = predict_dense(model, image, model_conf, device)['depth']
+        metrics = depth_metrics(pred, depth, min_depth=min_depth, max_depth=max_depth)
+        if metrics['num_valid'] == 0:
+            continue
+        count += 1
+        for key in DEPTH_METRIC_KEYS:
+            sums[key] += metrics[key]
+    if count == 0:
+        raise ValueError('no frame with valid ground-truth depth')
+    return {key: value / count for key, value in sums.items()}

@@ -1,0 +1,484 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Generic training loop: AdamW, warm-up + cosine/poly schedule, clipping, checkpoints, resume.
+
+Usage::
+
+    trainer = Trainer(model, loss_fn, 'runs/seg', device='cpu', lr=1e-3, total_steps=2000)
+    trainer.fit(dataset, batch_size=8)            # resumes from runs/seg/last.pt if resume=True
+    trainer.export_weights('runs/seg/model.safetensors')
+
+``loss_fn(model, batch) -> (loss, logs)``: ``batch`` is what the ``DataLoader`` yields (tensors
+moved to ``device``, recursively through dicts/lists/tuples), ``loss`` a scalar tensor and
+``logs`` a dict of floats shown on the progress bar and kept in the history.
+
+Determinism and resume
+----------------------
+Data order is a permutation drawn from ``(seed, epoch)``; if the dataset has ``set_epoch(epoch)``
+it is called before each epoch so item augmentation can be seeded from ``(seed, epoch, index)``
+(see :func:`item_rng`). A resumed run skips the samples of the interrupted epoch that were
+already used and continues at the same step with the same model, optimiser, scheduler and RNG
+state. Checkpoints (``<output>/last.pt``, written atomically) hold only tensors and primitive
+containers, so ``torch.load(path, weights_only=True)`` reads them::
+
+    {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng', 'history',
+     'total_steps'}
+
+Time budget
+-----------
+``time_budget_s`` stops training (with a checkpoint) when the wall time spent in this process
+exceeds it. With ``total_steps=None`` and a time budget the step count is estimated once from the
+speed of the first ``estimate_steps`` steps and then fixed (it is stored in the checkpoint), so
+the learning-rate schedule completes inside the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import logging
+import math
+import os
+from pathlib import Path
+import random
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+LossFn = Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, Dict[str, float]]]
+CHECKPOINT_NAME = 'last.pt'
+SCHEDULES = ('cosine', 'poly', 'constant')
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators with ``seed`` (>= 0)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f'seed must be a non-negative integer, got {seed!r}')
+    random.seed(int(seed))
+    np.random.seed(int(seed) % 2**32)
+    torch.manual_seed(int(seed))
+
+
+def item_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """Return the NumPy generator for the augmentation of item ``index`` in ``epoch``.
+
+    Independent of worker processes and data order, so runs and resumed runs are reproducible.
+    """
+    return np.random.default_rng([int(seed), int(epoch), int(index), 0xA46])
+
+
+def lr_factor(step: int, total_steps: int, warmup_steps: int = 0, schedule: str = 'cosine',
+              min_factor: float = 0.01, power: float = 0.9) -> float:
+    """Return the learning-rate multiplier at ``step`` (0-based).
+
+    Linear warm-up from ``1 / (warmup_steps + 1)`` to 1 over ``warmup_steps`` steps, then
+    ``cosine`` decay to ``min_factor``, ``poly`` decay ``(1 - t) ** power`` (floored at
+    ``min_factor``) or ``constant`` 1, with ``t`` the fraction of post-warm-up steps done.
+
+    Raises:
+        ValueError: for an unknown ``schedule``.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f'schedule must be one of {SCHEDULES}, got {schedule!r}')
+    if step < warmup_steps:
+        return (step + 1) / (warmup_steps + 1)
+    if schedule == 'constant':
+        return 1.0
+    span = max(int(total_steps) - int(warmup_steps), 1)
+    t = min(max((step - warmup_steps) / span, 0.0), 1.0)
+    if schedule == 'cosine':
+        return min_factor + (1.0 - min_factor) * 0.5 * (1.0 + math.cos(math.pi * t))
+    return max((1.0 - t) ** power, min_factor)
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Move the tensors in ``batch`` (nested dicts/lists/tuples) to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch
+
+
+def plain_config(value: Any) -> Any:
+    """Return ``value`` with Paths as str and tuples as lists, for ``weights_only`` checkpoints.
+
+    Raises:
+        ValueError: for values that are no primitive (None, bool, int, float, str, containers).
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): plain_config(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_config(v) for v in value]
+    raise ValueError(f'config values must be primitives, got {type(value).__name__}: {value!r}')
+
+
+class _EpochSampler(torch.utils.data.Sampler):
+    """Permutation of ``range(n)`` drawn from ``(seed, epoch)``, minus its first ``skip``."""
+
+    def __init__(self, n: int, seed: int, epoch: int, shuffle: bool, skip: int = 0):
+        super().__init__()
+        if shuffle:
+            generator = torch.Generator().manual_seed(int(seed) * 100_003 + int(epoch))
+            order = torch.randperm(n, generator=generator).tolist()
+        else:
+            order = list(range(n))
+        self.order = order[skip:]
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+
+@dataclass
+class FitResult:
+    """Summary of :meth:`Trainer.fit`.
+
+    Attributes:
+        step: optimiser steps done in total (including those of resumed runs).
+        epoch: epochs started (0-based index of the current/last one).
+        finished: True when ``total_steps`` were reached (False: stopped by the time budget).
+        seconds: wall time of this call.
+        last_logs: the logs of the last step.
+        history: one dict per validation (``step``, ``epoch`` and the metrics).
+        checkpoint: path of the last checkpoint written.
+    """
+
+    step: int
+    epoch: int
+    finished: bool
+    seconds: float
+    last_logs: Dict[str, float]
+    history: List[Dict[str, float]]
+    checkpoint: Optional[Path]
+
+
+class Trainer:
+    """Train ``model`` with AdamW on the batches of a map-style dataset.
+
+    Args:
+        model: the module to train (moved to ``device``).
+        loss_fn: ``loss_fn(model, batch) -> (scalar loss tensor, dict of float logs)``.
+        output_dir: folder for ``last.pt`` (created).
+        device: torch device string or object; the caller chooses it (no auto-pick).
+        lr: peak learning rate.
+        weight_decay: AdamW decay, applied to weights with ndim >= 2 only.
+        total_steps: optimiser steps to run; None with ``time_budget_s``: estimated (see the
+            module docstring).
+        warmup_steps: linear warm-up steps.
+        schedule: ``cosine``, ``poly`` or ``constant`` (see :func:`lr_factor`).
+        min_lr_factor: final learning rate as a fraction of ``lr``.
+        grad_clip: maximum gradient norm (<= 0: no clipping).
+        checkpoint_every: steps between checkpoints (also written at the end, at each epoch end
+            and when the time budget stops training).
+        time_budget_s: stop after this many seconds of wall time (None: no limit).
+        seed: seed of the global generators, the data order and the augmentation.
+        config: primitive dict stored in every checkpoint (e.g. the CLI arguments).
+        param_groups: optional list of ``{'params': [...], 'lr_scale': float}``; default: all
+            parameters that require gradients at scale 1.
+        validate_fn: ``validate_fn(model) -> dict of float metrics``, called at each epoch end
+            and every ``validate_every`` steps (0: epoch ends only), in eval mode, without grad.
+        validate_every: steps between validations, 0 for epoch ends only.
+        progress: show a tqdm progress bar.
+        estimate_steps: steps timed to estimate ``total_steps`` under a time budget.
+        eval_modules: sub-modules kept in eval mode while training (frozen parts: their
+            batch-norm statistics and dropout stay fixed).
+    """
+
+    def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
+                 device='cpu', lr: float = 1e-3, weight_decay: float = 1e-4,
+                 total_steps: Optional[int] = 1000, warmup_steps: int = 0,
+                 schedule: str = 'cosine', min_lr_factor: float = 0.01, grad_clip: float = 1.0,
+                 checkpoint_every: int = 500, time_budget_s: Optional[float] = None,
+                 seed: int = 0, config: Optional[dict] = None,
+                 param_groups: Optional[List[dict]] = None,
+                 validate_fn: Optional[Callable[[torch.nn.Module], Dict[str, float]]] = None,
+                 validate_every: int = 0, progress: bool = True, estimate_steps: int = 10,
+                 eval_modules: Sequence[torch.nn.Module] = ()):
+        """Build the optimiser and scheduler (see the class docstring)."""
+        if total_steps is None and time_budget_s is None:
+            raise ValueError('give total_steps, time_budget_s or both')
+        if total_steps is not None and int(total_steps) < 1:
+            raise ValueError(f'total_steps must be >= 1, got {total_steps}')
+        if time_budget_s is not None and not time_budget_s > 0:
+            raise ValueError(f'time_budget_s must be > 0, got {time_budget_s}')
+        if not lr > 0:
+            raise ValueError(f'lr must be > 0, got {lr}')
+        if schedule not in SCHEDULES:
+            raise ValueError(f'schedule must be one of {SCHEDULES}, got {schedule!r}')
+        if warmup_steps < 0 or checkpoint_every < 1 or validate_every < 0:
+            raise ValueError('warmup_steps and validate_every must be >= 0, checkpoint_every >= 1')
+        seed_everything(seed)
+        self.device = torch.device(device)
+        self.model = model.to(self.device)
+        self.loss_fn = loss_fn
+        self.output_dir = Path(output_dir)
+        self.lr = float(lr)
+        self.total_steps = None if total_steps is None else int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.schedule = schedule
+        self.min_lr_factor = float(min_lr_factor)
+        self.grad_clip = float(grad_clip)
+        self.checkpoint_every = int(checkpoint_every)
+        self.time_budget_s = time_budget_s
+        self.seed = int(seed)
+        self.config = plain_config(dict(config or {}))
+        self.validate_fn = validate_fn
+        self.validate_every = int(validate_every)
+        self.progress = bool(progress)
+        self.estimate_steps = max(int(estimate_steps), 1)
+        self.eval_modules = list(eval_modules)
+        self.step = 0
+        self.epoch = 0
+        self.history: List[Dict[str, float]] = []
+
+        groups = []
+        if param_groups is None:
+            param_groups = [{'params': [p for p in model.parameters() if p.requires_grad]}]
+        for group in param_groups:
+            params = [p for p in group['params'] if p.requires_grad]
+            scale = float(group.get('lr_scale', 1.0))
+            decay = [p for p in params if p.ndim >= 2]
+            no_decay = [p for p in params if p.ndim < 2]
+            for plist, wd in ((decay, weight_decay), (no_decay, 0.0)):
+                if plist:
+                    groups.append({'params': plist, 'lr': self.lr * scale,
+                                   'weight_decay': wd, 'lr_scale': scale})
+        if not groups:
+            raise ValueError('the model has no parameter that requires gradients')
+        self.optimizer = torch.optim.AdamW(groups, lr=self.lr)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._factor)
+
+    # -- schedule -------------------------------------------------------------------------------
+    def _factor(self, step: int) -> float:
+        total = self.total_steps if self.total_steps is not None else 10 ** 9
+        return lr_factor(step, total, self.warmup_steps, self.schedule, self.min_lr_factor)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """``<output_dir>/last.pt``."""
+        return self.output_dir / CHECKPOINT_NAME
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Return the checkpoint dict (tensors and primitive containers only)."""
+        return {
+            'model': {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            'optimizer': self.optimizer.state_dict(),
+            'scheduler': self.scheduler.state_dict(),
+            'step': self.step,
+            'epoch': self.epoch,
+            'total_steps': self.total_steps,
+            'config': self.config,
+            'history': plain_config(self.history),
+            'rng': {'torch': torch.get_rng_state(),
+                    'numpy': _numpy_state(),
+                    'python': plain_config(random.getstate())},
+        }
+
+    def save_checkpoint(self, path=None) -> Path:
+        """Write the checkpoint atomically (default ``<output_dir>/last.pt``); return its path."""
+        path = Path(path) if path is not None else self.checkpoint_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + '.tmp')
+        torch.save(self.state_dict(), tmp)
+        os.replace(tmp, path)
+        logger.debug('checkpoint step %d -> %s', self.step, path)
+        return path
+
+    def load_checkpoint(self, path=None) -> None:
+        """Restore model, optimiser, scheduler, step, epoch, history and RNG from a checkpoint.
+
+        Raises:
+            FileNotFoundError: if the file does not exist.
+            ValueError: if it is no checkpoint of this trainer (missing keys, other model).
+        """
+        path = Path(path) if path is not None else self.checkpoint_path
+        if not path.is_file():
+            raise FileNotFoundError(f'no checkpoint {path}')
+        state = torch.load(path, map_location='cpu', weights_only=True)
+        missing = {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'rng'} - set(state)
+        if missing:
+            raise ValueError(f'{path} is no training checkpoint (missing {sorted(missing)})')
+        try:
+            self.model.load_state_dict(state['model'])
+        except RuntimeError as exc:
+            raise ValueError(f'{path} does not fit this model: {exc}') from exc
+        self.optimizer.load_state_dict(state['optimizer'])
+        self.scheduler.load_state_dict(state['scheduler'])
+        self.step = int(state['step'])
+        self.epoch = int(state['epoch'])
+        if self.total_steps is None and state.get('total_steps') is not None:
+            self.total_steps = int(state['total_steps'])   # the estimate of a budgeted run
+        self.history = list(state.get('history', []))
+        rng = state['rng']
+        torch.set_rng_state(rng['torch'])
+        _set_numpy_state(rng['numpy'])
+        python = rng['python']
+        random.setstate((python[0], tuple(python[1]), python[2]))
+        logger.info('resumed from %s at step %d (epoch %d)', path, self.step, self.epoch)
+
+    def export_weights(self, path, metadata: Optional[Dict[str, str]] = None) -> Path:
+        """Save the model weights as safetensors with ``models.weights.save_weights``."""
+        from relperception.models.weights import save_weights
+
+        meta = {'step': str(self.step), 'epoch': str(self.epoch), 'seed': str(self.seed)}
+        meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+        save_weights(self.model, path, metadata=meta)
+        return Path(path)
+
+    # -- training -------------------------------------------------------------------------------
+    def _validate(self) -> Dict[str, float]:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                metrics = {k: float(v) for k, v in self.validate_fn(self.model).items()}
+        finally:
+            self.model.train(was_training)
+        entry = {'step': float(self.step), 'epoch': float(self.epoch), **metrics}
+        self.history.append(entry)
+        logger.info('validation step %d epoch %d: %s', self.step, self.epoch,
+                    ', '.join(f'{k}={v:.4f}' for k, v in metrics.items()))
+        return metrics
+
+    def train_step(self, batch) -> Dict[str, float]:
+        """Run one optimiser step on ``batch``; return the logs (with ``loss`` and ``lr``).
+
+        Raises:
+            RuntimeError: if the loss is not finite.
+        """
+        self.model.train()
+        for module in self.eval_modules:
+            module.eval()
+        batch = to_device(batch, self.device)
+        loss, logs = self.loss_fn(self.model, batch)
+        if not torch.isfinite(loss):
+            raise RuntimeError(f'non-finite loss {float(loss.detach())} at step {self.step}')
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(
+                [p for g in self.optimizer.param_groups for p in g['params']], self.grad_clip)
+            logs = {**logs, 'grad_norm': float(norm)}
+        lr = self.optimizer.param_groups[0]['lr'] / self.optimizer.param_groups[0]['lr_scale']
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return {'loss': float(loss.detach()), 'lr': float(lr),
+                **{k: float(v) for k, v in logs.items()}}
+
+    def fit(self, dataset, batch_size: int = 8, resume=False, num_workers: int = 0,
+            collate_fn=None, shuffle: bool = True) -> FitResult:
+        """Train until ``total_steps`` or the time budget; write checkpoints; return a summary.
+
+        Args:
+            dataset: map-style dataset (``__len__``, ``__getitem__``, optional ``set_epoch``).
+            batch_size: samples per step; the last incomplete batch of an epoch is dropped.
+            resume: False; True for ``<output_dir>/last.pt`` if it exists; or a checkpoint path
+                (must exist).
+            num_workers: ``DataLoader`` worker processes.
+            collate_fn: ``DataLoader`` collate function (default: torch's).
+            shuffle: draw a new permutation each epoch.
+
+        Returns:
+            a :class:`FitResult`.
+
+        Raises:
+            ValueError: if the dataset holds fewer than ``batch_size`` samples.
+            FileNotFoundError: if ``resume`` names a missing checkpoint.
+        """
+        n = len(dataset)
+        if batch_size < 1 or n < batch_size:
+            raise ValueError(f'need batch_size >= 1 and at least batch_size samples, got '
+                             f'batch_size={batch_size} for {n} samples')
+        if resume is True:
+            if self.checkpoint_path.is_file():
+                self.load_checkpoint()
+            else:
+                logger.info('no checkpoint in %s: starting from scratch', self.output_dir)
+        elif resume:
+            self.load_checkpoint(resume)
+        steps_per_epoch = n // batch_size
+        start = time.monotonic()
+        start_step = self.step
+        logs: Dict[str, float] = {}
+        checkpoint = None
+        finished = self.total_steps is not None and self.step >= self.total_steps
+        stopped = False
+        ema = None
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress,
+                   desc='train', dynamic_ncols=True, leave=True)
+        try:
+            while not finished and not stopped:
+                done_in_epoch = self.step - self.epoch * steps_per_epoch
+                if done_in_epoch >= steps_per_epoch:
+                    self.epoch += 1
+                    done_in_epoch = 0
+                if hasattr(dataset, 'set_epoch'):
+                    dataset.set_epoch(self.epoch)
+                sampler = _EpochSampler(n, self.seed, self.epoch, shuffle,
+                                        skip=done_in_epoch * batch_size)
+                loader = torch.utils.data.DataLoader(
+                    dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
+                    num_workers=num_workers, collate_fn=collate_fn,
+                    pin_memory=self.device.type == 'cuda')
+                for batch in loader:
+                    logs = self.train_step(batch)
+                    ema = logs['loss'] if ema is None else 0.9 * ema + 0.1 * logs['loss']
+                    bar.update(1)
+                    bar.set_postfix(loss=f'{ema:.4f}', lr=f'{logs["lr"]:.2e}', ep=self.epoch)
+                    elapsed = time.monotonic() - start
+                    if self.total_steps is None and self.step - start_step >= self.estimate_steps:
+                        per_step = elapsed / (self.step - start_step)
+                        self.total_steps = max(self.step + 1,
+                                               int(self.time_budget_s / per_step))
+                        bar.total = self.total_steps
+                        logger.info('%.2f s/step: %d steps fit the %.0f s budget', per_step,
+                                    self.total_steps, self.time_budget_s)
+                    finished = self.total_steps is not None and self.step >= self.total_steps
+                    stopped = (not finished and self.time_budget_s is not None
+                               and elapsed > self.time_budget_s)
+                    if self.validate_fn is not None and self.validate_every and \
+                            self.step % self.validate_every == 0 and not finished:
+                        self._validate()
+                    if self.step % self.checkpoint_every == 0 or finished or stopped:
+                        break
+                epoch_end = self.step - self.epoch * steps_per_epoch >= steps_per_epoch
+                if self.validate_fn is not None and (epoch_end or finished or stopped):
+                    self._validate()
+                checkpoint = self.save_checkpoint()
+        finally:
+            bar.close()
+        if stopped:
+            logger.warning('time budget of %.0f s used up at step %d of %s; the schedule did not '
+                           'finish', self.time_budget_s, self.step, self.total_steps)
+        return FitResult(step=self.step, epoch=self.epoch, finished=finished,
+                         seconds=time.monotonic() - start, last_logs=logs,
+                         history=list(self.history), checkpoint=checkpoint)
+
+
+def _numpy_state() -> dict:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {'name': str(name), 'keys': torch.from_numpy(np.asarray(keys, np.int64)),
+            'pos': int(pos), 'has_gauss': int(has_gauss), 'cached': float(cached)}
+
+
+def _set_numpy_state(state: dict) -> None:
+    np.random.set_state((state['name'], state['keys'].numpy().astype(np.uint32),
+                         state['pos'], state['has_gauss'], state['cached']))

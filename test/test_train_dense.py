@@ -1,0 +1,320 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of dense training: augmentation, losses, datasets, a few real steps and the CLI."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from relperception.cli.main import main
+from relperception.data.synthetic import iter_sequence
+from relperception.models.dense import build_dense_model
+from relperception.models.presets import load_model_config
+from relperception.training import augment, dense_data, dense_losses
+from relperception.training.loop import Trainer
+import torch
+
+TINY_YAML = """\
+base: conv_small
+model:
+  backbone: {width: 0.125}
+  max_depth: 12.0
+  heads:
+    depth: {features: 8, head_features: 8}
+    segmentation: {num_classes: 5, features: 8}
+input: {height: 64, width: 80}
+class_names: [floor, wall, ceiling, box, pillar]
+"""
+
+
+@pytest.fixture(scope='module')
+def frames():
+    """Return six rendered 80x64 synthetic views of two rooms as (rgb, depth, labels) lists."""
+    images, depths, labels = dense_data.synthetic_frames([0, 1], frames_per_seed=3, width=80,
+                                                         height=64, with_labels=True)
+    return images, depths, labels
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Train on one CPU thread (faster for tiny models; restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    """Write the tiny model YAML and return its path."""
+    path = tmp_path / 'tiny.yaml'
+    path.write_text(TINY_YAML)
+    return path
+
+
+def _image(h=48, w=64, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+class TestAugment:
+    def test_scale_crop_shapes_and_consistency(self):
+        rng = np.random.default_rng(0)
+        image = _image()
+        label = np.zeros((48, 64), np.uint8)
+        label[:, 32:] = 3
+        depth = np.full((48, 64), 2.0, np.float32)
+        out = augment.random_scale_crop(rng, image, label, depth, size=(32, 40),
+                                        scale_range=(1.5, 1.5))
+        img, lab, dep = out
+        assert img.shape == (32, 40, 3) and lab.shape == (32, 40) and dep.shape == (32, 40)
+        assert set(np.unique(lab)) <= {0, 3}
+        np.testing.assert_allclose(dep, 2.0 / 1.5, rtol=1e-6)   # zoom 1.5: 1.5x closer
+
+    def test_padding_is_ignored(self):
+        rng = np.random.default_rng(1)
+        img, lab, dep = augment.random_scale_crop(
+            rng, _image(), np.ones((48, 64), np.uint8), np.ones((48, 64), np.float32),
+            size=(40, 60), scale_range=(0.5, 0.5))
+        assert (lab == augment.IGNORE_INDEX).sum() == 40 * 60 - 24 * 32
+        assert np.isnan(dep).sum() == 40 * 60 - 24 * 32
+        assert (img[24:] == 0).all()
+
+    def test_hflip_pairs(self):
+        image, label = _image(), np.arange(64, dtype=np.uint8)[None].repeat(48, 0)
+        img, lab, dep = augment.hflip(np.random.default_rng(0), image, label, None, p=1.0)
+        assert np.array_equal(img, image[:, ::-1]) and np.array_equal(lab, label[:, ::-1])
+        assert dep is None
+        img, _, _ = augment.hflip(np.random.default_rng(0), image, None, None, p=0.0)
+        assert img is image
+
+    def test_colour_jitter(self):
+        image = _image()
+        out = augment.colour_jitter(np.random.default_rng(3), image)
+        assert out.shape == image.shape and out.dtype == np.uint8
+        assert not np.array_equal(out, image)
+        same = augment.colour_jitter(np.random.default_rng(3), image, 0, 0, 0, 0)
+        assert np.array_equal(same, image)
+
+    def test_reproducible_and_checked(self):
+        aug = augment.DenseAugment({'size': (32, 32)})
+        a = aug(np.random.default_rng(5), _image(), np.zeros((48, 64), np.uint8))
+        b = aug(np.random.default_rng(5), _image(), np.zeros((48, 64), np.uint8))
+        assert np.array_equal(a[0], b[0])
+        with pytest.raises(ValueError, match='unknown'):
+            augment.DenseAugment({'rotate': 3})
+        with pytest.raises(ValueError, match='label shape'):
+            aug(np.random.default_rng(0), _image(), np.zeros((4, 4), np.uint8))
+
+
+class TestDenseLosses:
+    def test_silog_reference(self):
+        target = torch.tensor([1.0, 2.0, 4.0, 8.0]).view(1, 1, 2, 2)
+        pred = target * torch.tensor([1.0, 2.0, 1.0, 2.0]).view(1, 1, 2, 2)
+        valid = torch.ones_like(target, dtype=torch.bool)
+        g = np.log([1.0, 2.0, 1.0, 2.0])
+        expected = np.sqrt(np.mean(g ** 2) - 0.85 * np.mean(g) ** 2)
+        assert float(dense_losses.silog_loss(pred, target, valid)) == pytest.approx(expected,
+                                                                                    rel=1e-4)
+
+    def test_silog_scale_invariance_and_zero(self):
+        target = torch.rand(2, 1, 5, 6) * 5 + 1
+        valid = torch.ones_like(target, dtype=torch.bool)
+        assert float(dense_losses.silog_loss(target, target, valid)) < 1e-2
+        assert float(dense_losses.silog_loss(3 * target, target, valid, 1.0)) < 1e-2
+        assert float(dense_losses.silog_loss(3 * target, target, valid, 0.0)) == \
+            pytest.approx(np.log(3), rel=1e-3)
+
+    def test_depth_loss_invalid_pixels(self):
+        target = torch.full((1, 1, 4, 4), float('nan'))
+        target[0, 0, 0, 0] = 2.0
+        pred = torch.full((1, 1, 4, 4), 3.0, requires_grad=True)
+        loss, logs = dense_losses.depth_loss(pred, target, l1_weight=1.0)
+        assert logs['l1'] == pytest.approx(1.0)
+        loss.backward()
+        assert torch.isfinite(pred.grad).all() and pred.grad[0, 0, 1:].abs().sum() == 0
+        empty, _ = dense_losses.depth_loss(pred, torch.full_like(target, float('nan')))
+        assert float(empty.detach()) == 0.0
+
+    def test_segmentation_loss_ignore(self):
+        logits = torch.zeros(1, 3, 2, 2)
+        logits[0, 1] = 10.0
+        labels = torch.tensor([[[1, 255], [255, 255]]])
+        assert float(dense_losses.segmentation_loss(logits, labels)) < 1e-3
+        all_ignored = torch.full((1, 2, 2), 255)
+        assert float(dense_losses.segmentation_loss(logits, all_ignored)) == 0.0
+        with pytest.raises(ValueError):
+            dense_losses.segmentation_loss(logits, labels[0])
+
+    def test_median_frequency_weights(self):
+        w = dense_losses.median_frequency_weights([100, 10, 0, 1000])
+        assert w[0] == pytest.approx(1.0) and w[1] == pytest.approx(10.0)
+        assert w[2] == 0 and w[3] == pytest.approx(0.1)
+
+
+class TestDenseData:
+    def test_label_folder(self, tmp_path):
+        _write_label_folder(tmp_path, count=3)
+        pairs = dense_data.find_label_pairs(tmp_path)
+        assert [p[0].name for p in pairs] == ['f0.png', 'f1.png', 'f2.png']
+        ds = dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        item = ds[0]
+        assert item['image'].shape == (3, 48, 64) and item['labels'].dtype == torch.int64
+        assert set(torch.unique(item['labels']).tolist()) <= {0, 1, 2, 3, 4, 255}
+        assert (item['labels'] == 255).any()     # raw 11 -> ignore
+        assert ds.class_pixel_counts().sum() == int((item['labels'] != 255).sum()) * 3
+
+    def test_missing_label(self, tmp_path):
+        _write_label_folder(tmp_path, count=2)
+        (tmp_path / 'labels' / 'f1.png').unlink()
+        with pytest.raises(FileNotFoundError, match='f1'):
+            dense_data.find_label_pairs(tmp_path)
+
+    def test_parse_synthetic_spec(self):
+        spec = dense_data.parse_synthetic_spec('synth:0-2,7:5:96x64')
+        assert spec == {'seeds': [0, 1, 2, 7], 'frames_per_seed': 5, 'width': 96,
+                        'height': 64}
+        assert dense_data.parse_synthetic_spec('synth:4')['frames_per_seed'] == 40
+        for bad in ('synth:', 'synth:a', 'synth:3-1', 'synth:1:2:64', 'bag'):
+            with pytest.raises(ValueError):
+                dense_data.parse_synthetic_spec(bad)
+
+    def test_bag_frames(self, tmp_path):
+        from relperception.data.synthetic_bag import write_synthetic_bag
+
+        write_synthetic_bag(tmp_path / 'bag', frames=3, seed=2, width=64, height=48)
+        images, depths = dense_data.bag_depth_frames(tmp_path / 'bag', stride=2)
+        _, ref = iter_sequence(3, seed=2, width=64, height=48)
+        ref = list(ref)
+        assert len(images) == 2
+        assert np.array_equal(images[1], ref[2].rgb)
+        np.testing.assert_array_equal(depths[1], ref[2].depth)
+
+    def test_depth_dataset(self, frames):
+        images, depths, _ = frames
+        aug = augment.DenseAugment({'size': (32, 48)})
+        ds = dense_data.DepthFramesDataset(images, depths, aug, seed=1)
+        item = ds[2]
+        assert item['image'].shape == (3, 32, 48) and item['depth'].shape == (1, 32, 48)
+        ds.set_epoch(1)
+        assert not torch.equal(item['image'], ds[2]['image'])
+        with pytest.raises(ValueError):
+            dense_data.DepthFramesDataset(images, depths[:1])
+
+
+class TestTrainingReducesLoss:
+    """A few real optimiser steps on synthetic frames lower the training loss."""
+
+    @pytest.mark.parametrize('task', ['seg', 'depth'])
+    def test_loss_decreases(self, tmp_path, frames, tiny_config, task):
+        torch.manual_seed(0)
+        conf = load_model_config(tiny_config)
+        model = build_dense_model(conf)
+        images, depths, labels = frames
+        x = torch.stack([dense_data.normalise(im) for im in images])
+        if task == 'seg':
+            y = torch.from_numpy(np.stack(labels).astype(np.int64))
+            ds = torch.utils.data.TensorDataset(x, y)
+
+            def loss_fn(m, batch):
+                return dense_losses.segmentation_loss(m(batch[0])['logits'], batch[1]), {}
+        else:
+            y = torch.from_numpy(np.stack(depths))[:, None]
+            ds = torch.utils.data.TensorDataset(x, y)
+
+            def loss_fn(m, batch):
+                return dense_losses.depth_loss(m(batch[0])['depth'], batch[1])
+
+        def full_loss():
+            model.eval()
+            with torch.no_grad():
+                return float(loss_fn(model, (x, y))[0])
+        before = full_loss()
+        trainer = Trainer(model, loss_fn, tmp_path, lr=5e-3, total_steps=20, warmup_steps=2,
+                          progress=False, seed=0)
+        trainer.fit(ds, batch_size=3)
+        after = full_loss()
+        assert after < 0.8 * before, (before, after)
+
+
+class TestTrainCli:
+    def test_seg_end_to_end_and_resume(self, tmp_path, tiny_config):
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        out = tmp_path / 'run'
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                '--val-data', str(data), '-o', str(out), '--batch-size', '2',
+                '--warmup-steps', '1', '--no-progress', '--num-threads', '1']
+        assert main(argv + ['--steps', '2']) == 0
+        summary = json.loads((out / 'metrics.json').read_text())
+        assert summary['step'] == 2 and 0.0 <= summary['metrics']['miou'] <= 1.0
+        from relperception.models.weights import load_state_dict_file
+
+        state = load_state_dict_file(out / 'model.safetensors')
+        assert 'segmentation_head' in ''.join(state)
+        ckpt = torch.load(out / 'last.pt', weights_only=True)
+        assert ckpt['step'] == 2 and ckpt['config']['task'] == 'seg'
+        # resume with a longer schedule continues at step 2
+        assert main(argv + ['--steps', '3', '--resume']) == 0
+        assert torch.load(out / 'last.pt', weights_only=True)['step'] == 3
+
+    def test_depth_from_seg_keeps_segmentation(self, tmp_path, tiny_config):
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        seg = tmp_path / 'seg'
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(seg), '--steps', '1', '--batch-size', '2', '--no-progress']) == 0
+        out = tmp_path / 'depth'
+        assert main(['train', 'depth', '--config', str(tiny_config), '--data',
+                     'synth:3:2:80x64', '--val-data', 'synth:9:1:80x64', '--init',
+                     str(seg / 'model.safetensors'), '-o', str(out), '--steps', '2',
+                     '--batch-size', '2', '--no-progress']) == 0
+        from relperception.models.weights import load_state_dict_file
+
+        before = load_state_dict_file(seg / 'model.safetensors')
+        after = load_state_dict_file(out / 'model.safetensors')
+        changed = [k for k in before if not torch.equal(before[k], after[k])]
+        assert changed and all(k.startswith('depth_head.') for k in changed)
+        metrics = json.loads((out / 'metrics.json').read_text())['metrics']
+        assert 0.0 <= metrics['delta1'] <= 1.0 and metrics['abs_rel'] > 0
+
+    def test_ship_weights_half(self, tmp_path):
+        from relperception.cli.train import ship_weights
+        from relperception.models.weights import (
+            load_state_dict_file, read_manifest, save_weights)
+
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+        save_weights(model, tmp_path / 'model.safetensors')
+        (tmp_path / 'pkg').mkdir()
+        for task, value in (('seg', 0.5), ('depth', 0.8)):
+            ship_weights('toy', tmp_path / 'model.safetensors', 'toy', task, {'m': value},
+                         {'command': task}, half=True, weights_dir=tmp_path / 'pkg')
+        state = load_state_dict_file(tmp_path / 'pkg' / 'toy.safetensors')
+        assert state['0.weight'].dtype == torch.float16
+        assert state['1.num_batches_tracked'].dtype == torch.int64
+        entry = read_manifest(tmp_path / 'pkg')['toy']
+        assert entry['metrics'] == {'seg': {'m': 0.5}, 'depth': {'m': 0.8}}
+        assert entry['dtype'] == 'float16' and entry['commands']['depth'] == 'depth'
+        restored = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+        restored.load_state_dict(state)
+        assert torch.allclose(restored[0].weight, model[0].weight, atol=1e-3)
+
+    def test_errors(self, tmp_path, tiny_config):
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data',
+                     str(tmp_path / 'missing'), '-o', str(tmp_path / 'o'), '--steps',
+                     '1']) == 1
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(tmp_path / 'o'), '--batch-size', '2']) == 1   # no step count
+
+
+def _write_label_folder(root, count=3, h=48, w=64):
+    """Write ``count`` images with labels 0..4 and raw 11 (CamVid 'Unlabelled') stripes."""
+    (root / 'images').mkdir(parents=True, exist_ok=True)
+    (root / 'labels').mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        label = (np.arange(w)[None].repeat(h, 0) // (w // 6)).clip(0, 5).astype(np.uint8)
+        label[label == 5] = 11
+        image = _image(h, w, seed=i)
+        image[label == 2] = (200, 30, 30)
+        cv2.imwrite(str(root / 'images' / f'f{i}.png'), image[..., ::-1])
+        cv2.imwrite(str(root / 'labels' / f'f{i}.png'), label)
+    return root

@@ -1,0 +1,204 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of the generic training loop (relperception.training.loop)."""
+
+import math
+
+import numpy as np
+import pytest
+from relperception.training.loop import (
+    item_rng, lr_factor, plain_config, seed_everything, Trainer)
+import torch
+
+
+class _Regression(torch.utils.data.Dataset):
+    """y = x . w on 40 fixed random points; ``set_epoch`` records the epochs seen."""
+
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(40, 4, generator=g)
+        self.y = self.x @ torch.tensor([1.0, -2.0, 3.0, 0.5])
+        self.epochs = []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {'x': self.x[i], 'y': self.y[i]}
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _loss_fn(stop_after=None):
+    calls = [0]
+
+    def loss_fn(model, batch):
+        calls[0] += 1
+        if stop_after is not None and calls[0] > stop_after:
+            raise _Interrupt()
+        loss = ((model(batch['x']).squeeze(-1) - batch['y']) ** 2).mean()
+        return loss, {'mse': float(loss.detach())}
+    return loss_fn
+
+
+def _trainer(out, stop_after=None, **kwargs):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.2), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 1))
+    conf = {'total_steps': 30, 'lr': 1e-2, 'warmup_steps': 3, 'checkpoint_every': 7,
+            'progress': False, 'seed': 3, 'config': {'name': 'toy', 'path': out}}
+    conf.update(kwargs)
+    return Trainer(model, _loss_fn(stop_after), out, **conf)
+
+
+class TestLrFactor:
+    def test_warmup_then_cosine(self):
+        assert lr_factor(0, 100, warmup_steps=4) == pytest.approx(0.2)
+        assert lr_factor(3, 100, warmup_steps=4) == pytest.approx(0.8)
+        assert lr_factor(4, 100, warmup_steps=4) == pytest.approx(1.0)
+        assert lr_factor(100, 100, warmup_steps=4, min_factor=0.01) == pytest.approx(0.01)
+        mid = lr_factor(52, 100, warmup_steps=4, min_factor=0.0)
+        assert mid == pytest.approx(0.5)
+
+    def test_poly_monotone(self):
+        values = [lr_factor(s, 50, schedule='poly') for s in range(51)]
+        assert all(a >= b for a, b in zip(values, values[1:]))
+        assert values[0] == 1.0 and values[-1] == pytest.approx(0.01)
+
+    def test_constant(self):
+        assert lr_factor(77, 10, schedule='constant') == 1.0
+
+    def test_unknown_schedule(self):
+        with pytest.raises(ValueError, match='schedule'):
+            lr_factor(0, 10, schedule='step')
+
+
+class TestSeeding:
+    def test_item_rng_reproducible(self):
+        a = item_rng(1, 2, 3).random(5)
+        assert np.array_equal(a, item_rng(1, 2, 3).random(5))
+        assert not np.array_equal(a, item_rng(1, 3, 3).random(5))
+
+    def test_seed_everything(self):
+        seed_everything(5)
+        a = torch.rand(3)
+        seed_everything(5)
+        assert torch.equal(a, torch.rand(3))
+        with pytest.raises(ValueError):
+            seed_everything(-1)
+
+    def test_plain_config(self, tmp_path):
+        assert plain_config({'a': (1, tmp_path)}) == {'a': [1, str(tmp_path)]}
+        with pytest.raises(ValueError, match='primitives'):
+            plain_config({'a': object()})
+
+
+class TestTrainer:
+    def test_loss_decreases_and_history(self, tmp_path):
+        trainer = _trainer(tmp_path, total_steps=40, lr=5e-2, grad_clip=0.0,
+                           validate_fn=lambda m: {'score': 1.0})
+        data = _Regression()
+        with torch.no_grad():
+            before = float(((trainer.model.eval()(data.x).squeeze(-1) - data.y) ** 2).mean())
+        result = trainer.fit(data, batch_size=8)
+        with torch.no_grad():
+            after = float(((trainer.model.eval()(data.x).squeeze(-1) - data.y) ** 2).mean())
+        assert result.finished and result.step == 40
+        assert after < 0.5 * before
+        # 5 steps per epoch: epochs 0..7, one validation per epoch end.
+        assert result.epoch == 7 and len(result.history) == 8
+        assert data.epochs[0] == 0 and data.epochs[-1] == 7
+        assert result.checkpoint == tmp_path / 'last.pt'
+
+    def test_checkpoint_weights_only(self, tmp_path):
+        trainer = _trainer(tmp_path, total_steps=6)
+        trainer.fit(_Regression(), batch_size=8)
+        state = torch.load(tmp_path / 'last.pt', map_location='cpu', weights_only=True)
+        assert {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng'} <= set(state)
+        assert state['step'] == 6 and state['epoch'] == 1
+        assert state['config'] == {'name': 'toy', 'path': str(tmp_path)}
+        assert torch.equal(state['model']['0.weight'], trainer.model[0].weight.detach())
+
+    def test_resume_identical(self, tmp_path):
+        full = _trainer(tmp_path / 'full')
+        full.fit(_Regression(), batch_size=8)
+        broken = _trainer(tmp_path / 'run', stop_after=17)
+        with pytest.raises(_Interrupt):
+            broken.fit(_Regression(), batch_size=8)
+        # checkpoints at steps 5, 7, 10, 14, 15 (epoch ends and every 7): the last is step 15
+        assert torch.load(tmp_path / 'run' / 'last.pt', weights_only=True)['step'] == 15
+        resumed = _trainer(tmp_path / 'run')
+        result = resumed.fit(_Regression(), batch_size=8, resume=True)
+        assert result.step == 30
+        for key, value in full.model.state_dict().items():
+            assert torch.equal(value, resumed.model.state_dict()[key]), key
+        for a, b in zip(full.optimizer.param_groups, resumed.optimizer.param_groups):
+            assert a['lr'] == b['lr']
+
+    def test_resume_missing_file(self, tmp_path):
+        with pytest.raises(FileNotFoundError):
+            _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=tmp_path / 'nope.pt')
+
+    def test_resume_true_without_checkpoint_starts(self, tmp_path):
+        result = _trainer(tmp_path, total_steps=2).fit(_Regression(), batch_size=8, resume=True)
+        assert result.step == 2
+
+    def test_time_budget_estimates_steps(self, tmp_path):
+        trainer = _trainer(tmp_path, total_steps=None, time_budget_s=0.5, estimate_steps=3)
+        result = trainer.fit(_Regression(), batch_size=8)
+        assert trainer.total_steps is not None and trainer.total_steps >= 4
+        assert result.seconds < 5.0
+        assert torch.load(tmp_path / 'last.pt', weights_only=True)['total_steps'] \
+            == trainer.total_steps
+
+    def test_time_budget_stops_with_checkpoint_and_validation(self, tmp_path):
+        trainer = _trainer(tmp_path, total_steps=10 ** 6, time_budget_s=0.3,
+                           validate_fn=lambda m: {'score': 2.0})
+        result = trainer.fit(_Regression(), batch_size=8)
+        assert not result.finished and 0 < result.step < 10 ** 6
+        assert result.history[-1]['step'] == result.step
+        assert torch.load(tmp_path / 'last.pt', weights_only=True)['step'] == result.step
+
+    def test_export_weights(self, tmp_path):
+        from relperception.models.weights import load_state_dict_file, read_metadata
+
+        trainer = _trainer(tmp_path, total_steps=3)
+        trainer.fit(_Regression(), batch_size=8)
+        path = trainer.export_weights(tmp_path / 'toy.safetensors', {'data': 'toy'})
+        state = load_state_dict_file(path)
+        assert torch.equal(state['3.bias'], trainer.model[3].bias.detach())
+        meta = read_metadata(path)
+        assert meta['step'] == '3' and meta['data'] == 'toy'
+
+    def test_non_finite_loss(self, tmp_path):
+        model = torch.nn.Linear(4, 1)
+        trainer = Trainer(model, lambda m, b: (m(b['x']).sum() * math.inf, {}), tmp_path,
+                          total_steps=3, progress=False)
+        with pytest.raises(RuntimeError, match='non-finite'):
+            trainer.fit(_Regression(), batch_size=8)
+
+    def test_bad_arguments(self, tmp_path):
+        model = torch.nn.Linear(4, 1)
+        with pytest.raises(ValueError):
+            Trainer(model, _loss_fn(), tmp_path, total_steps=None)
+        with pytest.raises(ValueError):
+            Trainer(model, _loss_fn(), tmp_path, total_steps=0)
+        with pytest.raises(ValueError, match='schedule'):
+            Trainer(model, _loss_fn(), tmp_path, schedule='exp')
+        with pytest.raises(ValueError, match='batch_size'):
+            Trainer(model, _loss_fn(), tmp_path, progress=False).fit(_Regression(),
+                                                                     batch_size=64)
+
+    def test_lr_scale_groups(self, tmp_path):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        trainer = Trainer(model, _loss_fn(), tmp_path, lr=1e-2, total_steps=5,
+                          schedule='constant', progress=False,
+                          param_groups=[{'params': model[0].parameters(), 'lr_scale': 0.1},
+                                        {'params': model[1].parameters()}])
+        lrs = sorted({g['lr'] for g in trainer.optimizer.param_groups})
+        assert lrs == pytest.approx([1e-3, 1e-2])
