@@ -7,7 +7,11 @@ Writes into DIR:
 * ``synthetic_bag/``: the synthetic MCAP recording (as ``relperception synth`` writes it);
 * ``rgbd/`` and ``mono/``: the complete :func:`~relperception.pipeline.offline_eval.evaluate_bag`
   report of each mode (trajectories, summary.json, timing.csv, plots);
-* ``metrics.json``: the key metrics of both runs side by side;
+* ``dense/``: the shipped dense model (``dense.backbone``, conv by default) scored against the
+  recording's exact depth (AbsRel, RMSE, delta < 1.25^i) with sample strips
+  (input | prediction | ground truth); its labels are CamVid street classes, which the synthetic
+  room does not have, so they are shown, not scored;
+* ``metrics.json``: the key metrics of all runs side by side;
 * ``trajectory.png``: ground truth with both aligned estimates.
 """
 
@@ -34,6 +38,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--height', type=int, default=480, help='image height (default 480)')
     parser.add_argument('--config', help='YAML configuration for the VO pipeline')
     parser.add_argument('--no-progress', action='store_true', help='no progress bars')
+    parser.add_argument('--dense-stride', type=int, default=10, metavar='N',
+                        help='run the dense model on every N-th frame (default 10)')
+    parser.add_argument('--no-dense', action='store_true', help='skip the dense-model report')
+
+
+def _dense_report(bag: Path, output: Path, config, args: argparse.Namespace) -> dict:
+    """Score the shipped dense model on the synthetic recording; return its summary."""
+    from relperception.config import validate
+    from relperception.data.bag import BagReader
+    from relperception.pipeline.offline_eval import ErrorLog, evaluate_dense
+
+    # synthetic class ids are not CamVid's: score depth only, still draw the labels
+    config = validate({'topics.ground_truth_labels': ''}, config)
+    errors = ErrorLog()
+    output.mkdir(parents=True, exist_ok=True)
+    with BagReader(bag) as reader:
+        summary = evaluate_dense(reader, config['topics.image'], config, output, errors,
+                                 stride=args.dense_stride, progress=not args.no_progress)
+    summary['num_errors'] = errors.count
+    return summary
 
 
 def _aligned_positions(run_dir: Path, alignment: str):
@@ -46,6 +70,10 @@ def _aligned_positions(run_dir: Path, alignment: str):
     per_pose = evaluate_trajectory(stamps_est, poses_est, stamps_gt, poses_gt,
                                    alignment=alignment)[PER_POSE_KEY]
     return per_pose['gt_xyz'], per_pose['est_xyz']
+
+
+def _fmt(value) -> str:
+    return 'n/a' if value is None else f'{value:.3f}'
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +106,18 @@ def run(args: argparse.Namespace) -> int:
                        'alignment', 'num_poses_matched', 'path_length_m', 'reinitializations',
                        'num_errors', 'complete')}
                for mode, summary in summaries.items()}
+    if not args.no_dense:
+        logger.info('evaluating the shipped dense model on every %d-th frame', args.dense_stride)
+        dense = _dense_report(bag, output / 'dense', config, args)
+        depth = dense.get('depth') or {}
+        metrics['dense'] = {'model': dense.get('model'), 'frames': dense.get('frames_evaluated'),
+                            **{k: depth.get(k) for k in ('abs_rel', 'rmse', 'delta1')},
+                            'timing_median_ms': dense.get('timing_median_ms'),
+                            'skipped': dense.get('skipped')}
+        logger.info('dense %s on %s frames: AbsRel %s, delta1 %s, %s ms per frame',
+                    metrics['dense']['model'], metrics['dense']['frames'],
+                    _fmt(depth.get('abs_rel')), _fmt(depth.get('delta1')),
+                    _fmt(dense.get('timing_median_ms')))
     metrics['frames'] = args.frames
     metrics['image_size'] = [args.width, args.height]
     metrics['seed'] = args.seed
@@ -95,6 +135,6 @@ def run(args: argparse.Namespace) -> int:
     table = format_metrics_table({mode: summaries[mode] for mode in ('rgbd', 'mono')},
                                  _TABLE_KEYS)
     logger.info('metrics (%s):\n%s', output / 'metrics.json', table)
-    logger.info('report: %s/{trajectory.png, metrics.json, rgbd/, mono/}', output)
+    logger.info('report: %s/{trajectory.png, metrics.json, rgbd/, mono/, dense/}', output)
     ok = all(summary['frames_processed'] > 0 for summary in summaries.values())
     return 0 if ok else 1
