@@ -260,8 +260,13 @@ class TestCli:
         metrics = json.loads((tmp_path / 'metrics.json').read_text())
         assert metrics['rgbd']['frames_processed'] == 8
         assert metrics['mono']['frames_processed'] == 8
+        assert metrics['mono_loftr']['frames_processed'] == 8  # shipped LoFTR-lite weights
         assert metrics['rgbd']['ate_rmse_m'] < 0.01
+        # shipped conv_small depth on a rendered frame (held-out seeds measure delta1 ~0.84)
+        assert metrics['dense']['model'] == 'conv_small' and metrics['dense']['frames'] == 1
+        assert metrics['dense']['delta1'] > 0.5 and metrics['dense']['abs_rel'] < 0.3
         for name in ('trajectory.png', 'rgbd/summary.json', 'mono/trajectory.tum',
+                     'mono_loftr/trajectory.tum', 'dense/dense_samples/depth_0.png',
                      'synthetic_bag/metadata.yaml'):
             assert (tmp_path / name).is_file(), name
 

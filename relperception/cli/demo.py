@@ -6,7 +6,8 @@ Writes into DIR:
 
 * ``synthetic_bag/``: the synthetic MCAP recording (as ``relperception synth`` writes it);
 * ``rgbd/`` and ``mono/``: the complete :func:`~relperception.pipeline.offline_eval.evaluate_bag`
-  report of each mode (trajectories, summary.json, timing.csv, plots);
+  report of each mode with the NCC matcher (trajectories, summary.json, timing.csv, plots);
+* ``mono_loftr/``: the same monocular run with the shipped LoFTR-lite matcher instead of NCC;
 * ``dense/``: the shipped dense model (``dense.backbone``, conv by default) scored against the
   recording's exact depth (AbsRel, RMSE, delta < 1.25^i) with sample strips
   (input | prediction | ground truth); its labels are CamVid street classes, which the synthetic
@@ -41,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--dense-stride', type=int, default=10, metavar='N',
                         help='run the dense model on every N-th frame (default 10)')
     parser.add_argument('--no-dense', action='store_true', help='skip the dense-model report')
+    parser.add_argument('--no-loftr', action='store_true',
+                        help='skip the monocular run with the LoFTR matcher')
 
 
 def _dense_report(bag: Path, output: Path, config, args: argparse.Namespace) -> dict:
@@ -79,7 +82,7 @@ def _fmt(value) -> str:
 def run(args: argparse.Namespace) -> int:
     """Write the synthetic bag, evaluate RGB-D and monocular VO on it, write the report."""
     from relperception.data.synthetic_bag import write_synthetic_bag
-    from relperception.config import load_config
+    from relperception.config import load_config, validate
     from relperception.evaluation.report import (format_metrics_table, plot_trajectories,
                                                  write_json)
     from relperception.pipeline.offline_eval import evaluate_bag
@@ -95,10 +98,14 @@ def run(args: argparse.Namespace) -> int:
     write_synthetic_bag(bag, frames=args.frames, seed=args.seed, width=args.width,
                         height=args.height, overwrite=True)
 
+    runs = [('rgbd', 'rgbd', config), ('mono', 'mono', config)]
+    if not args.no_loftr:
+        runs.append(('mono_loftr', 'mono', validate({'matcher': 'loftr'}, config)))
     summaries = {}
-    for mode in ('rgbd', 'mono'):
-        logger.info('evaluating %s visual odometry', mode)
-        summaries[mode] = evaluate_bag(bag, output / mode, config, mode=mode,
+    for name, mode, run_config in runs:
+        logger.info('evaluating %s visual odometry with the %s matcher', mode,
+                    run_config['matcher'])
+        summaries[name] = evaluate_bag(bag, output / name, run_config, mode=mode,
                                        progress=not args.no_progress)
 
     metrics = {mode: {key: summary.get(key) for key in
@@ -125,16 +132,19 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         gt_xyz, rgbd_xyz = _aligned_positions(output / 'rgbd', 'se3')
-        _, mono_xyz = _aligned_positions(output / 'mono', 'sim3')
+        others = {'monocular NCC (Sim(3))': _aligned_positions(output / 'mono', 'sim3')[1]}
+        if 'mono_loftr' in summaries:
+            others['monocular LoFTR (Sim(3))'] = _aligned_positions(output / 'mono_loftr',
+                                                                    'sim3')[1]
         plot_trajectories(output / 'trajectory.png', gt_xyz, rgbd_xyz,
-                          f'synthetic sequence, {args.frames} frames', est_label='RGB-D (SE(3))',
-                          others={'monocular (Sim(3))': mono_xyz})
+                          f'synthetic sequence, {args.frames} frames',
+                          est_label='RGB-D NCC (SE(3))', others=others)
     except (ValueError, FileNotFoundError) as exc:
         logger.error('combined trajectory plot not written: %s', exc)
 
-    table = format_metrics_table({mode: summaries[mode] for mode in ('rgbd', 'mono')},
-                                 _TABLE_KEYS)
+    table = format_metrics_table(summaries, _TABLE_KEYS)
     logger.info('metrics (%s):\n%s', output / 'metrics.json', table)
-    logger.info('report: %s/{trajectory.png, metrics.json, rgbd/, mono/, dense/}', output)
+    logger.info('report: %s/{trajectory.png, metrics.json, %s, dense/}', output,
+                ', '.join(f'{name}/' for name in summaries))
     ok = all(summary['frames_processed'] > 0 for summary in summaries.values())
     return 0 if ok else 1
