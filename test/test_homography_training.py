@@ -315,3 +315,22 @@ class TestMatcherTraining:
         metrics = evaluate_homography(model, pairs)
         assert metrics['pairs'] == 2.0 and 0.0 <= metrics['precision_3px'] <= 1.0
         assert model.training   # mode restored
+
+
+class TestTrainMatcherCli:
+    def test_end_to_end(self, tmp_path):
+        from relperception.cli.main import main
+
+        data = tmp_path / 'images'
+        data.mkdir()
+        for seed in range(2):
+            cv2.imwrite(str(data / f'{seed}.png'), textured_image(96, 128, seed))
+        out = tmp_path / 'run'
+        rc = main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(data),
+                   '--val-data', str(data / '1.png'), '--image-size', '64x64', '--steps', '1',
+                   '--batch-size', '1', '--num-threads', '1', '--no-progress', '-o', str(out)])
+        assert rc == 0
+        assert (out / 'model.safetensors').is_file() and (out / 'last.pt').is_file()
+        with pytest.raises(SystemExit):  # argparse: bad --image-size
+            main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(data),
+                  '--image-size', '64', '--steps', '1', '-o', str(out)])

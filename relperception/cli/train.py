@@ -113,6 +113,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
     matcher = sub.add_parser('matcher', help='LoFTR on random homographies of image files')
     _common(matcher, dense=False)
+    matcher.add_argument('--val-data', nargs='+', metavar='SOURCE',
+                         help='held-out image sources for validation (default: synthetic '
+                              'scenes not used for training)')
+    matcher.add_argument('--init', help='initial weights (ours, kornia or official LoFTR)')
+    matcher.add_argument('--image-size', type=_size, metavar='HxW',
+                         help='training size (default: the preset input size)')
+    matcher.add_argument('--ship', metavar='NAME',
+                         help='copy the weights to relperception/weights/NAME.safetensors and '
+                              'register them in the manifest')
+    matcher.add_argument('--ship-half', action='store_true',
+                         help='ship the weights as float16 (half the file size)')
+    matcher.add_argument('--no-progress', action='store_true', help='no progress bar')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,12 +136,21 @@ def run(args: argparse.Namespace) -> int:
     if args.task == 'matcher':
         from relperception.training.matcher_train import train_matcher
 
+        extra = {} if args.val_data is None else {'val_data': args.val_data}
         result = train_matcher(config_name=args.config, data_paths=args.data,
                                output=args.output, steps=args.steps, epochs=args.epochs,
                                batch_size=args.batch_size, lr=args.lr, resume=args.resume,
                                device=args.device, seed=args.seed,
                                num_threads=args.num_threads,
-                               time_budget_min=args.time_budget_min)
+                               time_budget_min=args.time_budget_min,
+                               image_size=args.image_size, init_weights=args.init,
+                               progress=not args.no_progress, **extra)
+        if args.ship:
+            metrics = {k: v for k, v in result['validation'].items()
+                       if isinstance(v, (int, float))}
+            result['shipped'] = str(ship_weights(args.ship, Path(result['weights']),
+                                                 args.config, 'matcher', metrics,
+                                                 result['config'], half=args.ship_half))
         if isinstance(result, dict):
             for key in ('weights', 'step', 'metrics'):
                 if key in result:
