@@ -1,0 +1,373 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Image pairs with ground-truth relative pose, for two-view (relative pose) evaluation.
+
+An :class:`ImagePair` holds two grey images, their intrinsics and ``T_0to1``, the rigid
+transform that maps points from camera-0 coordinates into camera-1 coordinates
+(``T_0to1 = inv(T_world_cam1) @ T_world_cam0``, REP 103 optical frames, metres), which is
+what the LoFTR / SuperGlue evaluation protocol expects.
+
+Three sources:
+
+* :func:`load_pairs_npz`: pairs given explicitly in an ``.npz`` file (format in its docstring;
+  :func:`save_pairs_npz` writes it);
+* :func:`pairs_from_bag`: pairs sampled at chosen frame gaps from a rosbag2 recording written
+  by the converters or ``relperception synth`` (image, CameraInfo and ground-truth pose topics,
+  read with the offline-evaluation helpers of :mod:`relperception.pipeline.offline_eval`);
+* :func:`synthetic_pairs`: pairs rendered by :mod:`relperception.data.synthetic` (exact poses).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+import logging
+from pathlib import Path
+from typing import Any, Iterable, List, Mapping, Optional, Sequence
+
+import cv2
+import numpy as np
+from relperception.transforms import check_transform, invert_transform
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ImagePair:
+    """Two grey images with intrinsics and ground-truth relative pose.
+
+    Attributes:
+        image0: (H0, W0) uint8 grey image.
+        image1: (H1, W1) uint8 grey image.
+        K0: (3, 3) float64 camera matrix of ``image0`` in pixels.
+        K1: (3, 3) float64 camera matrix of ``image1`` in pixels.
+        T_0to1: (4, 4) float64 rigid transform from camera-0 to camera-1 coordinates, metres.
+        name: identifier for reports (e.g. ``'kitti06:12-17'``).
+        source: where the pair comes from (bag path, npz file, ``'synthetic'``).
+        gap: frame gap between the two images when sampled from a sequence, else None.
+    """
+
+    image0: np.ndarray
+    image1: np.ndarray
+    K0: np.ndarray
+    K1: np.ndarray
+    T_0to1: np.ndarray
+    name: str = ''
+    source: str = ''
+    gap: Optional[int] = None
+
+    def __post_init__(self):
+        for attr in ('image0', 'image1'):
+            image = getattr(self, attr)
+            if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 2 \
+                    or image.size == 0:
+                raise ValueError(f'ImagePair.{attr} must be a non-empty (H, W) uint8 grey '
+                                 f'array, got {getattr(image, "dtype", type(image))} of shape '
+                                 f'{getattr(image, "shape", None)}')
+        for attr in ('K0', 'K1'):
+            K = np.array(getattr(self, attr), dtype=np.float64, order='C', copy=True)
+            if K.shape != (3, 3) or not np.isfinite(K).all() or K[0, 0] <= 0 or K[1, 1] <= 0:
+                raise ValueError(f'ImagePair.{attr} must be a finite (3, 3) camera matrix with '
+                                 f'fx, fy > 0, got {K.tolist()}')
+            setattr(self, attr, K)
+        self.T_0to1 = check_transform(self.T_0to1, 'T_0to1').copy()
+
+
+def relative_transform(T_world_cam0, T_world_cam1) -> np.ndarray:
+    """Return ``T_0to1 = inv(T_world_cam1) @ T_world_cam0`` (camera 0 -> camera 1), (4, 4)."""
+    T0 = check_transform(T_world_cam0, 'T_world_cam0')
+    T1 = check_transform(T_world_cam1, 'T_world_cam1')
+    return invert_transform(T1) @ T0
+
+
+def _to_gray(image: np.ndarray, what: str) -> np.ndarray:
+    image = np.asarray(image)
+    if image.dtype != np.uint8:
+        raise ValueError(f'{what} must be uint8, got {image.dtype}')
+    if image.ndim == 3 and image.shape[2] == 3:
+        return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
+    if image.ndim != 2:
+        raise ValueError(f'{what} must be (H, W) grey or (H, W, 3) RGB, got {image.shape}')
+    return np.ascontiguousarray(image)
+
+
+def _check_gaps(gaps: Iterable[int]) -> List[int]:
+    gaps = sorted({int(g) for g in gaps})
+    if not gaps or gaps[0] < 1:
+        raise ValueError(f'gaps must be one or more integers >= 1, got {gaps}')
+    return gaps
+
+
+# -- explicit pairs -------------------------------------------------------------------------------
+
+def load_pairs_npz(path) -> List[ImagePair]:
+    """Read pairs with ground truth from an ``.npz`` file.
+
+    Arrays (``N`` pairs; no pickled objects):
+
+    * ``K0``, ``K1``: (N, 3, 3) or (3, 3) (shared) float camera matrices, pixels;
+    * ``T_0to1``: (N, 4, 4) float camera-0 -> camera-1 transforms, metres;
+    * images, either ``image0``, ``image1``: (N, H, W) uint8 grey or (N, H, W, 3) uint8 RGB,
+      or ``paths0``, ``paths1``: (N,) strings, image files relative to the npz file's folder
+      (read with OpenCV, converted to grey);
+    * optional ``names``: (N,) strings; optional ``gaps``: (N,) int frame gaps (values < 1
+      mean 'not from a sequence').
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        the pairs, in file order.
+
+    Raises:
+        FileNotFoundError: the file (or an image file) does not exist.
+        ValueError: missing arrays, inconsistent counts or shapes, unreadable images.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'pairs file {path} does not exist')
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f'cannot read pairs file {path}: {exc}') from exc
+    with data:
+        keys = set(data.files)
+        required = {'K0', 'K1', 'T_0to1'}
+        if not required <= keys:
+            raise ValueError(f'{path} lacks arrays {sorted(required - keys)}; it has '
+                             f'{sorted(keys)}')
+        T = np.asarray(data['T_0to1'], dtype=np.float64)
+        if T.ndim != 3 or T.shape[1:] != (4, 4):
+            raise ValueError(f'{path}: T_0to1 must be (N, 4, 4), got {T.shape}')
+        n = len(T)
+        Ks = []
+        for key in ('K0', 'K1'):
+            K = np.asarray(data[key], dtype=np.float64)
+            if K.shape == (3, 3):
+                K = np.broadcast_to(K, (n, 3, 3))
+            if K.shape != (n, 3, 3):
+                raise ValueError(f'{path}: {key} must be (3, 3) or ({n}, 3, 3), got {K.shape}')
+            Ks.append(K)
+        if {'image0', 'image1'} <= keys:
+            images = [data['image0'], data['image1']]
+            for key, stack in zip(('image0', 'image1'), images):
+                if len(stack) != n:
+                    raise ValueError(f'{path}: {key} has {len(stack)} images for {n} poses')
+            images = [[_to_gray(stack[i], f'{path}: {key}[{i}]') for i in range(n)]
+                      for key, stack in zip(('image0', 'image1'), images)]
+        elif {'paths0', 'paths1'} <= keys:
+            images = []
+            for key in ('paths0', 'paths1'):
+                names = [str(p) for p in data[key]]
+                if len(names) != n:
+                    raise ValueError(f'{path}: {key} has {len(names)} paths for {n} poses')
+                images.append([_read_gray(path.parent / name) for name in names])
+        else:
+            raise ValueError(f'{path} needs image0/image1 arrays or paths0/paths1 file names; '
+                             f'it has {sorted(keys)}')
+        names = ([str(s) for s in data['names']] if 'names' in keys
+                 else [f'{path.stem}:{i}' for i in range(n)])
+        gaps = ([int(g) if int(g) >= 1 else None for g in data['gaps']] if 'gaps' in keys
+                else [None] * n)
+        if len(names) != n or len(gaps) != n:
+            raise ValueError(f'{path}: names / gaps must have {n} entries')
+    return [ImagePair(images[0][i], images[1][i], Ks[0][i], Ks[1][i], T[i], name=names[i],
+                      source=str(path), gap=gaps[i]) for i in range(n)]
+
+
+def _read_gray(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise FileNotFoundError(f'image {path} does not exist')
+    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    if image is None:
+        raise ValueError(f'cannot read image {path}')
+    return image
+
+
+def save_pairs_npz(path, pairs: Sequence[ImagePair]) -> Path:
+    """Write pairs in the format of :func:`load_pairs_npz` (images stored in the file).
+
+    Args:
+        path: output ``.npz`` (parent folders are created).
+        pairs: one or more pairs; all images must have the same size.
+
+    Returns:
+        the written path.
+
+    Raises:
+        ValueError: no pairs, or images of different sizes.
+    """
+    if not pairs:
+        raise ValueError('no pairs to save')
+    shapes = {p.image0.shape for p in pairs} | {p.image1.shape for p in pairs}
+    if len(shapes) != 1:
+        raise ValueError(f'save_pairs_npz needs images of one size, got {sorted(shapes)}; '
+                         'write files and use paths0/paths1 instead')
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        path, image0=np.stack([p.image0 for p in pairs]),
+        image1=np.stack([p.image1 for p in pairs]), K0=np.stack([p.K0 for p in pairs]),
+        K1=np.stack([p.K1 for p in pairs]), T_0to1=np.stack([p.T_0to1 for p in pairs]),
+        names=np.array([p.name for p in pairs]),
+        gaps=np.array([-1 if p.gap is None else p.gap for p in pairs]))
+    return path
+
+
+# -- pairs from recordings ------------------------------------------------------------------------
+
+def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
+                   config: Optional[Mapping[str, Any]] = None, stride: int = 1,
+                   max_pairs: Optional[int] = None) -> List[ImagePair]:
+    """Sample pairs ``(frame i, frame i + gap)`` with ground-truth relative pose from a bag.
+
+    Frames are the decodable images of the ``topics.image`` topic in stamp order (with the
+    latest ``topics.camera_info``); ``i`` runs over every ``stride``-th frame. The ground-truth
+    pose topic (``topics.ground_truth_pose``, ``T_world_cam``) is interpolated at each image
+    stamp (at most 20 ms outside its range, as in the offline evaluation); pairs with a frame
+    without ground truth are dropped. Only ``max(gaps) + 1`` frames are held in memory.
+
+    Args:
+        bag_path: rosbag2 directory or ``.mcap`` / ``.db3`` file.
+        gaps: frame gaps (integers >= 1), e.g. ``(1, 5)``.
+        config: flat configuration overrides (``topics.*``), None for the defaults.
+        stride: first frames of pairs are ``0, stride, 2 * stride, ...`` (>= 1).
+        max_pairs: stop after this many pairs per gap (None: all).
+
+    Returns:
+        the pairs, grouped by first frame; ``name`` is ``'<bag>:<i>-<i+gap>'``.
+
+    Raises:
+        FileNotFoundError: the bag does not exist.
+        ValueError: bad arguments, unreadable bag, missing image / CameraInfo / ground-truth
+            topic (the message lists the bag's topics).
+    """
+    from relperception.config import load_config
+    from relperception.data.bag import BagReader
+    from relperception.evaluation.trajectory import interpolate_poses
+    from relperception.pipeline.offline_eval import (_FrameAssembler, _require_topic, ErrorLog,
+                                                     GT_TOLERANCE_S, read_ground_truth)
+
+    gaps = _check_gaps(gaps)
+    if int(stride) < 1:
+        raise ValueError(f'stride must be >= 1, got {stride}')
+    if max_pairs is not None and int(max_pairs) < 1:
+        raise ValueError(f'max_pairs must be >= 1 or None, got {max_pairs}')
+    config = load_config(overrides=dict(config or {}))
+    bag_path = Path(bag_path)
+    errors = ErrorLog()
+    pairs: List[ImagePair] = []
+    counts = dict.fromkeys(gaps, 0)
+    with BagReader(bag_path) as reader:
+        topics = reader.topics
+        image_topic = _require_topic(topics, config['topics.image'], 'image', bag_path)
+        info_topic = _require_topic(topics, config['topics.camera_info'], 'camera_info',
+                                    bag_path)
+        gt_topic = _require_topic(topics, config['topics.ground_truth_pose'],
+                                  'ground_truth_pose', bag_path)
+        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
+        if len(gt_stamps) == 0:
+            raise ValueError(f'bag {bag_path} has no readable ground-truth pose on {gt_topic}')
+        assembler = _FrameAssembler(False, errors)
+        window: deque = deque(maxlen=gaps[-1] + 1)  # (index, frame, T_world_cam or None)
+        index = 0
+        warned_distortion = False
+
+        def add(ready) -> bool:
+            nonlocal index, warned_distortion
+            for stamp, frame, _ in ready:
+                if frame is None:
+                    continue
+                if frame.camera.has_distortion and not warned_distortion:
+                    warned_distortion = True
+                    logger.warning('%s: the camera has distortion %s; pairs use the raw '
+                                   'pixels with K only', bag_path, frame.camera.distortion)
+                pose, valid = interpolate_poses(gt_stamps, gt_poses, [stamp], GT_TOLERANCE_S)
+                window.append((index, frame, pose[0] if valid[0] else None))
+                for gap in gaps:
+                    if len(window) <= gap:
+                        continue
+                    first, frame0, pose0 = window[-1 - gap]
+                    if first % stride or pose0 is None or window[-1][2] is None:
+                        continue
+                    if max_pairs is not None and counts[gap] >= max_pairs:
+                        continue
+                    counts[gap] += 1
+                    pairs.append(ImagePair(
+                        frame0.image, frame.image, frame0.camera.K, frame.camera.K,
+                        relative_transform(pose0, window[-1][2]),
+                        name=f'{bag_path.name}:{first}-{index}', source=str(bag_path), gap=gap))
+                index += 1
+            return max_pairs is None or min(counts.values()) < max_pairs
+
+        for message in reader.messages([image_topic, info_topic]):
+            ready = (assembler.add_camera_info(message) if message.topic == info_topic
+                     else assembler.add_image(message))
+            if not add(ready):
+                break
+        else:
+            add(assembler.flush())
+        for message in reader.errors:
+            errors.add(message)
+    if errors.count:
+        logger.warning('%s: %d problems while reading pairs (first: %s)', bag_path,
+                       errors.count, errors.kept[0] if errors.kept else '')
+    pairs.sort(key=lambda p: (int(p.name.rsplit(':', 1)[1].split('-')[0]), p.gap))
+    logger.info('%s: %d frames, %d pairs (%s)', bag_path, index, len(pairs),
+                ', '.join(f'gap {g}: {c}' for g, c in counts.items()))
+    return pairs
+
+
+def synthetic_pairs(num_pairs: int, gaps: Iterable[int] = (1,), seed: int = 0,
+                    width: int = 640, height: int = 480, fps: float = 10.0,
+                    sequence_frames: int = 300) -> List[ImagePair]:
+    """Render pairs with exact ground truth from a synthetic scene (:mod:`..synthetic`).
+
+    ``num_pairs`` first frames are spread evenly over a ``sequence_frames`` long loop of the
+    scene's trajectory (frame ``i`` at time ``i / fps``); for each of them and each gap the pair
+    ``(i, i + gap)`` is rendered. At 10 fps the camera moves 0.04-0.08 m per frame.
+
+    Args:
+        num_pairs: number of first frames (>= 1); ``num_pairs * len(gaps)`` pairs result.
+        gaps: frame gaps (integers >= 1).
+        seed: scene and trajectory seed.
+        width: image width in pixels.
+        height: image height in pixels.
+        fps: frame rate of the trajectory sampling (Hz); lower = wider baselines.
+        sequence_frames: length of the sampled trajectory (> max(gaps)).
+
+    Returns:
+        the pairs; ``name`` is ``'synthetic<seed>:<i>-<i+gap>'``.
+
+    Raises:
+        ValueError: bad arguments.
+    """
+    from relperception.data.synthetic import SyntheticScene
+
+    gaps = _check_gaps(gaps)
+    if int(num_pairs) < 1:
+        raise ValueError(f'num_pairs must be >= 1, got {num_pairs}')
+    if int(sequence_frames) <= gaps[-1]:
+        raise ValueError(f'sequence_frames must exceed the largest gap {gaps[-1]}, got '
+                         f'{sequence_frames}')
+    scene = SyntheticScene(seed=seed, width=width, height=height)
+    poses = scene.trajectory(int(sequence_frames), fps)
+    last_start = int(sequence_frames) - 1 - gaps[-1]
+    starts = sorted({int(round(s)) for s in np.linspace(0, last_start, int(num_pairs))})
+    cache: dict = {}
+
+    def gray(index: int) -> np.ndarray:
+        if index not in cache:
+            rgb, _, _ = scene.render(poses[index])
+            cache[index] = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+        return cache[index]
+
+    K = scene.camera.K
+    pairs = []
+    for start in starts:
+        for gap in gaps:
+            pairs.append(ImagePair(gray(start), gray(start + gap), K, K,
+                                   relative_transform(poses[start], poses[start + gap]),
+                                   name=f'synthetic{seed}:{start}-{start + gap}',
+                                   source='synthetic', gap=gap))
+    return pairs
