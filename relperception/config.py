@@ -111,6 +111,10 @@ PARAMETERS = (
     ParameterSpec('loftr.input_height', 0,
                   'images are resized to this height before matching (multiple of 8); '
                   '0 = the preset default', 0, 4096),
+    ParameterSpec('loftr.max_matches', 0,
+                  'at most this many matches per pair: the number of coarse cells refined at '
+                  'fine level (the most confident ones); 0 = the preset default (loftr 1024, '
+                  'loftr_lite 512). Baked into an exported ONNX file', 0, 3840),
     # --- dense perception (relperception.models.dense, relperception.pipeline.dense) --------
     ParameterSpec('dense.backbone', 'conv',
                   'backbone family of the default dense model: conv (ResNet) or vit '

@@ -78,9 +78,10 @@ def check_coarse(ref_conf, out):
     score, best = ref_conf[0].max(1)
     torch.testing.assert_close(out['confidence'][0], score, atol=1e-8, rtol=1e-4)
     agree = out['match_index'][0] == best
-    # an index may only differ where the row maximum is (numerically) tied
+    # an index may only differ where the row maximum is (numerically) tied; our inference
+    # backbone folds BatchNorm into the convolutions, which rounds differently (~1e-6 relative)
     second = ref_conf[0].topk(2, dim=1).values
-    assert (agree | (second[:, 0] - second[:, 1] < 1e-6 * second[:, 0])).all()
+    assert (agree | (second[:, 0] - second[:, 1] < 1e-5 * second[:, 0])).all()
     assert agree.float().mean() > 0.99
 
 
@@ -107,6 +108,12 @@ class TestLoFTRKorniaParity:
         assert torch.equal(mine['keypoints0'], ref['keypoints0'].float())
         assert (mine['keypoints1'] - ref['keypoints1'].float()).abs().max() < 0.05
         torch.testing.assert_close(mine['confidence'], ref['confidence'], atol=1e-8, rtol=1e-4)
+        # refining only fine_topk = (kornia's match count) cells still gives all its matches
+        ours.fine_topk = len(ref['keypoints0'])
+        assert ours.fine_topk < out['mask'].shape[1]  # the top-K path, not refine-all
+        _, _, topk, _ = run_both(kornia, ours, image0, image1)
+        assert torch.equal(topk['keypoints0'], ref['keypoints0'].float())
+        assert (topk['keypoints1'] - ref['keypoints1'].float()).abs().max() < 0.05
 
     def test_parity_temp_bug_fix(self):
         """The corrected position encoding ('indoor_new' checkpoint) matches too."""

@@ -197,29 +197,99 @@ class TestLoFTRModel:
             LoFTR(preset='nope')
 
     def test_onnx_dynamic_size(self, tmp_path):
-        """An export at 64x96 runs in onnxruntime at 96x128 with equal outputs."""
+        """An export at 64x96 runs in onnxruntime at 96x128 with equal outputs.
+
+        ``fine_topk`` 128 lies between the cell counts of both sizes (96 and 192): the export
+        pads the ranking, the run at the larger size truncates it, both with one constant-K
+        ``TopK`` node.
+        """
         ort = pytest.importorskip('onnxruntime')
         from relperception.runtime.onnx_export import export_onnx, find_ops
         import onnx
-        model = lite(seed=4)
+        from onnx import numpy_helper
+        model = lite(seed=4, fine_topk=128)
         model.threshold = 0.0
         dynamic = {name: {2: 'height', 3: 'width'} for name in ONNX_INPUT_NAMES}
         dynamic.update({name: {1: 'cells'} for name in ONNX_OUTPUT_NAMES})
         path = export_onnx(LoFTROnnxWrapper(model), (torch.rand(1, 1, 64, 96),) * 2,
                            tmp_path / 'lite.onnx', ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES,
                            dynamic_axes=dynamic)
-        assert not find_ops(onnx.load(str(path)), ['NonZero', 'TopK'])
+        graph = onnx.load(str(path))
+        assert not find_ops(graph, ['NonZero'])
+        topk = [node for node in graph.graph.node if node.op_type == 'TopK']
+        assert len(topk) == 1
+        constants = {init.name: numpy_helper.to_array(init) for init in graph.graph.initializer}
+        constants.update({node.output[0]: numpy_helper.to_array(node.attribute[0].t)
+                          for node in graph.graph.node if node.op_type == 'Constant'})
+        assert constants[topk[0].input[1]].tolist() == [128]  # K is a constant
         session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
-        img0, img1, _ = homography_pair(96, 128, seed=5)
-        got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
-            None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
+        for (height, width), seed in (((96, 128), 5), ((64, 96), 6)):
+            img0, img1, _ = homography_pair(height, width, seed=seed)
+            got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
+                None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
+            with torch.no_grad():
+                ref = model(as_tensor(img0), as_tensor(img1))
+            cells = (height // 8) * (width // 8)
+            assert got['keypoints0'].shape == (1, cells, 2)
+            np.testing.assert_array_equal(got['mask'], ref['mask'].numpy())
+            np.testing.assert_allclose(got['keypoints1'], ref['keypoints1'].numpy(), atol=1e-2)
+            np.testing.assert_allclose(got['confidence'], ref['confidence'].numpy(),
+                                       atol=1e-6, rtol=1e-3)
+            assert got['mask'].sum() <= 128
+
+    def test_backbone_fast_path(self):
+        """The eval-mode folded channels-last backbone equals the plain conv + BN path."""
+        model = lite(seed=5)
+        generator = torch.Generator().manual_seed(0)
+        for module in model.backbone.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                count = module.num_features
+                module.running_mean.copy_(torch.randn(count, generator=generator))
+                module.running_var.copy_(torch.rand(count, generator=generator) + 0.5)
+                module.weight.data.copy_(torch.randn(count, generator=generator))
+                module.bias.data.copy_(torch.randn(count, generator=generator))
+        image = as_tensor(*homography_pair(64, 96)[:2])
         with torch.no_grad():
-            ref = model(as_tensor(img0), as_tensor(img1))
-        assert got['keypoints0'].shape == (1, 192, 2)
-        np.testing.assert_array_equal(got['mask'], ref['mask'].numpy())
-        np.testing.assert_allclose(got['keypoints1'], ref['keypoints1'].numpy(), atol=1e-2)
-        np.testing.assert_allclose(got['confidence'], ref['confidence'].numpy(), atol=1e-6,
-                                   rtol=1e-3)
+            fast = model.backbone(image)
+            for module in model.backbone.modules():  # plain path, BatchNorm still in eval
+                if not isinstance(module, torch.nn.BatchNorm2d):
+                    module.training = True
+            plain = model.backbone(image)
+        assert fast[1].is_contiguous(memory_format=torch.channels_last)
+        for got, ref in zip(fast, plain):
+            assert got.shape == ref.shape
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+    def test_fine_topk(self):
+        """Only the fine_topk best masked cells are refined; they equal the full refinement."""
+        model = lite(seed=3, fine_topk=0)
+        model.threshold = 0.0
+        img0, _, _ = homography_pair(96, 128, seed=1)
+        x0 = as_tensor(img0)
+        x1 = x0.clone()
+        x1[..., :, 4:] = x0[..., :, :-4].clone()
+        with torch.no_grad():
+            full = model(x0, x1)
+            count = int(full['mask'].sum())
+            assert count > 20
+            for k in (count // 2, count, 10 * count):
+                model.fine_topk = k
+                part = model(x0, x1)
+                for key in ('keypoints0', 'confidence', 'match_index'):
+                    assert torch.equal(part[key], full[key]), key
+                kept = part['mask'][0]
+                assert int(kept.sum()) == min(k, count)
+                assert not (kept & ~full['mask'][0]).any()
+                # the kept ones are the most confident masked cells
+                lowest_kept = part['confidence'][0][kept].min()
+                dropped = full['mask'][0] & ~kept
+                assert (full['confidence'][0][dropped] <= lowest_kept).all()
+                torch.testing.assert_close(part['keypoints1'][0][kept],
+                                           full['keypoints1'][0][kept], atol=1e-4, rtol=0)
+                refined = part['expec_f'][0].abs().sum(-1) > 0
+                assert int(refined.sum()) == min(k, kept.numel())
+        with pytest.raises(ValueError):
+            LoFTR({'fine_topk': 'many'}, preset='loftr_lite')
 
 
 class TestLoFTRMatcher:
@@ -302,7 +372,7 @@ class TestLoFTRMatcher:
         """Bad parameters raise ValueError."""
         with pytest.raises(ValueError, match='unknown loftr parameters'):
             LoFTRMatcher({'treshold': 0.3}, model=lite())
-        with pytest.raises(ValueError, match='multiples of 32'):
+        with pytest.raises(ValueError, match='multiples of 8'):
             LoFTRMatcher({'input_width': 100}, model=lite())
         with pytest.raises(ValueError, match='backend'):
             LoFTRMatcher({'backend': 'tflite'})
@@ -320,3 +390,21 @@ class TestLoFTRMatcher:
             pass
         with pytest.raises(FileNotFoundError, match="preset 'loftr'.*train matcher"):
             build_matcher('loftr', {'preset': 'loftr'})
+
+
+class TestLoFTRMaxMatches:
+    """``loftr.max_matches`` caps the matches per pair (the fine-level top-K)."""
+
+    def test_cap_with_shipped_weights(self):
+        img0, _ = TestLoFTRMatcher().images()
+        shifted = np.roll(img0, 6, axis=1)
+        conf = dict(TestLoFTRMatcher.CONF, threshold=0.2)
+        full = LoFTRMatcher(conf).match(img0, shifted)
+        capped = LoFTRMatcher(dict(conf, max_matches=16)).match(img0, shifted)
+        assert len(full) > 16 and len(capped) == 16
+        # the cap keeps the most confident matches, refined as without the cap
+        order = np.argsort(-full.confidence)[:16]
+        np.testing.assert_allclose(np.sort(capped.confidence), np.sort(full.confidence[order]),
+                                   rtol=1e-5)
+        with pytest.raises(ValueError, match='unknown loftr parameters'):
+            LoFTRMatcher(dict(conf, max_match=3))

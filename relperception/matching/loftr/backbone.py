@@ -6,9 +6,16 @@ Parameter names follow ``kornia.feature.loftr`` (and the official LoFTR code) so
 dicts load unchanged: ``conv1``, ``bn1``, ``layer1..3`` (two residual blocks each),
 ``layer3_outconv``, ``layer2_outconv``, ``layer2_outconv2``, ``layer1_outconv``,
 ``layer1_outconv2``.
+
+Inference fast path: in eval mode (and not while tracing for export) every convolution runs
+with its BatchNorm folded into the weights and in the channels-last (NHWC) layout, which
+oneDNN runs about 1.5x faster on CPU than NCHW with separate BatchNorm passes. The folded
+weights are computed on each call from the unchanged parameters (cheap next to the
+convolutions), so state dicts, training and the exported graphs are exactly as before; the
+outputs are then channels-last tensors of the usual (B, C, H, W) shape.
 """
 
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -19,6 +26,42 @@ def _conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nn.Conv2d:
     """Bias-free ``kernel`` x ``kernel`` convolution with 'same' padding."""
     return nn.Conv2d(in_ch, out_ch, kernel_size=kernel, stride=stride, padding=kernel // 2,
                      bias=False)
+
+
+def fast_path(module: nn.Module) -> bool:
+    """Return True when ``module`` may use the folded channels-last inference path."""
+    return not module.training and not torch.jit.is_tracing() and not _exporting()
+
+
+def _exporting() -> bool:
+    is_exporting = getattr(torch.onnx, 'is_in_onnx_export', None)
+    return bool(is_exporting()) if is_exporting is not None else False
+
+
+def folded_conv(x: torch.Tensor, conv: nn.Conv2d, bn: Optional[nn.BatchNorm2d] = None):
+    """Apply ``conv`` (then eval-mode ``bn``) as one channels-last convolution.
+
+    Args:
+        x: (B, C, H, W) input, preferably channels-last.
+        conv: the convolution (its parameters are read, not changed).
+        bn: a BatchNorm2d following it, folded into the weights with its running statistics.
+
+    Returns:
+        The (B, C', H', W') output, channels-last; equal to ``bn(conv(x))`` up to rounding.
+    """
+    weight, bias = conv.weight, conv.bias
+    if bn is not None:
+        scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+        weight = weight * scale.reshape(-1, 1, 1, 1)
+        shift = bn.bias - bn.running_mean * scale
+        bias = shift if bias is None else bias * scale + shift
+    if conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.groups == 1:
+        # a 1x1 kernel is both NCHW and NHWC, which sends conv2d to a slow path: a matmul
+        # over the channels-last pixels is the same operation
+        out = F.linear(x.permute(0, 2, 3, 1), weight[:, :, 0, 0], bias)
+        return out.permute(0, 3, 1, 2)
+    weight = weight.contiguous(memory_format=torch.channels_last)
+    return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
 
 
 class ResidualBlock(nn.Module):
@@ -45,6 +88,12 @@ class ResidualBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Map (B, in_ch, H, W) features to (B, out_ch, H/stride, W/stride)."""
+        if fast_path(self):
+            # in-place activations / sums on the fresh conv outputs: no extra large buffers
+            y = folded_conv(folded_conv(x, self.conv1, self.bn1).relu_(), self.conv2, self.bn2)
+            shortcut = x if self.downsample is None else \
+                folded_conv(x, self.downsample[0], self.downsample[1])
+            return y.add_(shortcut).relu_()
         y = self.relu(self.bn1(self.conv1(x)))
         y = self.bn2(self.conv2(y))
         shortcut = x if self.downsample is None else self.downsample(x)
@@ -58,10 +107,15 @@ def _fpn_merge(lateral: nn.Module, head: nn.Module, skip: torch.Tensor,
     The upsampled map is cropped to the skip size; for inputs that are multiples of 8 the crop
     keeps everything (it only matters for odd feature sizes, mirroring the reference).
     """
-    lat = lateral(skip)
+    fast = fast_path(head)
+    lat = folded_conv(skip, lateral) if fast else lateral(skip)
     up = F.interpolate(coarser, scale_factor=2.0, mode='bilinear', align_corners=True)
     up = up[:, :, :lat.shape[2], :lat.shape[3]]
-    return head(lat + up)
+    if not fast:
+        return head(lat + up)
+    conv_a, bn, act, conv_b = head
+    mixed = folded_conv(lat.add_(up), conv_a, bn)
+    return folded_conv(F.leaky_relu(mixed, act.negative_slope, inplace=True), conv_b)
 
 
 class ResNetFPN82(nn.Module):
@@ -108,6 +162,16 @@ class ResNetFPN82(nn.Module):
 
     def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Return (coarse, fine) feature maps of a (B, 1, H, W) image batch."""
+        if fast_path(self):
+            # a 1-channel image is NCHW and NHWC at once: make the stem output NHWC explicitly
+            x0 = folded_conv(image, self.conv1, self.bn1).contiguous(
+                memory_format=torch.channels_last).relu_()
+            x1 = self.layer1(x0)
+            x2 = self.layer2(x1)
+            x3 = self.layer3(x2)
+            coarse = folded_conv(x3, self.layer3_outconv)
+            mid = _fpn_merge(self.layer2_outconv, self.layer2_outconv2, x2, coarse)
+            return coarse, _fpn_merge(self.layer1_outconv, self.layer1_outconv2, x1, mid)
         x0 = self.relu(self.bn1(self.conv1(image)))
         x1 = self.layer1(x0)
         x2 = self.layer2(x1)

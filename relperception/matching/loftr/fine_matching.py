@@ -56,14 +56,16 @@ def crop_windows(feat_f: torch.Tensor, xy: torch.Tensor, window: int, stride: in
         (B, K, W*W, C) or, with ``b_ids``, (K, W*W, C) features; positions outside the map are 0.
     """
     pad = window // 2
-    padded = F.pad(feat_f, (pad, pad, pad, pad)).flatten(2)  # (B, C, Hp*Wp)
+    # channels-last padded map (B, Hp*Wp, C): a window is a gather of whole C-vectors and the
+    # result already has the (..., W*W, C) layout the fine transformer reads
+    padded = F.pad(feat_f.permute(0, 2, 3, 1), (0, 0, pad, pad, pad, pad)).flatten(1, 2)
     index = _window_flat_index(xy, feat_f.shape[3] + 2 * pad, window, stride)
     if b_ids is None:
         batch, count = index.shape[0], index.shape[1]
-        flat = index.reshape(batch, 1, -1).expand(-1, feat_f.shape[1], -1)
-        crops = torch.gather(padded, 2, flat)  # (B, C, K*W*W)
-        return crops.reshape(batch, feat_f.shape[1], count, window * window).permute(0, 2, 3, 1)
-    return padded[b_ids[:, None], :, index]  # (K, W*W, C)
+        flat = index.reshape(batch, -1, 1).expand(-1, -1, feat_f.shape[1])
+        crops = torch.gather(padded, 1, flat)  # (B, K*W*W, C)
+        return crops.reshape(batch, count, window * window, feat_f.shape[1])
+    return padded[b_ids[:, None], index]  # (K, W*W, C)
 
 
 def spatial_expectation(feat0: torch.Tensor, feat1: torch.Tensor, window: int) -> torch.Tensor:
@@ -115,7 +117,11 @@ class FinePreprocess(nn.Module):
         """Fuse (M, W*W, Cf) windows with their (M, Cc) coarse tokens; same shapes out."""
         if not self.concat_coarse:
             return win0, win1
-        ctx0 = self.down_proj(tok0).unsqueeze(1).expand(-1, win0.shape[1], -1)
-        ctx1 = self.down_proj(tok1).unsqueeze(1).expand(-1, win1.shape[1], -1)
-        return (self.merge_feat(torch.cat([win0, ctx0], -1)),
-                self.merge_feat(torch.cat([win1, ctx1], -1)))
+        # merge_feat(cat([win, ctx])) = win @ W_win^T + (ctx @ W_ctx^T + b): the context half
+        # is computed once per window instead of once per window cell (same math, less work)
+        dim = win0.shape[-1]
+        weight = self.merge_feat.weight
+        w_win, w_ctx = weight[:, :dim], weight[:, dim:]
+        ctx0 = F.linear(self.down_proj(tok0), w_ctx, self.merge_feat.bias).unsqueeze(1)
+        ctx1 = F.linear(self.down_proj(tok1), w_ctx, self.merge_feat.bias).unsqueeze(1)
+        return F.linear(win0, w_win) + ctx0, F.linear(win1, w_win) + ctx1

@@ -75,6 +75,7 @@ class LoFTRMatcher:
         'threshold': 0.2,
         'input_width': 0,
         'input_height': 0,
+        'max_matches': 0,
     }
 
     def __init__(self, conf: Optional[Mapping[str, Any]] = None,
@@ -118,7 +119,8 @@ class LoFTRMatcher:
         if c['backend'] == 'torch':
             self.device = torch.device(c['device'])
             if model is None:
-                model = LoFTR(preset=c['preset'])
+                model = LoFTR({'fine_topk': int(c['max_matches'])} if c['max_matches'] else None,
+                              preset=c['preset'])
                 model.load_weights(self._load_state(c['weights'], c['preset']))
             model.threshold = 0.0  # the threshold is applied in match()
             self.model = model.to(self.device).eval()

@@ -10,9 +10,18 @@ checkpoints (``{'state_dict': {'matcher.<name>': ...}}``) load with :meth:`LoFTR
 
 Unlike kornia the forward pass has no data-dependent shapes (no ``nonzero`` or boolean
 indexing), so it exports to ONNX/TensorRT with dynamic height and width: for every coarse cell
-of image 0 it returns the best cell of image 1, the confidence, refined coordinates (the fine
-stage runs on all cells) and a boolean mask. Compaction to ``Matches`` happens outside
+of image 0 it returns the best cell of image 1, the confidence, refined coordinates and a
+boolean mask. Compaction to ``Matches`` happens outside
 (``relperception.matching.loftr.matcher``).
+
+The fine stage runs on a FIXED number ``fine_topk`` (1024 for ``loftr``, 512 for
+``loftr_lite``) of cells per image pair: the masked cells with the highest confidence first,
+then the others by confidence. So a pair yields at most ``fine_topk`` matches (cells beyond
+it leave ``mask``); kornia refines every match, so results equal kornia's whenever it finds at
+most ``fine_topk`` matches. The exported graph uses one ONNX ``TopK`` with that constant K
+(TensorRT accepts K <= 3840); images with fewer cells than K still work (the ranking is
+padded). ``fine_topk`` 0 or None refines all cells (the previous behaviour, about 4x the fine
+cost at 480x640).
 
 Coordinates: pixels, x right, y down. Coarse cell (x, y) of a stride-8 map is centred on pixel
 (8x, 8y) (its receptive field centre with pixel centres at integers); ``keypoints0`` are those
@@ -39,8 +48,19 @@ from torch import nn
 ONNX_INPUT_NAMES = ('image0', 'image1')
 ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
 
+#: Default number of coarse cells per image pair that get the fine refinement (``fine_topk``)
+#: per preset: about a fifth (``loftr``, 4800 cells at 480x640) and two fifths (``loftr_lite``,
+#: 1200 cells at 240x320) of the cells at the preset's input size, more than the matches a
+#: trained model keeps there. Other presets: 1024.
+DEFAULT_FINE_TOPK = {'loftr': 1024, 'loftr_lite': 512}
+
 #: Keys of official / older checkpoints that hold no parameters of this model.
 _IGNORED_KEYS = ('pos_encoding.pe',)
+
+
+def _exporting() -> bool:
+    is_exporting = getattr(torch.onnx, 'is_in_onnx_export', None)
+    return bool(is_exporting()) if is_exporting is not None else False
 
 
 def kornia_key_map(key: str) -> str:
@@ -76,16 +96,20 @@ class LoFTR(nn.Module):
         ``keypoints1`` (B, M, 2) float32 px: refined position of its best match in image 1.
         ``confidence`` (B, M): coarse confidence of that match (dual softmax in [0, 1]).
         ``mask`` (B, M) bool: confidence > threshold, mutual nearest neighbour, neither cell
-        within ``border_rm`` cells of its border.
+        within ``border_rm`` cells of its border, and among the ``fine_topk`` refined cells.
         ``match_index`` (B, M) int64: index of the best coarse cell of image 1.
-        ``expec_f`` (B, M, 3): fine expectation (dx, dy in window units [-1, 1], std).
+        ``expec_f`` (B, M, 3): fine expectation (dx, dy in window units [-1, 1], std); zeros
+        (the coarse position) for cells outside the refined ``fine_topk``.
 
     Configuration: a preset of ``presets.PRESETS`` (``loftr`` by default) with ``conf`` merged
-    in recursively; ``conf`` may name the preset under ``'preset'``. Extra key
-    ``keypoint_offset`` (px, default 0.0) is added to both keypoint outputs.
+    in recursively; ``conf`` may name the preset under ``'preset'``. Extra keys:
+    ``keypoint_offset`` (px, default 0.0) is added to both keypoint outputs; ``fine_topk``
+    (default ``DEFAULT_FINE_TOPK[preset]``; 0 or None: all cells) is the number of cells
+    refined per pair.
     """
 
-    default_conf: Dict[str, Any] = dict(PRESETS['loftr'], keypoint_offset=0.0)
+    default_conf: Dict[str, Any] = dict(PRESETS['loftr'], keypoint_offset=0.0,
+                                        fine_topk=DEFAULT_FINE_TOPK['loftr'])
 
     def __init__(self, conf: Optional[Mapping[str, Any]] = None, preset: Optional[str] = None):
         """Build the model with freshly initialised weights (in training mode, as nn.Module).
@@ -102,9 +126,15 @@ class LoFTR(nn.Module):
         name = preset or conf.pop('preset', None) or 'loftr'
         conf.pop('preset', None)
         offset = float(conf.pop('keypoint_offset', 0.0))
+        topk = conf.pop('fine_topk', DEFAULT_FINE_TOPK.get(name, 1024))
+        if topk is not None and (isinstance(topk, bool) or not isinstance(topk, int)
+                                 or topk < 0):
+            raise ValueError(f'fine_topk must be an int >= 0 or None, got {topk!r}')
+        self.fine_topk = int(topk or 0)
         self.preset = name
         self.conf = preset_conf(name, conf)
         self.conf['keypoint_offset'] = offset
+        self.conf['fine_topk'] = self.fine_topk
         c = self.conf
         self.stride_c, self.stride_f = (int(s) for s in c['resolution'])
         if (self.stride_c, self.stride_f) != (8, 2):
@@ -302,17 +332,36 @@ class LoFTR(nn.Module):
         valid0 = self.coarse_matching.valid_cells(feats['map_c0'])
         valid1 = self.coarse_matching.valid_cells(feats['map_c1'])
         best, score, mask = self.coarse_matching.select(conf, valid0, valid1)
+        del conf
 
         batch = tok0.shape[0]
         xy0 = cell_xy(feats['map_c0']).expand(batch, -1, -1)  # (B, L0, 2)
         xy1 = torch.gather(cell_xy(feats['map_c1']).expand(batch, -1, -1), 1,
                            best.unsqueeze(-1).expand(-1, -1, 2))
-        stride = self.stride_c // self.stride_f
-        win0 = crop_windows(feats['feat_f0'], xy0, self.window, stride).flatten(0, 1)
-        win1 = crop_windows(feats['feat_f1'], xy1, self.window, stride).flatten(0, 1)
         tok1_best = torch.gather(tok1, 1, best.unsqueeze(-1).expand(-1, -1, tok1.shape[2]))
-        expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1_best.flatten(0, 1))
-        expec = expec.reshape(batch, -1, 3).float()
+        cells, selected = self._fine_cells(score, mask)
+        if cells is None:  # refine every cell
+            expec = self._refine_cells(feats, xy0, xy1, tok0, tok1_best)
+        else:
+            src = torch.where(selected, cells, torch.zeros_like(cells))  # padding -> cell 0
+            pick = src.unsqueeze(-1)
+            expec_sel = self._refine_cells(
+                feats, torch.gather(xy0, 1, pick.expand(-1, -1, 2)),
+                torch.gather(xy1, 1, pick.expand(-1, -1, 2)),
+                torch.gather(tok0, 1, pick.expand(-1, -1, tok0.shape[2])),
+                torch.gather(tok1_best, 1, pick.expand(-1, -1, tok1_best.shape[2])))
+            # scatter back; padding entries (index >= L0, traced graphs only) land in the
+            # extra rows that are cut off, so every written index is unique
+            extra = cells.shape[1] if self._padded_topk() else 0
+            rows = score.new_zeros(batch, 1, 3)
+            full = torch.cat([torch.zeros_like(xy0[..., :1]).expand(-1, -1, 3),
+                              rows.expand(-1, extra, -1)], 1)
+            full = full.scatter(1, cells.unsqueeze(-1).expand(-1, -1, 3), expec_sel)
+            hit = torch.zeros_like(full[..., 0]).scatter(
+                1, cells, torch.ones_like(cells, dtype=full.dtype))
+            if extra:
+                full, hit = full[:, :-extra], hit[:, :-extra]
+            expec, mask = full, mask & (hit > 0.5)
 
         offset = self.conf['keypoint_offset']
         kp0 = xy0 * float(self.stride_c) + offset
@@ -320,6 +369,45 @@ class LoFTR(nn.Module):
         kp1 = kp1 + offset
         return {'keypoints0': kp0, 'keypoints1': kp1, 'confidence': score, 'mask': mask,
                 'match_index': best, 'expec_f': expec}
+
+    def _padded_topk(self) -> bool:
+        """Whether the top-K selection pads to a constant K (traced graphs)."""
+        return torch.jit.is_tracing() or _exporting()
+
+    def _fine_cells(self, score: torch.Tensor, mask: torch.Tensor):
+        """Choose the cells of image 0 that get the fine refinement.
+
+        Masked cells rank first, by confidence, then the other cells by confidence; the
+        first ``fine_topk`` are refined. Eager mode takes ``min(fine_topk, L0)`` cells; traced
+        graphs pad the ranking with ``fine_topk`` dummy entries so that ONNX ``TopK`` has a
+        constant K whatever the input size (dummy picks are flagged in ``selected``).
+
+        Returns:
+            ``(cells, selected)``, (B, K) int64 indices into L0 (or, when traced, into
+            L0 + K) and (B, K) bool, not a dummy; ``(None, None)`` to refine every cell.
+        """
+        k = self.fine_topk
+        cells = score.shape[1]
+        padded = self._padded_topk()
+        if k <= 0 or (not padded and k >= cells):
+            return None, None
+        rank = score.float() + 2.0 * mask.float()  # masked cells first; score in [0, 1]
+        if padded:
+            rank = torch.cat([rank, torch.full_like(rank[:, :1], -1.0).expand(-1, k)], 1)
+        else:
+            k = min(k, cells)
+        values, index = torch.topk(rank, k, dim=1)
+        return index, values > -0.5
+
+    def _refine_cells(self, feats: Mapping[str, Any], xy0: torch.Tensor, xy1: torch.Tensor,
+                      tok0: torch.Tensor, tok1: torch.Tensor) -> torch.Tensor:
+        """Return the (B, K, 3) fine expectation of K cells (xy (B, K, 2), tokens (B, K, C))."""
+        batch = xy0.shape[0]
+        stride = self.stride_c // self.stride_f
+        win0 = crop_windows(feats['feat_f0'], xy0, self.window, stride).flatten(0, 1)
+        win1 = crop_windows(feats['feat_f1'], xy1, self.window, stride).flatten(0, 1)
+        expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1.flatten(0, 1))
+        return expec.reshape(batch, -1, 3).float()
 
     # ------------------------------------------------------------------ visualisation
     def coarse_attention(self, image0: torch.Tensor, image1: torch.Tensor, layer_index: int,
