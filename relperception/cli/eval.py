@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also score the dense model (dense.* keys) against the bag's "
                              'ground-truth depth and label topics (depth metrics, mIoU, '
                              'confusion matrix, sample images)')
+    parser.add_argument('--depth-from', choices=('bag', 'dense'), default='bag',
+                        dest='depth_from',
+                        help="depth of the RGB-D odometry: the bag's depth topic (default) or "
+                             'the dense model (dense.* keys) run on each image, i.e. metric '
+                             'monocular VO, aligned with SE(3); the shipped conv_small learnt '
+                             'depth on synthetic rooms only, so only synthetic bags give '
+                             'meaningful numbers')
     parser.add_argument('--dense-stride', type=int, default=1, metavar='N',
                         help='run the dense model on every N-th image only (default 1)')
 
@@ -45,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
                            max_frames=args.max_frames, progress=not args.no_progress,
                            gt_scale=args.gt_scale, plots=not args.no_plots,
-                           dense=args.dense, dense_stride=args.dense_stride)
+                           dense=args.dense, dense_stride=args.dense_stride,
+                           depth_source=args.depth_from)
     logger.info('report written to %s', args.output)
     if summary['num_errors']:
         logger.warning('%d problems met (see summary.json "errors")', summary['num_errors'])

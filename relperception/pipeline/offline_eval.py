@@ -42,6 +42,23 @@ the bag has depth for at least half of its images, monocular otherwise. With
 ``gt_scale=True`` (benchmark option ``--gt-scale``) a monocular run receives the ground-truth
 distance travelled between consecutive frames as its scale hint; the summary says so.
 
+Depth from the dense model (``depth_source='dense'``, CLI ``--depth-from dense``): instead of
+the bag's depth topic, the depth of every frame is predicted from its RGB image by
+:class:`~relperception.pipeline.dense_pipeline.DensePipeline` (the ``dense.*`` configuration;
+metres, NaN invalid, as the VO expects) and the VO runs RGB-D (PnP on the predicted depth), so
+the trajectory's scale is the depth model's and it is aligned with SE(3), no scale. This
+measures what ``dense_node``'s ``depth`` remapped to ``odometry_node``'s ``depth_in`` gives
+(metric monocular VO). The summary adds ``depth_source``, ``dense_model``,
+``dense_relative``, ``dense_failures`` (frames whose prediction failed or had no valid pixel:
+their depth is ignored and they count in ``frames_without_depth`` and the errors) and
+``dense_timing_median_ms`` / ``dense_timing_p95_ms``; ``timing.csv`` gets a ``dense_ms``
+column (not part of ``decode_ms``). The shipped default model ``conv_small`` learnt metric
+depth on the synthetic rooms of :mod:`relperception.data.synthetic` only: on a synthetic
+recording the result is meaningful, on real data (TUM, KITTI, your camera) its depth and so
+the VO scale are not, until the model is trained on such data (``relperception train depth``)
+and selected with ``dense.model`` / ``dense.weights``. A relative-depth model is accepted with
+a warning (metres through ``dense.depth_scale`` only).
+
 Robustness: a missing image or CameraInfo topic raises ``ValueError`` listing the bag's topics.
 Bad messages (undecodable image, no CameraInfo yet, depth of the wrong size or without a single
 valid pixel) are logged, counted in ``summary['errors']`` and the frame is skipped or its depth
@@ -71,6 +88,8 @@ from relperception.transforms import invert_transform
 logger = logging.getLogger(__name__)
 
 MODES = ('auto', 'rgbd', 'mono')
+#: Where RGB-D odometry takes its depth: the bag's depth topic, or the dense model's prediction.
+DEPTH_SOURCES = ('bag', 'dense')
 
 #: Largest stamp difference of an image and the depth image paired with it (seconds).
 DEPTH_PAIRING_TOLERANCE_S = 0.02
@@ -101,16 +120,19 @@ class ErrorLog:
     """Collects error messages: logs each one, keeps the first few hundred, counts all."""
 
     def __init__(self):
+        """Start with no error."""
         self.kept: list[str] = []
         self.count = 0
 
     def add(self, message: str, level: int = logging.WARNING) -> None:
+        """Log ``message`` at ``level``, count it and keep it if fewer than the limit are kept."""
         self.count += 1
         logger.log(level, '%s', message)
         if len(self.kept) < _MAX_ERRORS_KEPT:
             self.kept.append(message)
 
     def add_new(self, messages, already: set) -> None:
+        """Add, as errors, the ``messages`` not in ``already`` (which receives them)."""
         for message in messages:
             if message not in already:
                 already.add(message)
@@ -175,11 +197,22 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
 
 
 class _FrameAssembler:
-    """Pairs images with CameraInfo and depth and turns them into Frames, in stamp order."""
+    """Pairs images with CameraInfo and depth and turns them into Frames, in stamp order.
 
-    def __init__(self, use_depth: bool, errors: ErrorLog):
+    With ``dense_depth`` (a :class:`~relperception.pipeline.dense_pipeline.DensePipeline`) the
+    depth of every frame is predicted from its RGB image instead of read from the depth topic
+    (``use_depth`` must then be False: nothing waits for depth messages); the prediction time
+    of each frame is in :attr:`dense_ms` (stamp -> ms) and failures in :attr:`dense_failures`.
+    """
+
+    def __init__(self, use_depth: bool, errors: ErrorLog, dense_depth=None):
+        if dense_depth is not None and use_depth:
+            raise ValueError('dense_depth replaces the depth topic: use_depth must be False')
         self.use_depth = use_depth
         self.errors = errors
+        self.dense_depth = dense_depth
+        self.dense_ms: dict[int, float] = {}
+        self.dense_failures = 0
         self.camera = None
         self.pending: deque = deque()           # (stamp_ns, BagMessage) of images
         self.depths: deque = deque(maxlen=_MAX_BUFFERED_DEPTHS)  # (stamp_ns, BagMessage)
@@ -251,7 +284,8 @@ class _FrameAssembler:
             self.pending.popleft()
             start = time.perf_counter()
             frame = self._build(stamp, message)
-            out.append((stamp, frame, 1e3 * (time.perf_counter() - start)))
+            elapsed_ms = 1e3 * (time.perf_counter() - start) - self.dense_ms.get(stamp, 0.0)
+            out.append((stamp, frame, elapsed_ms))
         return out
 
     def _nearest_depth(self, stamp: int):
@@ -275,6 +309,7 @@ class _FrameAssembler:
         try:
             array, encoding = decode_image_message(message.msg, message.msgtype)
             image = to_mono8(array, encoding)
+            rgb = self._rgb(array, encoding) if self.dense_depth is not None else None
         except (ValueError, TypeError) as exc:
             self.errors.add(f'{where}: undecodable image ({exc}); frame skipped')
             self.frames_skipped += 1
@@ -284,11 +319,38 @@ class _FrameAssembler:
                             f'says {self.camera.width}x{self.camera.height}; frame skipped')
             self.frames_skipped += 1
             return None
-        depth = self._depth_for(stamp, image.shape) if self.use_depth else None
-        if self.use_depth and depth is None:
+        if self.dense_depth is not None:
+            depth = self._dense_depth_for(stamp, rgb)
+        else:
+            depth = self._depth_for(stamp, image.shape) if self.use_depth else None
+        if (self.use_depth or self.dense_depth is not None) and depth is None:
             self.frames_without_depth += 1
         return Frame(image=np.ascontiguousarray(image), stamp_ns=stamp, camera=self.camera,
                      depth=depth)
+
+    @staticmethod
+    def _rgb(array: np.ndarray, encoding: str) -> np.ndarray:
+        from relperception.imaging.image_encodings import to_rgb8
+
+        return np.ascontiguousarray(to_rgb8(array, encoding))
+
+    def _dense_depth_for(self, stamp: int, rgb: np.ndarray):
+        """Return the dense model's depth (H, W) float32 metres (NaN invalid), or None."""
+        start = time.perf_counter()
+        try:
+            depth = self.dense_depth.run(rgb, colors=False).depth
+        except (ValueError, RuntimeError) as exc:
+            self.dense_ms[stamp] = 1e3 * (time.perf_counter() - start)
+            self.dense_failures += 1
+            self.errors.add(f'image at {stamp} ns: dense depth failed ({exc}); depth ignored')
+            return None
+        self.dense_ms[stamp] = 1e3 * (time.perf_counter() - start)
+        if not np.isfinite(depth).any():
+            self.dense_failures += 1
+            self.errors.add(f'image at {stamp} ns: dense depth has no valid pixel (all outside '
+                            '[dense.min_depth_m, dense.max_depth_m]); depth ignored')
+            return None
+        return depth
 
     def _depth_for(self, stamp: int, shape):
         from relperception.data.messages import decode_image_message
@@ -328,15 +390,20 @@ def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None
 
 
 def _write_timing_csv(path: Path, rows: list) -> None:
+    dense = any(row.get('dense_ms') is not None for row in rows)
     fields = ('frame', 'stamp_ns', 'status', 'num_matches', 'num_inliers', 'is_keyframe',
-              'depth', 'process_ms', 'decode_ms')
+              'depth', 'process_ms', 'decode_ms') + (('dense_ms',) if dense else ())
     with open(path, 'w', newline='', encoding='utf-8') as stream:
         writer = csv.writer(stream)
         writer.writerow(fields)
         for index, row in enumerate(rows):
-            writer.writerow([index, row['stamp_ns'], row['status'], row['num_matches'],
-                             row['num_inliers'], int(row['is_keyframe']), int(row['depth']),
-                             f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}"])
+            values = [index, row['stamp_ns'], row['status'], row['num_matches'],
+                      row['num_inliers'], int(row['is_keyframe']), int(row['depth']),
+                      f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}"]
+            if dense:
+                dense_ms = row.get('dense_ms')
+                values.append('' if dense_ms is None else f'{dense_ms:.3f}')
+            writer.writerow(values)
 
 
 def _percentile(values, q: float) -> float:
@@ -348,7 +415,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, max_frames: int | None = None,
                  progress: bool = True, gt_scale: bool = False,
                  plots: bool = True, dense: bool = False, dense_stride: int = 1,
-                 dense_samples: int = DENSE_SAMPLES) -> dict[str, Any]:
+                 dense_samples: int = DENSE_SAMPLES,
+                 depth_source: str = 'bag') -> dict[str, Any]:
     """Run the VO pipeline over a bag, score it against ground truth and write a report.
 
     Args:
@@ -367,6 +435,11 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             depth and label topics (see the module docstring); ``summary['dense']``.
         dense_stride: evaluate the dense model on every n-th image (>= 1).
         dense_samples: number of sample strips written per kind (depth, labels).
+        depth_source: ``'bag'`` (the depth topic) or ``'dense'``: the depth of every frame is
+            predicted by :class:`~relperception.pipeline.dense_pipeline.DensePipeline` (the
+            ``dense.*`` configuration) from its RGB image and the VO runs RGB-D on it (mode
+            ``'auto'`` or ``'rgbd'``; the bag's depth topic is not read), aligned with SE(3):
+            the scale is the depth model's. See the module docstring.
 
     Returns:
         the summary dict that is also written to ``summary.json`` (see module docstring);
@@ -375,8 +448,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     Raises:
         FileNotFoundError: if the bag does not exist.
         ValueError: unreadable bag, missing image / CameraInfo topic (the message lists the
-            bag's topics), ``'rgbd'`` without depth, ``gt_scale`` without ground truth, or a
-            bad argument.
+            bag's topics), ``'rgbd'`` without depth, ``gt_scale`` without ground truth,
+            ``depth_source='dense'`` with ``'mono'`` or a dense model that cannot be built,
+            or a bad argument.
     """
     from relperception.data.bag import BagReader
     from relperception.pipeline.vo_pipeline import VOPipeline
@@ -391,6 +465,14 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     if int(dense_stride) < 1 or int(dense_samples) < 0:
         raise ValueError(f'dense_stride must be >= 1 and dense_samples >= 0, got '
                          f'{dense_stride} and {dense_samples}')
+    if depth_source not in DEPTH_SOURCES:
+        raise ValueError(f'depth_source must be one of {DEPTH_SOURCES}, got {depth_source!r}')
+    dense_depth = None
+    if depth_source == 'dense':
+        if requested == 'mono':
+            raise ValueError("depth_source 'dense' feeds RGB-D odometry: use mode 'rgbd' or "
+                             "'auto', not 'mono'")
+        dense_depth = _build_dense_depth(config)
     bag_path, output_dir = Path(bag_path), Path(output_dir)
     errors = ErrorLog()
     seen_reader_errors: set = set()
@@ -409,7 +491,11 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         num_depth = counts.get(depth_topic, 0) if depth_topic is not None else 0
         if depth_topic is not None and depth_topic not in bag_topics:
             logger.info('bag has no depth topic %s', depth_topic)
-        resolved = _resolve_mode(requested, num_depth, counts.get(image_topic, 0), depth_topic)
+        if dense_depth is not None:
+            resolved = 'rgbd'  # every frame gets predicted depth
+        else:
+            resolved = _resolve_mode(requested, num_depth, counts.get(image_topic, 0),
+                                     depth_topic)
         gt_topic = config['topics.ground_truth_pose'] or None
         if gt_topic is not None and gt_topic not in bag_topics:
             logger.warning('bag has no ground-truth topic %s; no metrics will be computed',
@@ -418,20 +504,20 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         if gt_scale and gt_topic is None:
             raise ValueError('gt_scale needs the ground-truth topic '
                              f"{config['topics.ground_truth_pose']!r}, which the bag lacks")
-        use_depth = resolved == 'rgbd'
+        use_depth = resolved == 'rgbd' and dense_depth is None
         errors.add_new(reader.errors, seen_reader_errors)
 
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         errors.add_new(reader.errors, seen_reader_errors)
         pipeline = VOPipeline({**config, 'odometry.mode': resolved})
-        assembler = _FrameAssembler(use_depth, errors)
+        assembler = _FrameAssembler(use_depth, errors, dense_depth=dense_depth)
         wanted = [image_topic, info_topic] + ([depth_topic] if use_depth else [])
         total = counts.get(image_topic, 0)
         if max_frames is not None:
             total = min(total, int(max_frames))
-        logger.info('evaluating %s: %d images, mode %s%s, %d ground-truth poses', bag_path,
+        logger.info('evaluating %s: %d images, mode %s%s%s, %d ground-truth poses', bag_path,
                     counts.get(image_topic, 0), resolved, ' (gt scale)' if gt_scale else '',
-                    len(gt_stamps))
+                    ' on dense depth' if dense_depth is not None else '', len(gt_stamps))
 
         from tqdm import tqdm
         bar = tqdm(total=total, unit='frame', file=sys.stderr, disable=not progress,
@@ -459,6 +545,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                              'is_keyframe': bool(result.is_keyframe),
                              'depth': frame.depth is not None,
                              'process_ms': pipeline.last_timing_ms, 'decode_ms': decode_ms,
+                             'dense_ms': assembler.dense_ms.pop(stamp, None),
                              'message': result.message})
                 poses_vo.append(np.asarray(result.T_world_cam, dtype=np.float64))
                 if result.status == 'lost':
@@ -510,12 +597,48 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         'num_errors': errors.count,
         'elapsed_s': time.perf_counter() - started,
     })
+    summary['depth_source'] = depth_source
+    if dense_depth is not None:
+        from relperception.pipeline.dense_pipeline import model_name
+
+        dense_ms = [row['dense_ms'] for row in rows if row.get('dense_ms') is not None]
+        name = model_name(dense_depth.conf)
+        kind = ('RELATIVE depth turned into metres with dense.depth_scale: not metric'
+                if dense_depth.relative else 'metric')
+        summary.update({
+            'dense_model': name,
+            'dense_relative': dense_depth.relative,
+            'dense_failures': assembler.dense_failures,
+            'dense_timing_median_ms': _percentile(dense_ms, 50),
+            'dense_timing_p95_ms': _percentile(dense_ms, 95),
+            'scale_source': (f'depth predicted by the dense model {name} ({kind}; RGB-D '
+                             'odometry on predicted depth, SE(3) alignment)'),
+        })
     if dense_summary is not None:
         summary['dense'] = dense_summary
         summary['outputs'].update(dense_summary.pop('outputs', {}))
     write_json(output_dir / 'summary.json', summary)
     _log_summary(summary)
     return summary
+
+
+def _build_dense_depth(config: Mapping[str, Any]):
+    """Return the DensePipeline that predicts the VO depth; ValueError if it cannot be built.
+
+    A relative-depth model is accepted with a warning: its metres are only as good as
+    ``dense.depth_scale`` (``summary['dense_relative']`` says so).
+    """
+    from relperception.pipeline.dense_pipeline import DensePipeline, model_name
+
+    try:
+        pipeline = DensePipeline(config)
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f'cannot build the dense model for depth_source dense: {exc}') from exc
+    if pipeline.relative:
+        logger.warning('dense model %s predicts relative inverse depth: the odometry scale '
+                       'is only as good as dense.depth_scale (%g)', model_name(pipeline.conf),
+                       pipeline.conf['depth_scale'])
+    return pipeline
 
 
 class _DenseGroundTruth:
