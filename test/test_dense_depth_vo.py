@@ -66,7 +66,8 @@ class TestDenseDepthVO:
         assert all(row['depth'] == '1' for row in rows)
         dense_ms = [float(row['dense_ms']) for row in rows]
         assert min(dense_ms) > 0
-        assert np.median(dense_ms) == pytest.approx(summary['dense_timing_median_ms'])
+        # timing.csv rounds to 0.01 ms
+        assert np.median(dense_ms) == pytest.approx(summary['dense_timing_median_ms'], abs=0.01)
 
     def test_metric_scale(self, dense_run, synthetic_bag, tmp_path):
         output, summary = dense_run

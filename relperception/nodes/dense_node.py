@@ -34,16 +34,16 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
 from relperception.data.messages import stamp_to_ns
-from relperception.imaging import compressed_to_numpy, image_to_numpy, to_rgb8
+from relperception.imaging import to_rgb8
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
-from relperception.nodes.image_input import ImageInput
+from relperception.nodes.image_input import ImageInput, message_to_array
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker
 from relperception.nodes.ros_messages import image_msg_from_array
 from relperception.pipeline.dense_pipeline import check_dense_config, DensePipeline, model_name
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from sensor_msgs.msg import CameraInfo, Image
 
 #: The parameters of this node from the shared schema.
 DENSE_PARAMETERS: List[str] = [name for name in SPECS if name.startswith('dense.')]
@@ -62,13 +62,7 @@ def decode_rgb(msg) -> np.ndarray:
     Raises:
         ValueError: an undecodable message, with the reason.
     """
-    if isinstance(msg, CompressedImage):
-        array, encoding = compressed_to_numpy(msg)
-    elif isinstance(msg, Image):
-        array, encoding = image_to_numpy(msg), msg.encoding
-    else:
-        raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
-    rgb = to_rgb8(array, encoding)
+    rgb = to_rgb8(*message_to_array(msg))
     if rgb.size == 0:
         raise ValueError('empty image')
     return rgb

@@ -51,6 +51,19 @@ class GrayImage:
     header: Any
 
 
+def message_to_array(msg):
+    """Return ``(array, encoding)`` of an ``Image`` or ``CompressedImage`` message.
+
+    Raises:
+        ValueError: an undecodable message or another message type, with the reason.
+    """
+    if isinstance(msg, CompressedImage):
+        return compressed_to_numpy(msg)
+    if isinstance(msg, Image):
+        return image_to_numpy(msg), msg.encoding
+    raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
+
+
 def decode_gray(msg) -> GrayImage:
     """Decode an ``Image`` or ``CompressedImage`` message to a grey image and its stamp.
 
@@ -64,13 +77,7 @@ def decode_gray(msg) -> GrayImage:
     Raises:
         ValueError: an undecodable message, with the reason.
     """
-    if isinstance(msg, CompressedImage):
-        array, encoding = compressed_to_numpy(msg)
-    elif isinstance(msg, Image):
-        array, encoding = image_to_numpy(msg), msg.encoding
-    else:
-        raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
-    gray = to_mono8(array, encoding)
+    gray = to_mono8(*message_to_array(msg))
     return GrayImage(gray=gray, stamp_ns=stamp_to_ns(msg.header.stamp), header=msg.header)
 
 

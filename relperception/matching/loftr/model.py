@@ -41,6 +41,7 @@ from relperception.matching.loftr.fine_matching import (
 from relperception.matching.loftr.position_encoding import PositionEncodingSine
 from relperception.matching.loftr.presets import merge_conf, preset_conf, PRESETS
 from relperception.matching.loftr.transformer import LocalFeatureTransformer
+from relperception.models.weights import check_state_dict
 import torch
 from torch import nn
 
@@ -196,23 +197,13 @@ class LoFTR(nn.Module):
         for key in _IGNORED_KEYS:
             tensors.pop(key, None)
         own = self.state_dict()
-        missing = [k for k in own if k not in tensors and not k.endswith('num_batches_tracked')]
-        unexpected = [k for k in tensors if k not in own]
-        mismatched = [f'{k}: file {tuple(tensors[k].shape)} vs model {tuple(own[k].shape)}'
-                      for k in tensors if k in own and tensors[k].shape != own[k].shape]
-        problems = []
-        if strict and missing:
-            problems.append(f'missing keys ({len(missing)}): {missing[:10]}')
-        if strict and unexpected:
-            problems.append(f'unexpected keys ({len(unexpected)}): {unexpected[:10]}')
-        if mismatched:
-            problems.append(f'shape mismatches ({len(mismatched)}): {mismatched[:10]}')
+        for key in own:  # BatchNorm counters are not in kornia's files
+            if key not in tensors and key.endswith('num_batches_tracked'):
+                tensors[key] = own[key]
+        problems = check_state_dict(own, tensors, strict)
         if problems:
             raise ValueError(f'weights do not fit LoFTR preset {self.preset!r}: '
                              + '; '.join(problems))
-        for key in own:
-            if key not in tensors and key.endswith('num_batches_tracked'):
-                tensors[key] = own[key]
         known = {k: v for k, v in tensors.items() if k in own}
         self.load_state_dict(known, strict=strict)
 
