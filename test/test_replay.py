@@ -210,6 +210,24 @@ class TestReplay:
         assert summary['mode'] == 'rgbd' and summary['alignment'] == 'se3'
         assert summary['ate_rmse_m'] is not None and summary['ate_rmse_m'] < 0.5
 
+    def test_in_process_with_loftr(self, small_bag, tmp_path):
+        """``matcher: loftr`` (shipped loftr_lite weights) through the live replay.
+
+        LoFTR is slower than the 10 Hz bag on this CPU at rate 0.5 too: frames it cannot keep up
+        with are dropped and counted (``_check_live_summary`` checks the books balance).
+        """
+        _ros_or_skip()
+        from relperception.config import load_config
+        from relperception.nodes.replay import replay_bag
+
+        bag, _ = small_bag
+        config = load_config(overrides={'matcher': 'loftr'})
+        summary = replay_bag(bag, tmp_path, config, rate=0.5,
+                             namespace=f'/test_{uuid.uuid4().hex[:8]}')
+        _check_live_summary(summary, tmp_path, 40)
+        assert summary['frames_processed'] >= 5
+        assert summary['ate_rmse_m'] is not None and summary['ate_rmse_m'] < 0.5
+
     def test_separate_processes_match_offline(self, small_bag, tmp_path):
         """Replay in a process of its own, as a user runs it.
 
