@@ -157,22 +157,16 @@ class _LoFTRProbe:
             ``match1`` (x, y) in image 1, ``confidence``, ``matched`` (mask), ``layer``,
             ``layer_name``, ``heads``.
         """
-        import numpy as np
-
-        from relperception.visualization.relation import attention_grid
+        from relperception.visualization.relation import loftr_cell_attention
 
         torch = self.torch
-        h_c, w_c = self.grid_hw
-        x, y = self.to_input(pixel, image0.shape)
-        cx = int(np.clip(np.floor(x / self.stride + 0.5), 0, w_c - 1))
-        cy = int(np.clip(np.floor(y / self.stride + 0.5), 0, h_c - 1))
-        cell = cy * w_c + cx
+        attention = loftr_cell_attention(self.matcher, image0, image1, pixel)
+        cell, (cx, cy) = attention['cell'], attention['cell_xy']
+        weights = attention['weights']  # (heads, L1)
         t0, t1 = self.tensor(image0), self.tensor(image1)
         with torch.inference_mode():
-            weights = self.model.coarse_attention(t0, t1, self.last_cross, cell, side=0)
             feats = self.model.extract_features(t0, t1)
             confidence_row = self.model.coarse_confidence(feats['feat_c0'], feats['feat_c1'])
-        weights = weights.float().cpu().numpy()  # (heads, L1)
         confidence_row = confidence_row[0, cell].float().cpu().numpy()  # (L1,)
         out = self.matcher.infer(image0, image1)  # the matcher's own pass, input-size pixels
         confidence = float(out['confidence'][cell])
@@ -180,12 +174,12 @@ class _LoFTRProbe:
         corner0 = self.to_image((cx * self.stride - half, cy * self.stride - half), image0.shape)
         corner1 = self.to_image((cx * self.stride + half, cy * self.stride + half), image0.shape)
         return {'cell': cell, 'cell_box0': (*corner0, *corner1),
-                'map': attention_grid(weights, self.grid_hw), 'head_sums': weights.sum(axis=1),
+                'map': attention['map'], 'head_sums': weights.sum(axis=1),
                 'confidence_map': confidence_row.reshape(self.grid_hw),
                 'match1': self.to_image(out['keypoints1'][cell], image1.shape),
                 'confidence': confidence,
                 'matched': bool(out['mask'][cell]) and confidence > self.matcher.threshold,
-                'layer': self.last_cross, 'layer_name': 'cross',
+                'layer': attention['layer'], 'layer_name': 'cross',
                 'heads': int(weights.shape[0])}
 
     def attention_matrix(self, image0, image1, layer: int, chunk: int = 256) -> dict:

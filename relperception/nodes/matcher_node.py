@@ -9,10 +9,20 @@ Publishes:
     ``correspondences`` (``sensor_msgs/PointCloud2``, layout in
     :mod:`relperception.data.correspondences`; header = the NEWER frame's, the older stamp is in
     the points), ``matches_image`` (``sensor_msgs/Image`` rgb8 debug drawing, only while
-    someone subscribes) and ``diagnostics`` (``diagnostic_msgs/DiagnosticArray``, 1 Hz).
+    someone subscribes), ``relation_image`` (``sensor_msgs/Image`` rgb8, header = the newer
+    frame's, only while someone subscribes: for the ``relation_pixel`` of the older frame the
+    NCC correlation surface over the newer frame and, with ``matcher`` ``loftr`` and the torch
+    backend, the last coarse cross-attention map of that pixel's cell; see
+    :func:`relperception.visualization.relation.relation_panel`) and ``diagnostics``
+    (``diagnostic_msgs/DiagnosticArray``, 1 Hz; stages ``matching`` and ``relation_image``).
 ROS parameters:
     ``matcher``, ``ncc.*``, ``loftr.*``, ``klt.*``, ``orb.*`` (see :mod:`relperception.config`;
-    changes at run time are applied between frames) and the node-local ``image_transport``.
+    changes at run time are applied between frames) and the node-local ``image_transport`` and
+    ``relation_pixel`` (integer array [x, y] of the older frame; [-1, -1]: the image centre).
+
+The relation image is drawn on the matching worker after the correspondences are published; a
+drawing failure (e.g. a pixel too near the border or on a flat patch) never stops matching: it
+is logged once per kind and counted as an error of the ``relation_image`` diagnostics stage.
 
 Only the newest frame is kept; matching runs on a worker thread. A bad message is logged
 (throttled), counted as an error and skipped; a duplicate stamp is skipped, a stamp going
@@ -21,8 +31,10 @@ backwards restarts the sequence and a change of image size starts over from the 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
 
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
@@ -35,11 +47,40 @@ from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import cloud_msg_from_matches, image_msg_from_array
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
+from relperception.visualization.relation import loftr_cell_attention, relation_panel
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 
 #: The parameters of this node from the shared schema.
 MATCHER_PARAMETERS: List[str] = ['matcher'] + [
     name for name in SPECS if name.split('.')[0] in ('ncc', 'loftr', 'klt', 'orb')]
+
+#: NCC patch side (pixels) of the ``relation_image`` surface.
+RELATION_PATCH_SIZE = 15
+
+
+def relation_pixel_for(value, shape: Tuple[int, int]) -> Tuple[int, int]:
+    """Resolve the ``relation_pixel`` parameter for an image.
+
+    Args:
+        value: [x, y] integers; [-1, -1] chooses the image centre.
+        shape: (H, W) of the older frame.
+
+    Returns:
+        (x, y) pixel.
+
+    Raises:
+        ValueError: not two integers, or a pixel outside the image.
+    """
+    values = list(value)
+    if len(values) != 2 or any(isinstance(v, bool) or int(v) != v for v in values):
+        raise ValueError(f'relation_pixel must be two integers [x, y], got {value!r}')
+    x, y = (int(v) for v in values)
+    if (x, y) == (-1, -1):
+        return shape[1] // 2, shape[0] // 2
+    if not (0 <= x < shape[1] and 0 <= y < shape[0]):
+        raise ValueError(f'relation_pixel ({x}, {y}) lies outside the {shape[1]}x{shape[0]} '
+                         f'image')
+    return x, y
 
 
 def build_matcher_from_config(config: Dict[str, Any]):
@@ -75,6 +116,7 @@ class MatcherNode(Node):
         self._config = VersionedConfig(current_config(self, MATCHER_PARAMETERS))
         config, self._matcher_version = self._config.get()
         self._matcher = build_matcher_from_config(config)
+        self._matcher_name = config['matcher']
         self._previous: Optional[GrayImage] = None
         self._camera_info: Optional[CameraInfo] = None
 
@@ -84,7 +126,18 @@ class MatcherNode(Node):
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
         self._matches_image = self.create_publisher(Image, 'matches_image', QoSProfile(depth=1))
-        self._diagnostics = DiagnosticsPublisher(self, [('matching', self.stats)])
+        self.declare_parameter('relation_pixel', [-1, -1], ParameterDescriptor(
+            description='pixel [x, y] of the older frame drawn on relation_image ([-1, -1]: '
+                        'the image centre)'))
+        self._relation_image = self.create_publisher(Image, 'relation_image',
+                                                     QoSProfile(depth=1))
+        #: statistics of the relation_image stage (arrival: a matched pair, error: a failure).
+        self.relation_stats = RunningStats()
+        #: number of relation images drawn and published.
+        self.relation_images_drawn = 0
+        self._relation_errors_logged: Set[str] = set()
+        self._diagnostics = DiagnosticsPublisher(
+            self, [('matching', self.stats), ('relation_image', self.relation_stats)])
         self._input = ImageInput(self, self._worker.submit)
         self._camera_info_subscription = self.create_subscription(
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data)
@@ -114,6 +167,7 @@ class MatcherNode(Node):
         if version != self._matcher_version:
             self._matcher_version = version
             self._matcher = build_matcher_from_config(config)
+            self._matcher_name = config['matcher']
             self.get_logger().info(f'matcher rebuilt ({config["matcher"]}, configuration '
                                    f'version {version})')
         return self._matcher
@@ -146,6 +200,35 @@ class MatcherNode(Node):
             self._matches_image.publish(image_msg_from_array(drawing, 'rgb8', frame.header))
         latency_ns = self.get_clock().now().nanoseconds - frame.stamp_ns
         self.stats.record_latency(latency_ns / 1e6)
+        self._publish_relation(previous, frame, matcher, self._matcher_name)
+
+    def _publish_relation(self, previous: GrayImage, frame: GrayImage, matcher,
+                          name: str) -> None:
+        """Draw and publish ``relation_image`` if subscribed; never raises."""
+        self.relation_stats.record_arrival()
+        if self._relation_image.get_subscription_count() == 0:
+            return
+        start = time.perf_counter()
+        try:
+            pixel = relation_pixel_for(self.get_parameter('relation_pixel').value,
+                                       previous.gray.shape)
+            attention = None
+            if name == 'loftr':
+                attention = loftr_cell_attention(matcher, previous.gray, frame.gray, pixel)
+            drawing = relation_panel(previous.gray, frame.gray, pixel, RELATION_PATCH_SIZE,
+                                     attention, name)
+            self._relation_image.publish(image_msg_from_array(drawing, 'rgb8', frame.header))
+        except Exception as error:  # noqa: B902 - a debug drawing must never stop matching
+            self.relation_stats.record_error()
+            kind = type(error).__name__
+            if kind not in self._relation_errors_logged:
+                self._relation_errors_logged.add(kind)
+                self.get_logger().error(
+                    f'relation_image not drawn ({kind}: {error}); further {kind} failures are '
+                    f'only counted in diagnostics')
+            return
+        self.relation_images_drawn += 1
+        self.relation_stats.record_processing(time.perf_counter() - start)
 
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""

@@ -511,3 +511,136 @@ def attention_matrix_image(matrix: np.ndarray, max_size: int = 256, cell_px: int
         for x0, x1 in ((0, 8), (image.shape[1] - 9, image.shape[1] - 1)):
             cv2.rectangle(image, (x0, max(top - 1, 0)), (x1, bottom + 1), (255, 255, 255), -1)
     return image, (vmin, vmax)
+
+
+def loftr_cell_attention(matcher, image0: np.ndarray, image1: np.ndarray,
+                         pixel: Sequence[float]) -> dict:
+    """Cross-attention of the last coarse cross layer of LoFTR for the coarse cell of a pixel.
+
+    Runs the torch model of a :class:`relperception.matching.loftr.matcher.LoFTRMatcher` on
+    both images resized to the matcher's input size (as the matcher does) up to the last
+    coarse ``cross`` layer and returns that layer's weights for the one query cell.
+
+    Args:
+        matcher: a ``LoFTRMatcher`` with ``backend`` ``torch`` (``matcher.model`` is used).
+        image0: (H0, W0) uint8 grey image holding the query pixel.
+        image1: (H1, W1) uint8 grey image attended to.
+        pixel: (x, y) pixel of image 0 (pixel centres at integers).
+
+    Returns:
+        dict: ``cell`` (row-major index of the coarse cell of image 0), ``cell_xy`` (column,
+        row) of that cell, ``weights`` (heads, h * w) float32 attention of each head over the
+        cells of image 1 (rows sum to 1), ``map`` (h, w) float32 mean of the heads
+        (:func:`attention_grid`), ``grid_hw`` (h, w), ``input_hw`` (network input height,
+        width), ``stride`` (pixels of the input per coarse cell), ``layer`` (index of the
+        layer) and ``heads``.
+
+    Raises:
+        ValueError: bad images or pixel, or a matcher without a torch model (e.g. the
+            onnxruntime backend, whose graph does not expose attention).
+    """
+    import torch
+
+    _check_gray(image0, 'image0')
+    _check_gray(image1, 'image1')
+    x, y = _pixel(pixel, image0.shape, 'image 0')
+    model = getattr(matcher, 'model', None)
+    if model is None:
+        raise ValueError('attention needs a LoFTR matcher with the torch backend '
+                         '(loftr.backend: torch)')
+    input_hw = tuple(int(v) for v in matcher.input_size)
+    stride = int(model.stride_c)
+    grid_hw = (input_hw[0] // stride, input_hw[1] // stride)
+    names = list(model.loftr_coarse.layer_names)
+    layer = max(i for i, name in enumerate(names) if name == 'cross')
+    # the original pixel in network-input pixels, then its nearest coarse cell centre
+    x_in = (x + 0.5) * input_hw[1] / image0.shape[1] - 0.5
+    y_in = (y + 0.5) * input_hw[0] / image0.shape[0] - 0.5
+    column = int(np.clip(np.floor(x_in / stride + 0.5), 0, grid_hw[1] - 1))
+    row = int(np.clip(np.floor(y_in / stride + 0.5), 0, grid_hw[0] - 1))
+    cell = row * grid_hw[1] + column
+    device = next(model.parameters()).device
+    tensors = [torch.from_numpy(_network_input(image, input_hw)).to(device)
+               for image in (image0, image1)]
+    with torch.inference_mode():
+        weights = model.coarse_attention(*tensors, layer, cell, side=0)
+    weights = weights.float().cpu().numpy()
+    return {'cell': cell, 'cell_xy': (column, row), 'weights': weights,
+            'map': attention_grid(weights, grid_hw), 'grid_hw': grid_hw,
+            'input_hw': input_hw, 'stride': stride, 'layer': layer,
+            'heads': int(weights.shape[0])}
+
+
+def _network_input(image: np.ndarray, input_hw: Tuple[int, int]) -> np.ndarray:
+    """(H, W) uint8 -> (1, 1, h, w) float32 in [0, 1] resized as ``LoFTRMatcher`` does."""
+    height, width = input_hw
+    if image.shape != (height, width):
+        shrink = image.shape[0] > height and image.shape[1] > width
+        image = cv2.resize(image, (width, height),
+                           interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+    return (image.astype(np.float32) / 255.0)[None, None]
+
+
+def relation_panel(gray0: np.ndarray, gray1: np.ndarray, pixel: Sequence[float],
+                   patch_size: int = 15, attention: Optional[dict] = None,
+                   matcher_name: str = '') -> np.ndarray:
+    """Image 0 with a pixel, its NCC surface over image 1 and optionally LoFTR's attention.
+
+    The compact figure of the ``relation_image`` debug topic of ``matcher_node``; every panel
+    has the size of its image (no scaling), so the figure is deterministic for given inputs.
+
+    Args:
+        gray0: (H0, W0) uint8 grey image (the older frame) holding ``pixel``.
+        gray1: (H1, W1) uint8 grey image (the newer frame).
+        pixel: (x, y) pixel of image 0.
+        patch_size: NCC patch side in pixels (odd, >= 3), see :func:`ncc_surface`.
+        attention: None, or the dict of :func:`loftr_cell_attention` for the same images and
+            pixel: adds a panel with the cross-attention over image 1 (log10 colours).
+        matcher_name: name written in the attention panel title.
+
+    Returns:
+        (H, W, 3) uint8 RGB figure.
+
+    Raises:
+        ValueError: as :func:`ncc_surface` (pixel too close to the border, flat patch, ...).
+    """
+    surface = ncc_surface(gray0, gray1, pixel, patch_size)
+    peak_x, peak_y, peak = surface_peak(surface)
+    x, y = _pixel(pixel, gray0.shape, 'image 0')
+    half = int(patch_size) // 2
+    left = cv2.cvtColor(gray0, cv2.COLOR_GRAY2RGB)
+    cv2.rectangle(left, (x - half, y - half), (x + half, y + half), MARKER_COLOURS[1], 1)
+    if attention is not None:
+        stride, (column, row) = attention['stride'], attention['cell_xy']
+        scale_x = gray0.shape[1] / attention['input_hw'][1]
+        scale_y = gray0.shape[0] / attention['input_hw'][0]
+        box = ((column - 0.5) * stride * scale_x, (row - 0.5) * stride * scale_y,
+               (column + 0.5) * stride * scale_x, (row + 0.5) * stride * scale_y)
+        cv2.rectangle(left, (int(round(box[0])), int(round(box[1]))),
+                      (int(round(box[2])), int(round(box[3]))), MARKER_COLOURS[2], 1)
+    panels = [titled_panel(draw_markers(left, [(x, y)], [MARKER_COLOURS[0]], ['query']),
+                           f'older frame: pixel ({x}, {y})', min_width=200)]
+    overlay = heatmap_overlay(gray1, surface, alpha=0.65, vmin=-1.0, vmax=1.0,
+                              interpolation=cv2.INTER_LINEAR)
+    panels.append(titled_panel(
+        draw_markers(overlay, [(peak_x, peak_y)], [MARKER_COLOURS[1]], ['NCC']),
+        f'NCC {patch_size}x{patch_size} over newer frame: peak {peak:.2f}',
+        footer=colour_bar(max(gray1.shape[1], 200), -1.0, 1.0, 'NCC'), min_width=200))
+    if attention is not None:
+        grid = attention['map']
+        shown = cell_grid_to_image(np.log10(np.maximum(grid, 1e-8)), gray1.shape,
+                                   attention['input_hw'], attention['stride'])
+        vmin, vmax = float(shown.min()), float(shown.max())
+        peak_row, peak_column = np.unravel_index(int(np.argmax(grid)), grid.shape)
+        scale_x = gray1.shape[1] / attention['input_hw'][1]
+        scale_y = gray1.shape[0] / attention['input_hw'][0]
+        peak_xy = ((peak_column * attention['stride'] + 0.5) * scale_x - 0.5,
+                   (peak_row * attention['stride'] + 0.5) * scale_y - 0.5)
+        overlay = heatmap_overlay(gray1, shown, alpha=0.65, vmin=vmin, vmax=vmax)
+        panels.append(titled_panel(
+            draw_markers(overlay, [peak_xy], [MARKER_COLOURS[2]], ['max']),
+            f'{matcher_name or "LoFTR"} cross-attention, layer {attention["layer"]}, cell '
+            f'{attention["cell"]} (mean of {attention["heads"]} heads)',
+            footer=colour_bar(max(gray1.shape[1], 200), vmin, vmax, 'log10 weight'),
+            min_width=200))
+    return compose_panels(panels)
