@@ -104,6 +104,7 @@ def matcher_conf(args: argparse.Namespace) -> tuple:
     Raises:
         ValueError: LoFTR-only options with ``--config ncc``, or invalid values.
     """
+    from relperception.cli.common import loftr_weight_overrides
     from relperception.config import load_config, section
 
     overrides = {}
@@ -115,14 +116,7 @@ def matcher_conf(args: argparse.Namespace) -> tuple:
                              'not to --config ncc')
         return 'ncc', section(load_config(args.params), 'ncc')
     overrides['loftr.preset'] = args.config
-    if args.weights is not None:
-        if not Path(args.weights).is_file():
-            raise FileNotFoundError(f'weights file not found: {args.weights}')
-        overrides['loftr.weights'] = str(args.weights)
-    if args.threshold is not None:
-        if not 0.0 <= args.threshold <= 1.0:
-            raise ValueError(f'--threshold must be in [0, 1], got {args.threshold}')
-        overrides['loftr.threshold'] = float(args.threshold)
+    overrides.update(loftr_weight_overrides(args.weights, args.threshold))
     if args.backend is not None:
         overrides['loftr.backend'] = args.backend
     if args.onnx is not None:

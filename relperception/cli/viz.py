@@ -220,20 +220,14 @@ def _load_loftr(args: argparse.Namespace) -> _LoFTRProbe:
     """Return the LoFTR probe for ``args`` (RuntimeError when LoFTR is not installed)."""
     import importlib.util
 
+    from relperception.cli.common import loftr_weight_overrides
     from relperception.config import load_config, section
 
     if importlib.util.find_spec('relperception.matching.loftr.matcher') is None:
         raise RuntimeError('the LoFTR model (relperception.matching.loftr) is not installed; '
                            'use --ncc-only')
     overrides = {'loftr.preset': args.config, 'loftr.device': args.device}
-    if args.weights is not None:
-        if not Path(args.weights).is_file():
-            raise FileNotFoundError(f'weights file not found: {args.weights}')
-        overrides['loftr.weights'] = str(args.weights)
-    if args.threshold is not None:
-        if not 0.0 <= args.threshold <= 1.0:
-            raise ValueError(f'--threshold must be in [0, 1], got {args.threshold}')
-        overrides['loftr.threshold'] = float(args.threshold)
+    overrides.update(loftr_weight_overrides(args.weights, args.threshold))
     probe = _LoFTRProbe(section(load_config(args.params, overrides), 'loftr'))
     logger.info('LoFTR %s, weights %s, input %dx%d, coarse layers %s', probe.preset,
                 probe.weights, probe.input_hw[1], probe.input_hw[0], probe.layer_names)

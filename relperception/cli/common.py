@@ -1,0 +1,32 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Option handling shared by several verbs (not a verb itself: ``main`` skips this module)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+
+def loftr_weight_overrides(weights: Optional[str], threshold: Optional[float]
+                           ) -> Dict[str, Any]:
+    """Return the ``loftr.weights`` and ``loftr.threshold`` overrides of the two options.
+
+    Args:
+        weights: path of a weights file, or None to keep the configured one.
+        threshold: coarse confidence threshold in [0, 1], or None to keep the configured one.
+
+    Raises:
+        FileNotFoundError: ``weights`` is not a file.
+        ValueError: ``threshold`` outside [0, 1].
+    """
+    overrides: Dict[str, Any] = {}
+    if weights is not None:
+        if not Path(weights).is_file():
+            raise FileNotFoundError(f'weights file not found: {weights}')
+        overrides['loftr.weights'] = str(weights)
+    if threshold is not None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f'--threshold must be in [0, 1], got {threshold}')
+        overrides['loftr.threshold'] = float(threshold)
+    return overrides
