@@ -79,7 +79,7 @@ PARAMETERS = (
     ParameterSpec('ncc.patch_size', 9, 'side of the correlated patch (pixels, odd)', 3, 31),
     ParameterSpec('ncc.search_radius_px', 4,
                   'search radius at the coarsest pyramid level (pixels of that level)', 1, 64),
-    ParameterSpec('ncc.refine_radius_px', 4,
+    ParameterSpec('ncc.refine_radius_px', 2,
                   'search radius at every finer pyramid level (pixels of that level)', 1, 64),
     ParameterSpec('ncc.pyramid_levels', 4, 'number of pyramid levels (1 = full resolution only)',
                   1, 8),
