@@ -115,6 +115,10 @@ PARAMETERS = (
                   'at most this many matches per pair: the number of coarse cells refined at '
                   'fine level (the most confident ones); 0 = the preset default (loftr 1024, '
                   'loftr_lite 512). Baked into an exported ONNX file', 0, 3840),
+    ParameterSpec('loftr.compute_dtype', 'float32',
+                  'precision of the backbone and coarse transformer with backend torch: '
+                  'bfloat16 is faster on CPUs with AVX512-BF16/AMX and changes results at '
+                  'bfloat16 rounding', choices=('float32', 'bfloat16')),
     # --- dense perception (relperception.models.dense, relperception.pipeline.dense) --------
     ParameterSpec('dense.backbone', 'conv',
                   'backbone family of the default dense model: conv (ResNet) or vit '

@@ -291,6 +291,18 @@ class TestLoFTRModel:
         with pytest.raises(ValueError):
             LoFTR({'fine_topk': 'many'}, preset='loftr_lite')
 
+    def test_compute_dtype(self):
+        """bfloat16 eager inference keeps float32 outputs; unknown dtypes are refused."""
+        model = lite(seed=3, compute_dtype='bfloat16')
+        assert model.conf['compute_dtype'] == 'bfloat16'
+        img0, img1, _ = homography_pair(64, 96, seed=2)
+        with torch.no_grad():
+            out = model(as_tensor(img0), as_tensor(img1))
+        assert out['keypoints1'].dtype == out['confidence'].dtype == torch.float32
+        assert torch.isfinite(out['keypoints1']).all()
+        with pytest.raises(ValueError, match='compute_dtype'):
+            LoFTR({'compute_dtype': 'float16'}, preset='loftr_lite')
+
 
 class TestLoFTRMatcher:
     """The Matcher protocol wrapper."""

@@ -114,3 +114,32 @@ class TestShippedLoFTRWeights:
         pairs = make_pairs()
         room, texture = pairs['room'][0], pairs['texture'][1]
         assert len(matcher.match(room, texture)) < MAX_UNRELATED_MATCHES
+
+
+class TestBfloat16Compute:
+    """``loftr.compute_dtype: bfloat16`` reproduces the float32 matches of the shipped weights."""
+
+    @pytest.mark.parametrize('name', ['room', 'texture'])
+    def test_reproduces_float32_matches(self, matcher, name):
+        image0, image1, H = make_pairs()[name]
+        reference = matcher.match(image0, image1)
+        matches = LoFTRMatcher({'compute_dtype': 'bfloat16'}).match(image0, image1)
+        assert matches.keypoints1.dtype == np.float32
+        # same coarse cells (keypoints0 are cell centres) with keypoints1 within 1 px
+        index = {tuple(k): i for i, k in enumerate(np.round(matches.keypoints0, 3).tolist())}
+        reproduced = 0
+        for k0, k1 in zip(np.round(reference.keypoints0, 3).tolist(), reference.keypoints1):
+            i = index.get(tuple(k0))
+            reproduced += i is not None and np.linalg.norm(matches.keypoints1[i] - k1) <= 1.0
+        assert reproduced >= 0.9 * len(reference), f'{reproduced} of {len(reference)}'
+        # bfloat16 really ran: sub-pixel positions move at bfloat16 rounding
+        assert not np.array_equal(matches.keypoints1, reference.keypoints1)
+        precision = float(np.mean(homography_errors(matches, H) <= 3.0))
+        assert precision >= MIN_PRECISION_3PX[name], f'precision {precision:.3f}'
+
+    def test_rejects_bad_values(self):
+        with pytest.raises(ValueError, match='compute_dtype'):
+            LoFTRMatcher({'compute_dtype': 'float16'})
+        with pytest.raises(ValueError, match='backend torch only'):
+            LoFTRMatcher({'compute_dtype': 'bfloat16', 'backend': 'onnxruntime',
+                          'onnx_path': 'model.onnx'})

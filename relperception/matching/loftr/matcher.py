@@ -6,7 +6,9 @@ Configuration (the ``loftr.*`` ROS parameters without prefix, see ``relperceptio
 ``preset`` (``loftr`` / ``loftr_lite``), ``weights`` (file; empty = shipped weights of the
 preset), ``backend`` (``torch``, ``onnxruntime``, ``tensorrt``), ``onnx_path`` (exported model
 or engine for the latter two), ``device`` (torch device), ``threshold`` (coarse confidence) and
-``input_width`` / ``input_height`` (multiples of 8, the coarse stride; 0 = the preset default).
+``input_width`` / ``input_height`` (multiples of 8, the coarse stride; 0 = the preset default),
+``max_matches`` (cells refined per pair) and ``compute_dtype`` (``float32`` / ``bfloat16``
+backbone and coarse transformer, backend ``torch`` only; see ``LoFTR``).
 
 Both images are resized to the input size, matched, and the per-cell outputs compacted here:
 a cell is kept when the network's ``mask`` holds (mutual nearest neighbour and border test;
@@ -23,7 +25,8 @@ import cv2
 import numpy as np
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_image, check_gray_pair, Predictor
-from relperception.matching.loftr.model import LoFTR, ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES
+from relperception.matching.loftr.model import (COMPUTE_DTYPES, LoFTR, ONNX_INPUT_NAMES,
+                                                ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
 import torch
 
@@ -76,6 +79,7 @@ class LoFTRMatcher:
         'input_width': 0,
         'input_height': 0,
         'max_matches': 0,
+        'compute_dtype': 'float32',
     }
 
     def __init__(self, conf: Optional[Mapping[str, Any]] = None,
@@ -104,6 +108,13 @@ class LoFTRMatcher:
                              f'{available_presets()}')
         if c['backend'] not in BACKENDS:
             raise ValueError(f'unknown loftr backend {c["backend"]!r}; choose one of {BACKENDS}')
+        if c['compute_dtype'] not in COMPUTE_DTYPES:
+            raise ValueError(f'unknown loftr compute_dtype {c["compute_dtype"]!r}; choose one '
+                             f'of {sorted(COMPUTE_DTYPES)}')
+        if c['compute_dtype'] != 'float32' and c['backend'] != 'torch':
+            raise ValueError(f'loftr compute_dtype {c["compute_dtype"]} applies to backend '
+                             f'torch only (exported models run in float32), not '
+                             f'{c["backend"]}')
         self.threshold = float(c['threshold'])
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f'threshold must be in [0, 1], got {self.threshold}')
@@ -119,8 +130,10 @@ class LoFTRMatcher:
         if c['backend'] == 'torch':
             self.device = torch.device(c['device'])
             if model is None:
-                model = LoFTR({'fine_topk': int(c['max_matches'])} if c['max_matches'] else None,
-                              preset=c['preset'])
+                model_conf = {'compute_dtype': c['compute_dtype']}
+                if c['max_matches']:
+                    model_conf['fine_topk'] = int(c['max_matches'])
+                model = LoFTR(model_conf, preset=c['preset'])
                 model.load_weights(self._load_state(c['weights'], c['preset']))
             model.threshold = 0.0  # the threshold is applied in match()
             self.model = model.to(self.device).eval()

@@ -49,6 +49,9 @@ from torch import nn
 ONNX_INPUT_NAMES = ('image0', 'image1')
 ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
 
+#: Values of the ``compute_dtype`` key and the torch dtypes they stand for.
+COMPUTE_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
+
 #: Default number of coarse cells per image pair that get the fine refinement (``fine_topk``)
 #: per preset: about a fifth (``loftr``, 4800 cells at 480x640) and two fifths (``loftr_lite``,
 #: 1200 cells at 240x320) of the cells at the preset's input size, more than the matches a
@@ -106,11 +109,20 @@ class LoFTR(nn.Module):
     in recursively; ``conf`` may name the preset under ``'preset'``. Extra keys:
     ``keypoint_offset`` (px, default 0.0) is added to both keypoint outputs; ``fine_topk``
     (default ``DEFAULT_FINE_TOPK[preset]``; 0 or None: all cells) is the number of cells
-    refined per pair.
+    refined per pair; ``compute_dtype`` (``'float32'``, default, or ``'bfloat16'``) is the
+    precision of the backbone and the coarse transformer in eager inference.
+
+    ``compute_dtype: 'bfloat16'`` runs those two stages under ``torch.autocast`` (convolutions
+    and matrix products in bfloat16 with float32 accumulation); the coarse matching and the
+    fine level stay in float32 and the outputs are float32. On CPUs with AVX512-BF16 or AMX it
+    is ~1.7x faster (``bench/loftr_bench.py``); on others bfloat16 is emulated and slower. It
+    changes results at the level of bfloat16 rounding (``bench/loftr_bench.py`` prints how many
+    float32 matches it reproduces). Training, tracing and ONNX export always use float32.
     """
 
     default_conf: Dict[str, Any] = dict(PRESETS['loftr'], keypoint_offset=0.0,
-                                        fine_topk=DEFAULT_FINE_TOPK['loftr'])
+                                        fine_topk=DEFAULT_FINE_TOPK['loftr'],
+                                        compute_dtype='float32')
 
     def __init__(self, conf: Optional[Mapping[str, Any]] = None, preset: Optional[str] = None):
         """Build the model with freshly initialised weights (in training mode, as nn.Module).
@@ -132,10 +144,16 @@ class LoFTR(nn.Module):
                                  or topk < 0):
             raise ValueError(f'fine_topk must be an int >= 0 or None, got {topk!r}')
         self.fine_topk = int(topk or 0)
+        compute_dtype = conf.pop('compute_dtype', 'float32')
+        if compute_dtype not in COMPUTE_DTYPES:
+            raise ValueError(f'compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, '
+                             f'got {compute_dtype!r}')
+        self.compute_dtype = compute_dtype
         self.preset = name
         self.conf = preset_conf(name, conf)
         self.conf['keypoint_offset'] = offset
         self.conf['fine_topk'] = self.fine_topk
+        self.conf['compute_dtype'] = compute_dtype
         c = self.conf
         self.stride_c, self.stride_f = (int(s) for s in c['resolution'])
         if (self.stride_c, self.stride_f) != (8, 2):
@@ -317,7 +335,7 @@ class LoFTR(nn.Module):
         Raises:
             ValueError: for images of the wrong shape or dtype.
         """
-        feats = self._coarse_tokens(image0, image1)
+        feats = self._inference_tokens(image0, image1)
         tok0, tok1 = feats['feat_c0'], feats['feat_c1']
         conf = self.coarse_confidence(tok0, tok1)
         valid0 = self.coarse_matching.valid_cells(feats['map_c0'])
@@ -360,6 +378,15 @@ class LoFTR(nn.Module):
         kp1 = kp1 + offset
         return {'keypoints0': kp0, 'keypoints1': kp1, 'confidence': score, 'mask': mask,
                 'match_index': best, 'expec_f': expec}
+
+    def _inference_tokens(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, Any]:
+        """``_coarse_tokens`` in ``compute_dtype`` (eager inference only), float32 out."""
+        dtype = COMPUTE_DTYPES[self.compute_dtype]
+        if dtype == torch.float32 or self.training or self._padded_topk():
+            return self._coarse_tokens(image0, image1)
+        with torch.autocast(device_type=image0.device.type, dtype=dtype):
+            feats = self._coarse_tokens(image0, image1)
+        return {k: v.float() if torch.is_tensor(v) else v for k, v in feats.items()}
 
     def _padded_topk(self) -> bool:
         """Whether the top-K selection pads to a constant K (traced graphs)."""
