@@ -115,3 +115,22 @@ class TestDenseDepthVO:
         assert rc == 0
         summary = json.loads((output / 'summary.json').read_text())
         assert summary['depth_source'] == 'dense' and summary['frames_processed'] == 4
+
+    def test_dense_evaluation_reuses_the_model(self, synthetic_bag, tmp_path, monkeypatch):
+        """``dense=True`` with ``depth_source='dense'`` scores the same, single model instance."""
+        from relperception.pipeline import dense_pipeline
+
+        built = []
+        real_init = dense_pipeline.DensePipeline.__init__
+
+        def counting_init(self, *args, **kwargs):
+            built.append(self)
+            real_init(self, *args, **kwargs)
+
+        monkeypatch.setattr(dense_pipeline.DensePipeline, '__init__', counting_init)
+        summary = evaluate_bag(synthetic_bag, tmp_path, None, mode='rgbd', depth_source='dense',
+                               dense=True, dense_stride=2, max_frames=4, progress=False,
+                               plots=False)
+        assert len(built) == 1
+        assert summary['dense']['frames_evaluated'] == 2
+        assert summary['dense']['depth']['abs_rel'] < 0.5

@@ -580,7 +580,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             dense_summary = evaluate_dense(reader, image_topic, config, output_dir, errors,
                                            max_frames=max_frames, stride=int(dense_stride),
                                            samples=int(dense_samples), plots=plots,
-                                           progress=progress)
+                                           progress=progress, pipeline=dense_depth)
             errors.add_new(reader.errors, seen_reader_errors)
 
     summary = write_report(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
@@ -694,7 +694,7 @@ def _dense_topics(reader, config: Mapping[str, Any]) -> dict:
 def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_dir: Path,
                    errors: ErrorLog, max_frames: int | None = None, stride: int = 1,
                    samples: int = DENSE_SAMPLES, plots: bool = True,
-                   progress: bool = False) -> dict[str, Any]:
+                   progress: bool = False, pipeline=None) -> dict[str, Any]:
     """Score the dense model of ``config`` against a bag's ground-truth depth and labels.
 
     Args:
@@ -709,6 +709,8 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         samples: sample strips written per kind.
         plots: write the confusion matrix plot and the sample strips.
         progress: show a tqdm progress bar.
+        pipeline: an already built ``DensePipeline`` of the same ``dense.*`` configuration to
+            reuse (e.g. the one that predicts the VO depth), or None to build one.
 
     Returns:
         JSON-able dict: ``model``, ``relative``, ``depth_alignment``, ``topics``,
@@ -736,7 +738,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         result['skipped'] = message
         return result
     try:
-        pipeline = DensePipeline(config)
+        pipeline = pipeline if pipeline is not None else DensePipeline(config)
     except (ValueError, OSError, RuntimeError) as exc:
         message = f'dense evaluation skipped: cannot build the dense model: {exc}'
         errors.add(message, logging.ERROR)
