@@ -210,10 +210,12 @@ class TestExportVerb:
         assert not path.exists()
 
     def test_missing_weights_exit_1(self, tmp_path, caplog):
-        if _shipped('loftr_lite'):
-            pytest.skip('loftr_lite weights are shipped')
-        assert main(['export', '--config', 'loftr_lite', '-o', str(tmp_path / 'x.onnx')]) == 1
+        # the paper-size preset ships no weights (users bring official / kornia files)
+        if _shipped('loftr'):
+            pytest.skip('loftr weights are shipped')
+        assert main(['export', '--config', 'loftr', '-o', str(tmp_path / 'x.onnx')]) == 1
         assert '--random-weights' in caplog.text
+        assert not (tmp_path / 'x.onnx').exists()
 
     @pytest.mark.skipif(HAS_TENSORRT, reason='tensorrt is installed')
     def test_tensorrt_missing_exit_1(self, tmp_path, caplog):
