@@ -15,6 +15,7 @@ from relperception.core_types import Matches
 from relperception.matching import build_matcher
 from relperception.matching.loftr import LoFTR, LoFTROnnxWrapper, ONNX_INPUT_NAMES, \
     ONNX_OUTPUT_NAMES
+from relperception.matching.loftr.fine_matching import crop_windows
 from relperception.matching.loftr.matcher import LoFTRMatcher, to_original
 import torch
 
@@ -116,8 +117,10 @@ class TestLoFTRModel:
         with torch.no_grad():
             assert not model(x0, x1)['mask'].any()
 
-    def test_training_hooks_agree_with_forward(self, lite_model):
+    def test_training_hooks_agree_with_forward(self):
         """extract_features / fine_refine reproduce the forward pass."""
+        lite_model = lite()
+        lite_model.threshold = 0.0  # random features: keep every mutual nearest neighbour
         img0, img1, _ = homography_pair(64, 96, seed=2)
         x0, x1 = as_tensor(img0, img1), as_tensor(img1, img0)
         with torch.no_grad():
@@ -126,13 +129,19 @@ class TestLoFTRModel:
             assert feats['feat_c0'].shape == (2, 96, 128)
             assert feats['feat_f0'].shape == (2, 64, 32, 48)
             assert feats['hw0_c'] == (8, 12) and feats['hw1_f'] == (32, 48)
-            b_ids = torch.tensor([0, 1, 1, 0])
-            i_ids = torch.tensor([0, 13, 50, 95])
+            # eager mode refines the masked cells (the others keep the coarse position)
+            b_ids, i_ids = out['mask'].nonzero(as_tuple=True)
+            assert len(i_ids) >= 4 and set(b_ids.tolist()) == {0, 1}
             j_ids = out['match_index'][b_ids, i_ids]
             expec = lite_model.fine_refine(feats, b_ids, i_ids, j_ids)
-        assert expec.shape == (4, 3)
+        assert expec.shape == (len(i_ids), 3)
         torch.testing.assert_close(expec, out['expec_f'][b_ids, i_ids], atol=1e-5, rtol=1e-4)
         assert (expec[:, :2].abs() <= 1.0).all() and (expec[:, 2] >= 0).all()
+        # K = the larger masked count of the two pairs: every masked cell, a few others
+        refined = out['expec_f'].abs().sum(-1) > 0
+        assert (refined | ~out['mask']).all()
+        assert (refined.sum(1) <= out['mask'].sum(1).max()).all()
+        assert refined.sum() < refined.numel()
 
     def test_training_hooks_gradients(self):
         """Gradients flow through the coarse confidence and fine expectation."""
@@ -196,6 +205,47 @@ class TestLoFTRModel:
         with pytest.raises(ValueError, match='unknown LoFTR preset'):
             LoFTR(preset='nope')
 
+    def test_fine_head_windows_equal_full_map(self):
+        """Fine windows computed on patches equal the crop of the full fine map (borders too)."""
+        model = lite(seed=6)
+        x = torch.rand(2, 1, 64, 96)
+        ys, xs = torch.meshgrid(torch.arange(8), torch.arange(12), indexing='ij')
+        xy = torch.stack([xs.flatten(), ys.flatten()], -1)[None].expand(2, -1, -1)  # all cells
+        with torch.no_grad():
+            _, fine_input = model.backbone.forward_coarse(x)
+            full = crop_windows(model.backbone.fine_head(fine_input), xy, 5, 4)
+            windows = model.backbone.fine_head_windows(fine_input, xy, 5, 4)
+        assert windows.shape == full.shape == (2, 96, 25, 64)
+        torch.testing.assert_close(windows, full, rtol=1e-5, atol=1e-5 * full.abs().max().item())
+        corner = windows[0, 0].reshape(5, 5, -1)  # cell (0, 0): 2 rows / columns outside
+        assert not corner[:2].any() and not corner[:, :2].any() and corner[2:, 2:].any()
+
+    def test_onnx_windowed_fine_head(self, tmp_path):
+        """A graph exported with few refined cells computes the fine head on windows only."""
+        ort = pytest.importorskip('onnxruntime')
+        from relperception.runtime.onnx_export import export_onnx
+        import onnx
+        model = lite(seed=4, fine_topk=16)  # 16 * 7 * 7 < 32 * 48 fine pixels at 64 x 96
+        model.threshold = 0.0
+        path = export_onnx(LoFTROnnxWrapper(model), (torch.rand(1, 1, 64, 96),) * 2,
+                           tmp_path / 'lite16.onnx', ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES,
+                           dynamic_axes={n: {2: 'height', 3: 'width'} for n in ONNX_INPUT_NAMES})
+        convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == 'Conv']
+        assert any(attr.name == 'pads' and list(attr.ints) == [0, 0, 0, 0]
+                   for n in convs for attr in n.attribute)  # the 'valid' window convolutions
+        session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
+        for (height, width), seed in (((64, 96), 7), ((96, 128), 8)):
+            img0, img1, _ = homography_pair(height, width, seed=seed)
+            got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
+                None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
+            with torch.no_grad():
+                ref = model(as_tensor(img0), as_tensor(img1))
+            matched = ref['mask'].numpy()
+            np.testing.assert_array_equal(got['mask'], matched)
+            assert matched.sum() == 16
+            np.testing.assert_allclose(got['keypoints1'][matched],
+                                       ref['keypoints1'].numpy()[matched], atol=1e-3)
+
     def test_onnx_dynamic_size(self, tmp_path):
         """An export at 64x96 runs in onnxruntime at 96x128 with equal outputs.
 
@@ -232,7 +282,11 @@ class TestLoFTRModel:
             cells = (height // 8) * (width // 8)
             assert got['keypoints0'].shape == (1, cells, 2)
             np.testing.assert_array_equal(got['mask'], ref['mask'].numpy())
-            np.testing.assert_allclose(got['keypoints1'], ref['keypoints1'].numpy(), atol=1e-2)
+            # eager mode refines masked cells only (the graph K = fine_topk cells)
+            matched = ref['mask'].numpy()
+            assert matched.sum() > 10
+            np.testing.assert_allclose(got['keypoints1'][matched],
+                                       ref['keypoints1'].numpy()[matched], atol=1e-2)
             np.testing.assert_allclose(got['confidence'], ref['confidence'].numpy(),
                                        atol=1e-6, rtol=1e-3)
             assert got['mask'].sum() <= 128
@@ -286,8 +340,9 @@ class TestLoFTRModel:
                 assert (full['confidence'][0][dropped] <= lowest_kept).all()
                 torch.testing.assert_close(part['keypoints1'][0][kept],
                                            full['keypoints1'][0][kept], atol=1e-4, rtol=0)
+                # eager mode refines exactly the kept (masked) cells
                 refined = part['expec_f'][0].abs().sum(-1) > 0
-                assert int(refined.sum()) == min(k, kept.numel())
+                assert torch.equal(refined, kept)
         with pytest.raises(ValueError):
             LoFTR({'fine_topk': 'many'}, preset='loftr_lite')
 

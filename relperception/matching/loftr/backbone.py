@@ -15,8 +15,10 @@ convolutions), so state dicts, training and the exported graphs are exactly as b
 outputs are then channels-last tensors of the usual (B, C, H, W) shape.
 """
 
+import functools
 from typing import Optional, Sequence, Tuple
 
+from relperception.matching.loftr.fine_matching import crop_windows
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -38,13 +40,15 @@ def _exporting() -> bool:
     return bool(is_exporting()) if is_exporting is not None else False
 
 
-def folded_conv(x: torch.Tensor, conv: nn.Conv2d, bn: Optional[nn.BatchNorm2d] = None):
+def folded_conv(x: torch.Tensor, conv: nn.Conv2d, bn: Optional[nn.BatchNorm2d] = None,
+                padding: Optional[int] = None):
     """Apply ``conv`` (then eval-mode ``bn``) as one channels-last convolution.
 
     Args:
         x: (B, C, H, W) input, preferably channels-last.
         conv: the convolution (its parameters are read, not changed).
         bn: a BatchNorm2d following it, folded into the weights with its running statistics.
+        padding: overrides ``conv.padding`` (e.g. 0 for a 'valid' convolution of a patch).
 
     Returns:
         The (B, C', H', W') output, channels-last; equal to ``bn(conv(x))`` up to rounding.
@@ -61,7 +65,8 @@ def folded_conv(x: torch.Tensor, conv: nn.Conv2d, bn: Optional[nn.BatchNorm2d] =
         out = F.linear(x.permute(0, 2, 3, 1), weight[:, :, 0, 0], bias)
         return out.permute(0, 3, 1, 2)
     weight = weight.contiguous(memory_format=torch.channels_last)
-    return F.conv2d(x, weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    padding = conv.padding if padding is None else padding
+    return F.conv2d(x, weight, bias, conv.stride, padding, conv.dilation, conv.groups)
 
 
 class ResidualBlock(nn.Module):
@@ -100,22 +105,50 @@ class ResidualBlock(nn.Module):
         return self.relu(shortcut + y)
 
 
-def _fpn_merge(lateral: nn.Module, head: nn.Module, skip: torch.Tensor,
-               coarser: torch.Tensor) -> torch.Tensor:
-    """Upsample ``coarser`` by 2 (bilinear, corners aligned), add the lateral ``skip`` and refine.
+def _fpn_sum(lateral: nn.Module, skip: torch.Tensor, coarser: torch.Tensor) -> torch.Tensor:
+    """Upsample ``coarser`` by 2 (bilinear, corners aligned) and add the lateral ``skip``.
 
     The upsampled map is cropped to the skip size; for inputs that are multiples of 8 the crop
-    keeps everything (it only matters for odd feature sizes, mirroring the reference).
+    keeps everything (it only matters for odd feature sizes, mirroring the reference). The sum
+    is the input of the level's refining head (``_fpn_head``).
     """
-    fast = fast_path(head)
+    fast = fast_path(lateral)
     lat = folded_conv(skip, lateral) if fast else lateral(skip)
     up = F.interpolate(coarser, scale_factor=2.0, mode='bilinear', align_corners=True)
     up = up[:, :, :lat.shape[2], :lat.shape[3]]
-    if not fast:
-        return head(lat + up)
+    return lat.add_(up) if fast else lat + up
+
+
+def _fpn_head(head: nn.Module, x: torch.Tensor, inside=None) -> torch.Tensor:
+    """Apply a refining head (3x3 conv, BN, LeakyReLU, 3x3 conv).
+
+    Args:
+        head: the ``nn.Sequential`` (conv, BN, LeakyReLU, conv).
+        x: (N, C, H, W) input.
+        inside: None for the full map ('same' zero padding, output (N, C', H, W)); or, for
+            (N, C, S, S) patches, the pair of (N, 1, S-2, S-2) and (N, 1, S-4, S-4) float masks
+            of the patch positions inside the map: both convolutions are then 'valid' (output
+            (N, C', S-4, S-4)) and what the 'same' padding of the full map reads as zeros
+            outside it is set to zero, so the output equals the full map's on those positions.
+    """
     conv_a, bn, act, conv_b = head
-    mixed = folded_conv(lat.add_(up), conv_a, bn)
-    return folded_conv(F.leaky_relu(mixed, act.negative_slope, inplace=True), conv_b)
+    padding = 1 if inside is None else 0
+    if fast_path(head):
+        mixed = F.leaky_relu(folded_conv(x, conv_a, bn, padding), act.negative_slope,
+                             inplace=True)
+    else:
+        mixed = act(bn(F.conv2d(x, conv_a.weight, conv_a.bias, padding=padding)))
+    if inside is not None:
+        mixed = mixed * inside[0]
+    out = folded_conv(mixed, conv_b, padding=padding) if fast_path(head) else \
+        F.conv2d(mixed, conv_b.weight, conv_b.bias, padding=padding)
+    return out if inside is None else out * inside[1]
+
+
+def _fpn_merge(lateral: nn.Module, head: nn.Module, skip: torch.Tensor,
+               coarser: torch.Tensor) -> torch.Tensor:
+    """``_fpn_head`` of ``_fpn_sum``: one refined FPN level."""
+    return _fpn_head(head, _fpn_sum(lateral, skip, coarser))
 
 
 class ResNetFPN82(nn.Module):
@@ -162,21 +195,67 @@ class ResNetFPN82(nn.Module):
 
     def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Return (coarse, fine) feature maps of a (B, 1, H, W) image batch."""
+        coarse, fine_input = self.forward_coarse(image)
+        return coarse, self.fine_head(fine_input)
+
+    def forward_coarse(self, image: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Return the coarse map and the input of the fine head (B, block_dims[1], H/2, W/2).
+
+        ``fine_head`` of the latter is the fine map; ``fine_head_windows`` computes only
+        windows of it.
+        """
         if fast_path(self):
             # a 1-channel image is NCHW and NHWC at once: make the stem output NHWC explicitly
             x0 = folded_conv(image, self.conv1, self.bn1).contiguous(
                 memory_format=torch.channels_last).relu_()
-            x1 = self.layer1(x0)
-            x2 = self.layer2(x1)
-            x3 = self.layer3(x2)
-            coarse = folded_conv(x3, self.layer3_outconv)
-            mid = _fpn_merge(self.layer2_outconv, self.layer2_outconv2, x2, coarse)
-            return coarse, _fpn_merge(self.layer1_outconv, self.layer1_outconv2, x1, mid)
-        x0 = self.relu(self.bn1(self.conv1(image)))
+            coarse_out = functools.partial(folded_conv, conv=self.layer3_outconv)
+        else:
+            x0 = self.relu(self.bn1(self.conv1(image)))
+            coarse_out = self.layer3_outconv
         x1 = self.layer1(x0)
         x2 = self.layer2(x1)
-        x3 = self.layer3(x2)
-        coarse = self.layer3_outconv(x3)
+        coarse = coarse_out(self.layer3(x2))
         mid = _fpn_merge(self.layer2_outconv, self.layer2_outconv2, x2, coarse)
-        fine = _fpn_merge(self.layer1_outconv, self.layer1_outconv2, x1, mid)
-        return coarse, fine
+        return coarse, _fpn_sum(self.layer1_outconv, x1, mid)
+
+    def fine_head(self, fine_input: torch.Tensor) -> torch.Tensor:
+        """Return the (B, block_dims[0], H/2, W/2) fine map from ``forward_coarse``'s input."""
+        return _fpn_head(self.layer1_outconv2, fine_input)
+
+    def fine_head_windows(self, fine_input: torch.Tensor, xy: torch.Tensor, window: int,
+                          stride: int) -> torch.Tensor:
+        """Windows of the fine map around coarse cells, computed on those windows only.
+
+        Equal (up to float rounding) to ``crop_windows(fine_head(fine_input), xy, window,
+        stride)``, including zeros outside the map, but the two 3x3 convolutions of the head
+        run on (window + 4)^2 patches instead of the whole map: cheaper when
+        ``K * (window + 2)^2`` is below the map's pixel count.
+
+        Args:
+            fine_input: (B, C, Hf, Wf) from ``forward_coarse``.
+            xy: (B, K, 2) coarse cell coordinates (x, y).
+            window: odd window size W.
+            stride: fine cells per coarse cell.
+
+        Returns:
+            (B, K, W*W, block_dims[0]) window features, row-major within a window.
+        """
+        batch, count = xy.shape[0], xy.shape[1]
+        size = window + 4  # two 3x3 convolutions: 2 pixels of context on each side
+        patches = crop_windows(fine_input, xy, size, stride)  # (B, K, S*S, C)
+        channels = patches.shape[-1]
+        patches = patches.reshape(batch * count, size, size, channels).permute(0, 3, 1, 2)
+        # map positions of the patch rows / columns: top-left cell of the S x S patch is at
+        # stride * xy - S // 2
+        centre = (xy.reshape(-1, 2).long() * stride)  # (N, 2) x, y in fine pixels
+        masks = []
+        for side in (size - 2, size - 4):
+            offsets = torch.arange(side, device=xy.device) - side // 2
+            cols = centre[:, 0:1] + offsets  # (N, side)
+            rows = centre[:, 1:2] + offsets
+            inside_x = (cols >= 0) & (cols < fine_input.shape[3])
+            inside_y = (rows >= 0) & (rows < fine_input.shape[2])
+            inside = inside_y[:, :, None] & inside_x[:, None, :]  # (N, side, side)
+            masks.append(inside[:, None].to(fine_input.dtype))
+        out = _fpn_head(self.layer1_outconv2, patches, inside=masks)  # (N, C', W, W)
+        return out.permute(0, 2, 3, 1).reshape(batch, count, window * window, -1)

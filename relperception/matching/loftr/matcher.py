@@ -12,8 +12,9 @@ backbone and coarse transformer, backend ``torch`` only; see ``LoFTR``).
 
 Both images are resized to the input size, matched, and the per-cell outputs compacted here:
 a cell is kept when the network's ``mask`` holds (mutual nearest neighbour and border test;
-exported graphs and the torch model used here run with an in-graph threshold of 0) AND
-``confidence > threshold``, so one exported file serves every threshold. Keypoints are mapped
+exported graphs run with an in-graph threshold of 0) AND ``confidence > threshold``, so one
+exported file serves every threshold. The torch model runs with the in-graph threshold set to
+``threshold`` (same matches), which lets it refine only the kept cells. Keypoints are mapped
 back to the original pixels with the pixel-centre convention of ``cv2.resize`` (centres at
 integers: ``x_orig = (x_in + 0.5) * W_orig / W_in - 0.5``).
 """
@@ -90,7 +91,8 @@ class LoFTRMatcher:
             conf: ``loftr.*`` parameters without prefix (missing keys take ``default_conf``).
             model: an already built ``LoFTR`` to use instead of loading weights (backend
                 ``torch`` only; e.g. a model being trained, or random weights in tests). Its
-                in-graph threshold is set to 0 and it is moved to ``device`` in eval mode.
+                in-graph threshold follows ``threshold`` and it is moved to ``device`` in eval
+                mode.
 
         Raises:
             ValueError: unknown keys, preset or backend, or an input size that is not a
@@ -135,7 +137,6 @@ class LoFTRMatcher:
                     model_conf['fine_topk'] = int(c['max_matches'])
                 model = LoFTR(model_conf, preset=c['preset'])
                 model.load_weights(self._load_state(c['weights'], c['preset']))
-            model.threshold = 0.0  # the threshold is applied in match()
             self.model = model.to(self.device).eval()
         else:
             if model is not None:
@@ -173,10 +174,14 @@ class LoFTRMatcher:
 
         Returns:
             dict of numpy arrays with batch 1 removed: ``keypoints0``, ``keypoints1`` (M, 2)
-            in input-size pixels, ``confidence`` (M,), ``mask`` (M,) bool.
+            in input-size pixels, ``confidence`` (M,), ``mask`` (M,) bool. With backend torch
+            ``mask`` already includes ``confidence > threshold`` and only masked cells have a
+            refined ``keypoints1`` (the others: the centre of the best coarse cell).
         """
         inputs = {'image0': self._prepare(image0), 'image1': self._prepare(image1)}
         if self.model is not None:
+            # eager mode refines only masked cells: mask with the threshold (same matches)
+            self.model.threshold = self.threshold
             with torch.inference_mode():
                 out = self.model(*(torch.from_numpy(inputs[n]).to(self.device)
                                    for n in ONNX_INPUT_NAMES))

@@ -14,14 +14,16 @@ of image 0 it returns the best cell of image 1, the confidence, refined coordina
 boolean mask. Compaction to ``Matches`` happens outside
 (``relperception.matching.loftr.matcher``).
 
-The fine stage runs on a FIXED number ``fine_topk`` (1024 for ``loftr``, 512 for
-``loftr_lite``) of cells per image pair: the masked cells with the highest confidence first,
-then the others by confidence. So a pair yields at most ``fine_topk`` matches (cells beyond
-it leave ``mask``); kornia refines every match, so results equal kornia's whenever it finds at
-most ``fine_topk`` matches. The exported graph uses one ONNX ``TopK`` with that constant K
-(TensorRT accepts K <= 3840); images with fewer cells than K still work (the ranking is
-padded). ``fine_topk`` 0 or None refines all cells (the previous behaviour, about 4x the fine
-cost at 480x640).
+The fine stage refines at most ``fine_topk`` (1024 for ``loftr``, 512 for ``loftr_lite``)
+cells per image pair, the masked cells with the highest confidence. So a pair yields at most
+``fine_topk`` matches (cells beyond it leave ``mask``); kornia refines every match, so results
+equal kornia's whenever it finds at most ``fine_topk`` matches. Eager mode refines the masked
+cells only. The exported graph refines a FIXED number K = ``fine_topk`` (masked cells first,
+then the others by confidence) with one ONNX ``TopK`` (TensorRT accepts K <= 3840); images
+with fewer cells than K still work (the ranking is padded); there ``fine_topk`` 0 or None
+refines all cells. The fine features are computed only on the refined windows when these
+cover fewer pixels than the whole stride-2 map (``ResNetFPN82.fine_head_windows``, equal up
+to float rounding): at 480x640 with 1024 windows that saves ~80 of ~745 GFLOP per pair.
 
 Coordinates: pixels, x right, y down. Coarse cell (x, y) of a stride-8 map is centred on pixel
 (8x, 8y) (its receptive field centre with pixel centres at integers); ``keypoints0`` are those
@@ -103,7 +105,8 @@ class LoFTR(nn.Module):
         within ``border_rm`` cells of its border, and among the ``fine_topk`` refined cells.
         ``match_index`` (B, M) int64: index of the best coarse cell of image 1.
         ``expec_f`` (B, M, 3): fine expectation (dx, dy in window units [-1, 1], std); zeros
-        (the coarse position) for cells outside the refined ``fine_topk``.
+        (the coarse position) for cells that were not refined (eager mode: every unmasked
+        cell; exported graphs: the cells outside the ``fine_topk`` refined ones).
 
     Configuration: a preset of ``presets.PRESETS`` (``loftr`` by default) with ``conf`` merged
     in recursively; ``conf`` may name the preset under ``'preset'``. Extra keys:
@@ -241,25 +244,32 @@ class LoFTR(nn.Module):
         if image0.shape[0] != image1.shape[0]:
             raise ValueError(f'batch sizes differ: {image0.shape[0]} and {image1.shape[0]}')
 
-    def _backbone_pair(self, image0: torch.Tensor, image1: torch.Tensor):
+    def _backbone_pair(self, image0: torch.Tensor, image1: torch.Tensor, fine: bool = True):
+        backbone = self.backbone if fine else self.backbone.forward_coarse
         if torch.jit.is_tracing() or image0.shape == image1.shape:
-            coarse, fine = self.backbone(torch.cat([image0, image1], 0))
+            coarse, fine_maps = backbone(torch.cat([image0, image1], 0))
             c0, c1 = coarse.chunk(2, 0)
-            f0, f1 = fine.chunk(2, 0)
+            f0, f1 = fine_maps.chunk(2, 0)
             return c0, c1, f0, f1
-        c0, f0 = self.backbone(image0)
-        c1, f1 = self.backbone(image1)
+        c0, f0 = backbone(image0)
+        c1, f1 = backbone(image1)
         return c0, c1, f0, f1
 
     def _coarse_tokens(self, image0: torch.Tensor, image1: torch.Tensor,
-                       num_layers: Optional[int] = None) -> Dict[str, Any]:
+                       num_layers: Optional[int] = None, fine: bool = True) -> Dict[str, Any]:
+        """Run the backbone and the coarse transformer.
+
+        Returns the tokens and the fine maps (``feat_f0/1``) or, with ``fine=False``, the fine
+        head's inputs (``fine_in0/1``, see ``ResNetFPN82.forward_coarse``).
+        """
         self._check_images(image0, image1)
-        map0, map1, feat_f0, feat_f1 = self._backbone_pair(image0, image1)
+        map0, map1, f0, f1 = self._backbone_pair(image0, image1, fine)
         map0, map1 = self.pos_encoding(map0), self.pos_encoding(map1)
         tok0 = map0.flatten(2).transpose(1, 2)
         tok1 = map1.flatten(2).transpose(1, 2)
         tok0, tok1 = self.loftr_coarse(tok0, tok1, num_layers)
-        return {'feat_c0': tok0, 'feat_c1': tok1, 'feat_f0': feat_f0, 'feat_f1': feat_f1,
+        names = ('feat_f0', 'feat_f1') if fine else ('fine_in0', 'fine_in1')
+        return {'feat_c0': tok0, 'feat_c1': tok1, names[0]: f0, names[1]: f1,
                 'map_c0': map0, 'map_c1': map1}
 
     def extract_features(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, Any]:
@@ -351,6 +361,8 @@ class LoFTR(nn.Module):
         cells, selected = self._fine_cells(score, mask)
         if cells is None:  # refine every cell
             expec = self._refine_cells(feats, xy0, xy1, tok0, tok1_best)
+        elif cells.shape[1] == 0:  # nothing matched (eager mode): nothing to refine
+            expec = torch.zeros_like(xy0[..., :1]).expand(-1, -1, 3)
         else:
             src = torch.where(selected, cells, torch.zeros_like(cells))  # padding -> cell 0
             pick = src.unsqueeze(-1)
@@ -383,9 +395,9 @@ class LoFTR(nn.Module):
         """``_coarse_tokens`` in ``compute_dtype`` (eager inference only), float32 out."""
         dtype = COMPUTE_DTYPES[self.compute_dtype]
         if dtype == torch.float32 or self.training or self._padded_topk():
-            return self._coarse_tokens(image0, image1)
+            return self._coarse_tokens(image0, image1, fine=False)
         with torch.autocast(device_type=image0.device.type, dtype=dtype):
-            feats = self._coarse_tokens(image0, image1)
+            feats = self._coarse_tokens(image0, image1, fine=False)
         return {k: v.float() if torch.is_tensor(v) else v for k, v in feats.items()}
 
     def _padded_topk(self) -> bool:
@@ -396,34 +408,49 @@ class LoFTR(nn.Module):
         """Choose the cells of image 0 that get the fine refinement.
 
         Masked cells rank first, by confidence, then the other cells by confidence; the
-        first ``fine_topk`` are refined. Eager mode takes ``min(fine_topk, L0)`` cells; traced
-        graphs pad the ranking with ``fine_topk`` dummy entries so that ONNX ``TopK`` has a
-        constant K whatever the input size (dummy picks are flagged in ``selected``).
+        first ``fine_topk`` are refined. Eager mode refines only masked cells: K is the
+        largest masked count of the batch, at most ``fine_topk`` (0: no limit), so unmasked
+        cells keep the coarse position. Traced graphs refine a constant K = ``fine_topk``
+        (padding the ranking with ``fine_topk`` dummy entries so that ONNX ``TopK`` has a
+        constant K whatever the input size; dummy picks are flagged in ``selected``), or every
+        cell with ``fine_topk`` 0.
 
         Returns:
             ``(cells, selected)``, (B, K) int64 indices into L0 (or, when traced, into
             L0 + K) and (B, K) bool, not a dummy; ``(None, None)`` to refine every cell.
         """
         k = self.fine_topk
-        cells = score.shape[1]
         padded = self._padded_topk()
-        if k <= 0 or (not padded and k >= cells):
+        if padded and k <= 0:
             return None, None
         rank = score.float() + 2.0 * mask.float()  # masked cells first; score in [0, 1]
         if padded:
             rank = torch.cat([rank, torch.full_like(rank[:, :1], -1.0).expand(-1, k)], 1)
         else:
-            k = min(k, cells)
+            masked = int(mask.sum(1).max()) if mask.numel() else 0
+            k = min(k, masked) if k > 0 else masked
         values, index = torch.topk(rank, k, dim=1)
         return index, values > -0.5
+
+    def _fine_windows(self, fine_input: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
+        """(B, K, W*W, Cf) fine windows around the coarse cells ``xy`` (B, K, 2).
+
+        The fine head runs on the windows only (``fine_head_windows``) when that is fewer
+        pixels than the whole map, else on the map, which is then cropped; the results agree
+        up to float rounding. In traced graphs the choice is made at the export size.
+        """
+        stride = self.stride_c // self.stride_f
+        map_pixels = int(fine_input.shape[2]) * int(fine_input.shape[3])
+        if int(xy.shape[1]) * (self.window + 2) ** 2 < map_pixels:
+            return self.backbone.fine_head_windows(fine_input, xy, self.window, stride)
+        return crop_windows(self.backbone.fine_head(fine_input), xy, self.window, stride)
 
     def _refine_cells(self, feats: Mapping[str, Any], xy0: torch.Tensor, xy1: torch.Tensor,
                       tok0: torch.Tensor, tok1: torch.Tensor) -> torch.Tensor:
         """Return the (B, K, 3) fine expectation of K cells (xy (B, K, 2), tokens (B, K, C))."""
         batch = xy0.shape[0]
-        stride = self.stride_c // self.stride_f
-        win0 = crop_windows(feats['feat_f0'], xy0, self.window, stride).flatten(0, 1)
-        win1 = crop_windows(feats['feat_f1'], xy1, self.window, stride).flatten(0, 1)
+        win0 = self._fine_windows(feats['fine_in0'], xy0).flatten(0, 1)
+        win1 = self._fine_windows(feats['fine_in1'], xy1).flatten(0, 1)
         expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1.flatten(0, 1))
         return expec.reshape(batch, -1, 3).float()
 
@@ -449,7 +476,7 @@ class LoFTR(nn.Module):
         names = self.loftr_coarse.layer_names
         if side not in (0, 1) or not 0 <= layer_index < len(names):
             raise ValueError(f'side must be 0/1 and layer_index in [0, {len(names)})')
-        feats = self._coarse_tokens(image0, image1, num_layers=layer_index)
+        feats = self._coarse_tokens(image0, image1, num_layers=layer_index, fine=False)
         tok = (feats['feat_c0'], feats['feat_c1'])
         x = tok[side]
         if names[layer_index] == 'self':
