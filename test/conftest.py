@@ -29,6 +29,20 @@ def wait_for(predicate, timeout=10.0):
     return predicate()
 
 
+@pytest.fixture(scope='module')
+def one_torch_thread():
+    """Run a module's torch work on one thread, restored afterwards.
+
+    Small models and tests on a shared 2-core CI machine: a multi-threaded torch pool mostly
+    waits at barriers. Modules opt in with ``pytestmark = pytest.mark.usefixtures(...)``.
+    """
+    torch = pytest.importorskip('torch')
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture
 def context():
     """Return a fresh initialised ``rclpy.Context`` (skips without rclpy), shut down after."""

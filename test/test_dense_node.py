@@ -34,13 +34,7 @@ WIDTH, HEIGHT = 80, 60
 OUTPUTS = ('depth', 'labels', 'labels_color', 'depth_color')
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_torch_thread():
-    """Run torch single-threaded here: on a shared CI machine its thread pool mostly waits."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 @pytest.fixture(scope='module')

@@ -29,19 +29,13 @@ from relperception.runtime.model_export import build_export_model, export_spec
 from relperception.runtime.onnx_export import find_ops, read_metadata
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
-import torch
 
 HAS_TENSORRT = importlib.util.find_spec('tensorrt') is not None
 EXPORT_SIZE = (64, 96)
 RUN_SIZES = [(96, 128), (128, 160)]
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 def _export(tmp_path_factory, config):

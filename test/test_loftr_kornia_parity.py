@@ -20,13 +20,7 @@ import torch
 kornia_feature = pytest.importorskip('kornia.feature')
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    """Run this module on one thread (faster on a shared, busy CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 def textured_pair(height, width, shift=None, seed=0):

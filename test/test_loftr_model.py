@@ -49,13 +49,7 @@ def lite(seed=0, **conf):
     return LoFTR(conf, preset='loftr_lite').eval()
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    """Run this module's small models on one thread (faster on a shared, busy CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 @pytest.fixture(scope='module')

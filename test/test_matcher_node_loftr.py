@@ -31,13 +31,7 @@ from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
 WIDTH, HEIGHT = 160, 128     # multiples of 32: the matcher runs at the image size
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_torch_thread():
-    """Run torch single-threaded here: on a shared CI machine its thread pool mostly waits."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 @pytest.fixture(scope='module')

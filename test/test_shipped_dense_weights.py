@@ -18,7 +18,6 @@ from relperception.models.presets import load_model_config
 from relperception.models.weights import read_manifest
 from relperception.training.dense_data import (
     evaluate_depth, evaluate_segmentation, SegmentationFolderDataset, synthetic_frames)
-import torch
 
 HELD_OUT_SEED = 4242
 
@@ -29,13 +28,7 @@ MINIMUMS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Run on one CPU thread (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 @pytest.fixture(scope='module')

@@ -36,13 +36,7 @@ def frames():
     return images, depths, labels
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Train on one CPU thread (faster for tiny models; restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 @pytest.fixture

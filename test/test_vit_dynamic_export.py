@@ -28,12 +28,7 @@ EXPORT_SIZE = (64, 96)
 RUN_SIZES = [(96, 128), (48, 80), (64, 64)]  # (64, 64): the stored 4x4 grid, square
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
 
 
 def _relative(a, b):
