@@ -237,9 +237,9 @@ def run(output: Path, threads: int, repeats: int, weights=None, lite_weights=Non
                                            for n, t in times.items() if n != 'kornia'},
                      'cpu_speedup_vs_kornia': {n: times['kornia'][1] / t[1]
                                                for n, t in times.items() if n != 'kornia'}})
-        full['matches'] = agreement(backends['torch'].run(inputs), kornia_call(), 640)
-        full['bfloat16_vs_float32'] = reproduced(backends['torch'].run(inputs),
-                                                 backends['torch bfloat16'].run(inputs))
+        ours = backends['torch'].run(inputs)
+        full['matches'] = agreement(ours, kornia_call(), 640)
+        full['bfloat16_vs_float32'] = reproduced(ours, backends['torch bfloat16'].run(inputs))
         full['gflop'] = {'kornia': gflop(kornia_call),
                          'torch': gflop(lambda: backends['torch'].run(inputs))}
         backends = model = None  # free the large model before the lite one
@@ -255,9 +255,9 @@ def run(output: Path, threads: int, repeats: int, weights=None, lite_weights=Non
         for name, (wall, cpu) in lite_times.items():
             lite['pairs_per_second'][name] = 1.0 / wall
             lite['pairs_per_cpu_second'][name] = 1.0 / cpu
-        lite['matches'] = int(backends['torch'].run(inputs)['mask'].sum())
-        lite['bfloat16_vs_float32'] = reproduced(backends['torch'].run(inputs),
-                                                 backends['torch bfloat16'].run(inputs))
+        ours = backends['torch'].run(inputs)
+        lite['matches'] = int(ours['mask'].sum())
+        lite['bfloat16_vs_float32'] = reproduced(ours, backends['torch bfloat16'].run(inputs))
     results['load_average_after'] = os.getloadavg()[0]
     with open(output / 'loftr_bench.json', 'w', encoding='utf-8') as stream:
         json.dump(results, stream, indent=2)

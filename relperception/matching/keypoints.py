@@ -26,8 +26,6 @@ from relperception.matching.base import check_gray_image
 #: A quality level of 0 is mapped to this, so zero responses (flat areas) never count.
 _MIN_QUALITY_LEVEL = 1e-9
 
-#: Rows per strip, and extra context rows each side for the 3x3 Sobel + 3x3 box of the response.
-
 
 def detect_keypoints(image: np.ndarray, max_keypoints: int, cell_size_px: int,
                      min_quality: float, border_px: int, mask: Optional[np.ndarray] = None,

@@ -133,14 +133,15 @@ def _fpn_head(head: nn.Module, x: torch.Tensor, inside=None) -> torch.Tensor:
     """
     conv_a, bn, act, conv_b = head
     padding = 1 if inside is None else 0
-    if fast_path(head):
+    fast = fast_path(head)
+    if fast:
         mixed = F.leaky_relu(folded_conv(x, conv_a, bn, padding), act.negative_slope,
                              inplace=True)
     else:
         mixed = act(bn(F.conv2d(x, conv_a.weight, conv_a.bias, padding=padding)))
     if inside is not None:
         mixed = mixed * inside[0]
-    out = folded_conv(mixed, conv_b, padding=padding) if fast_path(head) else \
+    out = folded_conv(mixed, conv_b, padding=padding) if fast else \
         F.conv2d(mixed, conv_b.weight, conv_b.bias, padding=padding)
     return out if inside is None else out * inside[1]
 

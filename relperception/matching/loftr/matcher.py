@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_image, check_gray_pair, Predictor
-from relperception.matching.loftr.model import (COMPUTE_DTYPES, LoFTR, ONNX_INPUT_NAMES,
+from relperception.matching.loftr.model import (check_compute_dtype, LoFTR, ONNX_INPUT_NAMES,
                                                 ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
 import torch
@@ -110,10 +110,7 @@ class LoFTRMatcher:
                              f'{available_presets()}')
         if c['backend'] not in BACKENDS:
             raise ValueError(f'unknown loftr backend {c["backend"]!r}; choose one of {BACKENDS}')
-        if c['compute_dtype'] not in COMPUTE_DTYPES:
-            raise ValueError(f'unknown loftr compute_dtype {c["compute_dtype"]!r}; choose one '
-                             f'of {sorted(COMPUTE_DTYPES)}')
-        if c['compute_dtype'] != 'float32' and c['backend'] != 'torch':
+        if check_compute_dtype(c['compute_dtype']) != 'float32' and c['backend'] != 'torch':
             raise ValueError(f'loftr compute_dtype {c["compute_dtype"]} applies to backend '
                              f'torch only (exported models run in float32), not '
                              f'{c["backend"]}')

@@ -54,6 +54,14 @@ ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
 #: Values of the ``compute_dtype`` key and the torch dtypes they stand for.
 COMPUTE_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
 
+
+def check_compute_dtype(value: Any) -> str:
+    """Return ``value`` if it is a key of :data:`COMPUTE_DTYPES`, else raise ValueError."""
+    if value not in COMPUTE_DTYPES:
+        raise ValueError(f'compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, got {value!r}')
+    return value
+
+
 #: Default number of coarse cells per image pair that get the fine refinement (``fine_topk``)
 #: per preset: about a fifth (``loftr``, 4800 cells at 480x640) and two fifths (``loftr_lite``,
 #: 1200 cells at 240x320) of the cells at the preset's input size, more than the matches a
@@ -148,10 +156,7 @@ class LoFTR(nn.Module):
                                  or topk < 0):
             raise ValueError(f'fine_topk must be an int >= 0 or None, got {topk!r}')
         self.fine_topk = int(topk or 0)
-        compute_dtype = conf.pop('compute_dtype', 'float32')
-        if compute_dtype not in COMPUTE_DTYPES:
-            raise ValueError(f'compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, '
-                             f'got {compute_dtype!r}')
+        compute_dtype = check_compute_dtype(conf.pop('compute_dtype', 'float32'))
         self.compute_dtype = compute_dtype
         self.preset = name
         self.conf = preset_conf(name, conf)
