@@ -8,16 +8,18 @@ dicts load unchanged: ``conv1``, ``bn1``, ``layer1..3`` (two residual blocks eac
 ``layer1_outconv2``.
 
 Inference fast path: in eval mode (and not while tracing for export) every convolution runs
-with its BatchNorm folded into the weights and in the channels-last (NHWC) layout, which
-oneDNN runs about 1.5x faster on CPU than NCHW with separate BatchNorm passes. The folded
-weights are computed on each call from the unchanged parameters (cheap next to the
-convolutions), so state dicts, training and the exported graphs are exactly as before; the
-outputs are then channels-last tensors of the usual (B, C, H, W) shape.
+with its BatchNorm folded into the weights and in the channels-last (NHWC) layout
+(``relperception.matching.loftr.fast_path``), which oneDNN runs about 1.5x faster on CPU than
+NCHW with separate BatchNorm passes. The folded weights are computed on each call from the
+unchanged parameters (cheap next to the convolutions), so state dicts, training and the
+exported graphs are exactly as before; the outputs are then channels-last tensors of the usual
+(B, C, H, W) shape.
 """
 
 import functools
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
+from relperception.matching.loftr.fast_path import channels_last, fast_path, folded_conv
 from relperception.matching.loftr.fine_matching import crop_windows
 import torch
 from torch import nn
@@ -28,45 +30,6 @@ def _conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nn.Conv2d:
     """Bias-free ``kernel`` x ``kernel`` convolution with 'same' padding."""
     return nn.Conv2d(in_ch, out_ch, kernel_size=kernel, stride=stride, padding=kernel // 2,
                      bias=False)
-
-
-def fast_path(module: nn.Module) -> bool:
-    """Return True when ``module`` may use the folded channels-last inference path."""
-    return not module.training and not torch.jit.is_tracing() and not _exporting()
-
-
-def _exporting() -> bool:
-    is_exporting = getattr(torch.onnx, 'is_in_onnx_export', None)
-    return bool(is_exporting()) if is_exporting is not None else False
-
-
-def folded_conv(x: torch.Tensor, conv: nn.Conv2d, bn: Optional[nn.BatchNorm2d] = None,
-                padding: Optional[int] = None):
-    """Apply ``conv`` (then eval-mode ``bn``) as one channels-last convolution.
-
-    Args:
-        x: (B, C, H, W) input, preferably channels-last.
-        conv: the convolution (its parameters are read, not changed).
-        bn: a BatchNorm2d following it, folded into the weights with its running statistics.
-        padding: overrides ``conv.padding`` (e.g. 0 for a 'valid' convolution of a patch).
-
-    Returns:
-        The (B, C', H', W') output, channels-last; equal to ``bn(conv(x))`` up to rounding.
-    """
-    weight, bias = conv.weight, conv.bias
-    if bn is not None:
-        scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
-        weight = weight * scale.reshape(-1, 1, 1, 1)
-        shift = bn.bias - bn.running_mean * scale
-        bias = shift if bias is None else bias * scale + shift
-    if conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.groups == 1:
-        # a 1x1 kernel is both NCHW and NHWC, which sends conv2d to a slow path: a matmul
-        # over the channels-last pixels is the same operation
-        out = F.linear(x.permute(0, 2, 3, 1), weight[:, :, 0, 0], bias)
-        return out.permute(0, 3, 1, 2)
-    weight = weight.contiguous(memory_format=torch.channels_last)
-    padding = conv.padding if padding is None else padding
-    return F.conv2d(x, weight, bias, conv.stride, padding, conv.dilation, conv.groups)
 
 
 class ResidualBlock(nn.Module):
@@ -206,9 +169,7 @@ class ResNetFPN82(nn.Module):
         windows of it.
         """
         if fast_path(self):
-            # a 1-channel image is NCHW and NHWC at once: make the stem output NHWC explicitly
-            x0 = folded_conv(image, self.conv1, self.bn1).contiguous(
-                memory_format=torch.channels_last).relu_()
+            x0 = folded_conv(channels_last(image), self.conv1, self.bn1).relu_()
             coarse_out = functools.partial(folded_conv, conv=self.layer3_outconv)
         else:
             x0 = self.relu(self.bn1(self.conv1(image)))

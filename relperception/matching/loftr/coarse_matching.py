@@ -11,6 +11,7 @@ both cells off the border). The only parameter, ``bin_score`` (sinkhorn only), h
 
 from typing import Tuple
 
+from relperception.matching.loftr.fast_path import fast_path, pointwise_linear
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -49,6 +50,21 @@ def log_optimal_transport(scores: torch.Tensor, bin_score: torch.Tensor,
     return couplings + u.unsqueeze(2) + v.unsqueeze(1) - norm.unsqueeze(2)
 
 
+def _dual_softmax_inference(feat0: torch.Tensor, feat1: torch.Tensor,
+                            factor: float) -> torch.Tensor:
+    """``softmax(sim, 1) * softmax(sim, 2)`` of ``sim = factor * feat0 feat1^T`` (inference).
+
+    The same matrix as the plain path up to float rounding, with fewer passes over it: the
+    product runs as a oneDNN convolution (:func:`pointwise_linear`), the scale is applied to
+    the smaller ``feat0``, and the column softmax is written as exp / sum along dim 1 (about
+    half the time of ``F.softmax(sim, 1)`` on a 4800 x 4800 matrix), in place.
+    """
+    sim = torch.stack([pointwise_linear(f0 * factor, f1) for f0, f1 in zip(feat0, feat1)])
+    conf = F.softmax(sim, 2)
+    column = sim.sub_(sim.amax(1, keepdim=True)).exp_()
+    return conf.mul_(column).div_(column.sum(1, keepdim=True))
+
+
 class CoarseMatching(nn.Module):
     """Confidence matrix and per-cell best matches of the coarse level."""
 
@@ -85,6 +101,8 @@ class CoarseMatching(nn.Module):
     def confidence(self, feat0: torch.Tensor, feat1: torch.Tensor) -> torch.Tensor:
         """Return the (B, L, S) confidence matrix of (B, L, C) and (B, S, C) coarse tokens."""
         scale = feat0.shape[-1] ** 0.5
+        if self.match_type == 'dual_softmax' and fast_path(self):
+            return _dual_softmax_inference(feat0, feat1, 1.0 / (scale * scale * self.temperature))
         sim = (feat0 / scale) @ (feat1 / scale).transpose(1, 2)
         if self.match_type == 'dual_softmax':
             sim = sim / self.temperature

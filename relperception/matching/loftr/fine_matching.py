@@ -31,13 +31,20 @@ def window_offsets(window: int, device: torch.device) -> torch.Tensor:
     return torch.stack([dx.reshape(-1), dy.reshape(-1)], -1)
 
 
-def _window_flat_index(xy: torch.Tensor, padded_width, window: int, stride: int) -> torch.Tensor:
-    """Flat indices (..., W*W) into a padded fine map for coarse cells ``xy`` (..., 2)."""
-    offsets = window_offsets(window, xy.device)
-    top_left = xy.long() * stride  # padding window // 2 shifts the centre to the top-left
-    col = top_left[..., None, 0] + offsets[:, 0]
-    row = top_left[..., None, 1] + offsets[:, 1]
-    return row * padded_width + col
+def _window_index(xy: torch.Tensor, height, width, window: int,
+                  stride: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Flat indices (..., W*W) into a (height, width) map for the windows of cells ``xy``.
+
+    Returns the indices, clamped into the map, and the (..., W*W) bool mask of the window
+    positions inside the map.
+    """
+    offsets = window_offsets(window, xy.device) - window // 2
+    centre = xy.long() * stride
+    col = centre[..., None, 0] + offsets[:, 0]
+    row = centre[..., None, 1] + offsets[:, 1]
+    inside = (col >= 0) & (col < width) & (row >= 0) & (row < height)
+    index = row.clamp(0, height - 1) * width + col.clamp(0, width - 1)
+    return index, inside
 
 
 def crop_windows(feat_f: torch.Tensor, xy: torch.Tensor, window: int, stride: int,
@@ -55,17 +62,19 @@ def crop_windows(feat_f: torch.Tensor, xy: torch.Tensor, window: int, stride: in
     Returns:
         (B, K, W*W, C) or, with ``b_ids``, (K, W*W, C) features; positions outside the map are 0.
     """
-    pad = window // 2
-    # channels-last padded map (B, Hp*Wp, C): a window is a gather of whole C-vectors and the
-    # result already has the (..., W*W, C) layout the fine transformer reads
-    padded = F.pad(feat_f.permute(0, 2, 3, 1), (0, 0, pad, pad, pad, pad)).flatten(1, 2)
-    index = _window_flat_index(xy, feat_f.shape[3] + 2 * pad, window, stride)
+    # channels-last map (B, Hf*Wf, C): a window is a gather of whole C-vectors and the result
+    # already has the (..., W*W, C) layout the fine transformer reads. Indices are clamped
+    # into the map and positions outside it zeroed afterwards (no padded copy of the map).
+    pixels = feat_f.permute(0, 2, 3, 1).flatten(1, 2)
+    index, inside = _window_index(xy, feat_f.shape[2], feat_f.shape[3], window, stride)
     if b_ids is None:
         batch, count = index.shape[0], index.shape[1]
         flat = index.reshape(batch, -1, 1).expand(-1, -1, feat_f.shape[1])
-        crops = torch.gather(padded, 1, flat)  # (B, K*W*W, C)
-        return crops.reshape(batch, count, window * window, feat_f.shape[1])
-    return padded[b_ids[:, None], index]  # (K, W*W, C)
+        crops = torch.gather(pixels, 1, flat)  # (B, K*W*W, C)
+        crops = crops.reshape(batch, count, window * window, feat_f.shape[1])
+    else:
+        crops = pixels[b_ids[:, None], index]  # (K, W*W, C)
+    return torch.where(inside.unsqueeze(-1), crops, torch.zeros_like(crops[..., :1, :1]))
 
 
 def spatial_expectation(feat0: torch.Tensor, feat1: torch.Tensor, window: int) -> torch.Tensor:

@@ -38,6 +38,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from relperception.matching.loftr.backbone import ResNetFPN82
 from relperception.matching.loftr.coarse_matching import CoarseMatching
+from relperception.matching.loftr.fast_path import tracing_or_exporting
 from relperception.matching.loftr.fine_matching import (
     cell_xy, crop_windows, FinePreprocess, spatial_expectation)
 from relperception.matching.loftr.position_encoding import PositionEncodingSine
@@ -70,11 +71,6 @@ DEFAULT_FINE_TOPK = {'loftr': 1024, 'loftr_lite': 512}
 
 #: Keys of official / older checkpoints that hold no parameters of this model.
 _IGNORED_KEYS = ('pos_encoding.pe',)
-
-
-def _exporting() -> bool:
-    is_exporting = getattr(torch.onnx, 'is_in_onnx_export', None)
-    return bool(is_exporting()) if is_exporting is not None else False
 
 
 def kornia_key_map(key: str) -> str:
@@ -408,7 +404,7 @@ class LoFTR(nn.Module):
 
     def _padded_topk(self) -> bool:
         """Whether the top-K selection pads to a constant K (traced graphs)."""
-        return torch.jit.is_tracing() or _exporting()
+        return tracing_or_exporting()
 
     def _fine_cells(self, score: torch.Tensor, mask: torch.Tensor):
         """Choose the cells of image 0 that get the fine refinement.

@@ -10,6 +10,7 @@ Two attention kinds: ``'linear'`` (the kernelised attention of "Transformers are
 
 from typing import Optional, Sequence, Tuple
 
+from relperception.matching.loftr.fast_path import apply_linear
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -84,7 +85,7 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
 
     def _heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        return proj(x).reshape(x.shape[0], -1, self.nhead, self.dim)  # (N, L, H, D)
+        return apply_linear(proj, x).reshape(x.shape[0], -1, self.nhead, self.dim)  # (N,L,H,D)
 
     def forward(self, x: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """Update ``x`` (N, L, C) with messages from ``source`` (N, S, C); returns (N, L, C)."""
@@ -95,8 +96,9 @@ class EncoderLayer(nn.Module):
             message = linear_attention(q, k, v)
         else:
             message = full_attention(q, k, v)
-        message = self.norm1(self.merge(message.flatten(2)))
-        message = self.norm2(self.mlp(torch.cat([x, message], dim=2)))
+        message = self.norm1(apply_linear(self.merge, message.flatten(2)))
+        hidden = apply_linear(self.mlp[0], torch.cat([x, message], dim=2))
+        message = self.norm2(apply_linear(self.mlp[2], self.mlp[1](hidden)))
         return x + message
 
     def attention_weights(self, x: torch.Tensor, source: torch.Tensor,
