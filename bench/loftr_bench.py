@@ -8,7 +8,9 @@ shares) and the SAME 640x480 synthetic image pair, so the ratios do not depend o
 this machine is:
 
 * ``loftr`` at 480x640: median seconds per pair for kornia (the baseline), our torch model and
-  our ONNX export on onnxruntime, each timed in a fresh process (see
+  our ONNX exports on onnxruntime (the single graph, which refines a constant ``fine_topk``
+  cells as TensorRT needs, and the two-stage export, whose fine graph refines only the
+  matches found), each timed in a fresh process (see
   ``fresh_process_seconds``), and the speed-up ``kornia time / our time`` (target >= 2);
   the floating-point operations per pair of both torch models (``FlopCounterMode``, machine
   independent); the match counts and how many of kornia's matches ours reproduces (same cell,
@@ -50,7 +52,9 @@ import numpy as np
 from relperception.data.synthetic import iter_sequence
 from relperception.matching.loftr.model import LoFTR, LoFTROnnxWrapper
 from relperception.models.weights import load_state_dict_file, shipped_weights
-from relperception.runtime.model_export import LOFTR_INPUTS, LOFTR_OUTPUTS
+from relperception.runtime.loftr_two_stage import open_loftr_backend
+from relperception.runtime.model_export import (build_export_model, export_loftr_two_stage,
+                                                LOFTR_INPUTS, LOFTR_OUTPUTS)
 from relperception.runtime.onnx_export import export_onnx
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
@@ -124,6 +128,12 @@ def _time_loftr(kind: str, state_file: Path, onnx_file: Path, threshold: float, 
 
         def call():
             return backend.run(inputs)
+    elif kind == 'onnxruntime two-stage':
+        backend = open_loftr_backend('onnxruntime', two_stage_path(onnx_file), threshold,
+                                     num_threads=threads)
+
+        def call():
+            return backend.run(inputs)
     else:
         ours = LoFTR({'compute_dtype': 'bfloat16' if 'bfloat16' in kind else 'float32'},
                      preset='loftr').eval()
@@ -140,7 +150,8 @@ def fresh_process_seconds(kind: str, state_file: Path, onnx_file: Path, threshol
                           threads: int, repeats: int) -> tuple:
     """Return (median wall s, median CPU s) of ``kind`` timed in a fresh Python process.
 
-    ``kind``: ``kornia``, ``torch``, ``onnxruntime`` or ``torch bfloat16``. Measured here: in
+    ``kind``: ``kornia``, ``torch``, ``onnxruntime``, ``onnxruntime two-stage`` or ``torch
+    bfloat16``. Measured here: in
     a process that has already run other large models, kornia's LoFTR slows down by up to 30 %
     (3.2 s alone, 3.6 s after our torch model, 4.0-4.3 s alternating with it), ours much less;
     a fresh process per implementation gives every one its best conditions.
@@ -160,21 +171,36 @@ def gflop(fn) -> float:
     return counter.get_total_flops() / 1e9
 
 
-def our_backends(model, inputs, work: Path, threads: int, name: str) -> dict:
-    """Return {'torch': backend, 'onnxruntime': backend, 'torch bfloat16': backend}.
+def two_stage_path(onnx_file: Path) -> Path:
+    """The coarse graph of the two-stage export that belongs to the single graph ``onnx_file``."""
+    return onnx_file.with_name(onnx_file.stem + '_two_stage.onnx')
 
-    The last is a copy of ``model`` with ``compute_dtype: bfloat16`` (same weights).
+
+def our_backends(model, inputs, work: Path, threads: int, name: str) -> dict:
+    """Return {'torch', 'onnxruntime', 'onnxruntime two-stage', 'torch bfloat16': backend}.
+
+    The ONNX files are ``work/<name>.onnx`` (single graph) and ``two_stage_path`` of it, both
+    exported at the size of ``inputs``; the last backend is a copy of ``model`` with
+    ``compute_dtype: bfloat16`` (same weights).
     """
     wrapped = LoFTROnnxWrapper(model)
     example = tuple(torch.from_numpy(inputs[n]) for n in LOFTR_INPUTS)
     path = export_onnx(wrapped, example, work / f'{name}.onnx', LOFTR_INPUTS, LOFTR_OUTPUTS,
                        dynamic_axes={n: {2: 'height', 3: 'width'} for n in LOFTR_INPUTS})
+    state_file = work / f'{name}_state.pt'
+    torch.save(model.state_dict(), state_file)
+    spec = build_export_model(model.preset, weights=str(state_file))
+    spec['module'].model.fine_topk = model.fine_topk
+    coarse = export_loftr_two_stage(spec, two_stage_path(path),
+                                    size=tuple(inputs[LOFTR_INPUTS[0]].shape[2:]))
     half = LoFTR({'compute_dtype': 'bfloat16', 'fine_topk': model.fine_topk},
                  preset=model.preset).eval()
     half.load_state_dict(model.state_dict())
     half.threshold = model.threshold
     return {'torch': TorchBackend(wrapped, LOFTR_INPUTS, LOFTR_OUTPUTS),
             'onnxruntime': OnnxRuntimeBackend(path, num_threads=threads),
+            'onnxruntime two-stage': open_loftr_backend('onnxruntime', coarse, model.threshold,
+                                                        num_threads=threads),
             'torch bfloat16': TorchBackend(LoFTROnnxWrapper(half), LOFTR_INPUTS, LOFTR_OUTPUTS)}
 
 
@@ -224,8 +250,7 @@ def run(output: Path, threads: int, repeats: int, weights=None, lite_weights=Non
                 return kornia_model(dict(batch))
 
         backends = our_backends(model, inputs, Path(tmp), threads, 'loftr')
-        state_file = Path(tmp) / 'loftr_state.pt'
-        torch.save(model.state_dict(), state_file)
+        state_file = Path(tmp) / 'loftr_state.pt'  # written by our_backends
         times = {kind: fresh_process_seconds(kind, state_file, Path(tmp) / 'loftr.onnx',
                                              model.threshold, threads, repeats)
                  for kind in ('kornia', *backends)}

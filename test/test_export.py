@@ -25,10 +25,12 @@ import onnx
 import pytest
 from relperception.cli.main import main
 from relperception.data.synthetic import iter_sequence
-from relperception.runtime.model_export import build_export_model, export_spec
+from relperception.matching.loftr.matcher import LoFTRMatcher
+from relperception.runtime.model_export import build_export_model, export_model, export_spec
 from relperception.runtime.onnx_export import find_ops, read_metadata
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
+from test_loftr_model import textured
 
 HAS_TENSORRT = importlib.util.find_spec('tensorrt') is not None
 EXPORT_SIZE = (64, 96)
@@ -151,7 +153,7 @@ class TestLoFTRExport:
         ({'image0': np.zeros((1, 3, 96, 128), np.float32),
           'image1': np.zeros((1, 1, 96, 128), np.float32)}, 'dimension 1 must be 1'),
         ({'image0': np.zeros((1, 1, 100, 128), np.float32),
-          'image1': np.zeros((1, 1, 100, 128), np.float32)}, 'multiple of 32'),
+          'image1': np.zeros((1, 1, 100, 128), np.float32)}, 'multiple of 8'),
         ({'image0': np.zeros((1, 1, 96, 128), np.uint8),
           'image1': np.zeros((1, 1, 96, 128), np.uint8)}, 'must be float32, got uint8'),
     ])
@@ -178,7 +180,7 @@ class TestExportVerb:
         assert rc == 0
         meta = read_metadata(path)
         assert meta['preset'] == 'loftr_lite' and meta['kind'] == 'loftr'
-        assert (meta['min_height'], meta['max_width'], meta['size_multiple']) == (64, 320, 32)
+        assert (meta['min_height'], meta['max_width'], meta['size_multiple']) == (64, 320, 8)
         out = OnnxRuntimeBackend(path).run(_loftr_input(96, 128))
         assert out['keypoints1'].shape == (1, 192, 2)
 
@@ -217,3 +219,15 @@ class TestExportVerb:
                    'tensorrt', '-o', str(tmp_path / 'lite.engine')])
         assert rc == 1
         assert 'tensorrt is not installed' in caplog.text
+
+
+class TestLoFTRDefaultSize:
+    def test_lite_exports_and_runs_at_its_input_size(self, tmp_path):
+        """loftr_lite's default input, 240x320, is not a multiple of 32: export and run it."""
+        path = export_model('loftr_lite', tmp_path / 'lite.onnx', random_weights=True)
+        assert tuple(read_metadata(path)['export_size']) == (240, 320)
+        matcher = LoFTRMatcher({'preset': 'loftr_lite', 'backend': 'onnxruntime',
+                                'onnx_path': str(path), 'threshold': 0.0})
+        assert matcher.input_size == (240, 320)
+        image = (textured(480, 640) * 255).astype(np.uint8)
+        assert len(matcher.match(image, np.roll(image, 8, axis=1))) > 0

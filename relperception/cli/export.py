@@ -8,9 +8,13 @@ Examples::
     relperception export --config loftr_lite --output lite.onnx --height 480 --width 640
     relperception export --config loftr_lite --output lite.onnx --min-size 96x128 --max-size 960
     relperception export --config loftr_lite --format tensorrt --output loftr_lite.engine
+    relperception export --config loftr --two-stage --output loftr.onnx
 
 The ONNX model then runs with ``dense.backend:=onnxruntime dense.onnx_path:=...`` (or the
-``loftr.*`` equivalents).
+``loftr.*`` equivalents). ``--two-stage`` (LoFTR, ONNX): a coarse graph in ``--output`` and a
+fine graph ``<name>.fine.onnx`` beside it that refines only the matches found (the single
+graph refines a constant ``fine_topk`` cells, as TensorRT needs); ``loftr.onnx_path`` names the
+coarse file.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='largest accepted input, HxW (default 1536x2048)')
     parser.add_argument('--no-fp16', dest='fp16', action='store_false',
                         help='TensorRT: build an FP32 engine (default FP16 when available)')
+    parser.add_argument('--two-stage', action='store_true',
+                        help='LoFTR, ONNX only: coarse graph + fine graph with a dynamic match '
+                             'count (faster on onnxruntime; the fine file is <output>.fine.onnx)')
     parser.add_argument('--check', action='store_true',
                         help='ONNX: compare onnxruntime with torch on a random input of another '
                              'size and log the largest difference per output')
@@ -74,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     size = (args.height, args.width) if args.height is not None else None
     path = export_model(args.config, args.output, fmt=args.fmt, weights=args.weights,
                         random_weights=args.random_weights, size=size,
-                        min_size=args.min_size, max_size=args.max_size, fp16=args.fp16)
+                        min_size=args.min_size, max_size=args.max_size, fp16=args.fp16,
+                        two_stage=args.two_stage)
     logger.info('wrote %s', path)
     if args.check and args.fmt == 'onnx':
         _check(args, path)
@@ -96,7 +104,27 @@ def _check(args: argparse.Namespace, path) -> None:
     rng = np.random.default_rng(1)
     inputs = {n: rng.random((1, spec['channels'], height, width), dtype=np.float32)
               for n in spec['input_names']}
-    diffs = check_parity(spec['module'], path, [inputs])
+    if args.two_stage:
+        diffs = _two_stage_differences(spec['module'].model, path, inputs)
+    else:
+        diffs = check_parity(spec['module'], path, [inputs])
     for name, value in diffs.items():
         logger.info('parity at %dx%d: %s max |torch - onnxruntime| = %.3g', height, width,
                     name, value)
+
+
+def _two_stage_differences(model, path, inputs) -> dict:
+    """Largest |torch - onnxruntime| of a two-stage export, on the cells torch keeps."""
+    import numpy as np
+    import torch
+
+    from relperception.runtime.loftr_two_stage import open_loftr_backend
+
+    got = open_loftr_backend('onnxruntime', path, threshold=0.0).run(inputs)
+    model.threshold = 0.0
+    with torch.no_grad():
+        ref = model(*(torch.from_numpy(inputs[n]) for n in ('image0', 'image1')))
+    keep = ref['mask'].numpy()
+    return {'mask (cells differing)': float((got['mask'] != keep).sum()),
+            'keypoints1': float(np.abs(got['keypoints1'][keep]
+                                       - ref['keypoints1'].numpy()[keep]).max(initial=0.0))}

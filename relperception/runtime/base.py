@@ -68,7 +68,8 @@ def check_input_names(inputs: Mapping[str, Any], expected: Sequence[str]) -> Non
 def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any] = None,
                   input_names: Sequence[str] = (), output_names: Sequence[str] = (),
                   device: str = 'cpu', providers: Optional[Sequence[Any]] = None,
-                  num_threads: Optional[int] = None) -> InferenceBackend:
+                  num_threads: Optional[int] = None,
+                  allow_spinning: bool = True) -> InferenceBackend:
     """Return the backend called ``name`` (the ``dense.backend`` / ``loftr.backend`` value).
 
     Args:
@@ -85,6 +86,7 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
             given; for tensorrt the CUDA device.
         providers: onnxruntime execution providers (default: from ``device``).
         num_threads: onnxruntime intra-op threads (default: onnxruntime's choice).
+        allow_spinning: onnxruntime: idle threads spin-wait (see ``OnnxRuntimeBackend``).
 
     Returns:
         An object following ``InferenceBackend``.
@@ -109,7 +111,8 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
             index = int(str(device).partition(':')[2] or 0)
             providers = [('CUDAExecutionProvider', {'device_id': index}),
                          'CPUExecutionProvider']
-        backend = OnnxRuntimeBackend(path, providers=providers, num_threads=num_threads)
+        backend = OnnxRuntimeBackend(path, providers=providers, num_threads=num_threads,
+                                     allow_spinning=allow_spinning)
     else:
         from relperception.runtime.tensorrt_backend import TensorRTBackend
         index = int(str(device).partition(':')[2] or 0) if str(device).startswith('cuda') else 0

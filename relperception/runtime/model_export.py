@@ -11,7 +11,7 @@ Graph contracts (what ``dense.backend`` / ``loftr.backend`` = onnxruntime/tensor
   (multiples of ``size_multiple``).
 * LoFTR: inputs ``image0``, ``image1`` (1,1,H,W) float32 grey in [0,1]; outputs
   ``keypoints0``, ``keypoints1`` (1,M,2) float32 pixels, ``confidence`` (1,M) float32 and
-  ``mask`` (1,M) bool, M = H/8 * W/8; H and W dynamic multiples of 32. The graph is exported
+  ``mask`` (1,M) bool, M = H/8 * W/8; H and W dynamic multiples of 8. The graph is exported
   with confidence threshold 0 (``mask`` = mutual nearest neighbour and border test only): the
   matcher applies ``loftr.threshold`` to ``confidence`` at run time.
 
@@ -36,7 +36,7 @@ LOFTR_PRESETS = ('loftr', 'loftr_lite')
 LOFTR_INPUTS = ('image0', 'image1')
 LOFTR_OUTPUTS = ('keypoints0', 'keypoints1', 'confidence', 'mask')
 DENSE_INPUTS = ('image',)
-LOFTR_MULTIPLE = 32
+LOFTR_MULTIPLE = 8
 DEFAULT_MIN_SIZE = (64, 64)
 DEFAULT_MAX_SIZE = (1536, 2048)
 
@@ -173,7 +173,7 @@ def export_model(config: str, output, fmt: str = 'onnx', weights: Optional[str] 
                  random_weights: bool = False, size: Optional[Tuple[int, int]] = None,
                  min_size: Optional[Tuple[int, int]] = None,
                  max_size: Optional[Tuple[int, int]] = None, fp16: bool = True,
-                 opset: int = OPSET) -> Path:
+                 opset: int = OPSET, two_stage: bool = False) -> Path:
     """Export a preset to ONNX (``fmt='onnx'``) or a TensorRT engine (``fmt='tensorrt'``).
 
     Args:
@@ -189,9 +189,11 @@ def export_model(config: str, output, fmt: str = 'onnx', weights: Optional[str] 
         max_size: largest (H, W) accepted (default 1536x2048).
         fp16: TensorRT only: enable FP16.
         opset: ONNX opset.
+        two_stage: LoFTR presets, ONNX only: write a coarse graph to ``output`` and a fine
+            graph with a dynamic match count next to it (see ``export_loftr_two_stage``).
 
     Returns:
-        The path written.
+        The path written (the coarse graph for ``two_stage``).
 
     Raises:
         ValueError: bad sizes or format, or an export check failed.
@@ -200,6 +202,12 @@ def export_model(config: str, output, fmt: str = 'onnx', weights: Optional[str] 
     """
     if fmt not in ('onnx', 'tensorrt'):
         raise ValueError(f'unknown export format {fmt!r}; choose onnx or tensorrt')
+    if two_stage and (fmt != 'onnx' or config not in LOFTR_PRESETS):
+        raise ValueError(f'a two-stage export is for the LoFTR presets {LOFTR_PRESETS} in '
+                         f'ONNX format (onnxruntime), not {config} / {fmt}')
+    if two_stage:
+        spec = build_export_model(config, weights, random_weights)
+        return export_loftr_two_stage(spec, output, size, min_size, max_size, opset)
     if fmt == 'tensorrt':
         from relperception.runtime.tensorrt_backend import import_tensorrt
         import_tensorrt()  # fail before the (slow) ONNX export
@@ -278,6 +286,105 @@ def export_spec(spec: Dict[str, Any], output, fmt: str = 'onnx',
     shapes = ((1, channels, *min_size), (1, channels, *size), (1, channels, *max_size))
     profile = dict.fromkeys(spec['input_names'], shapes) if dynamic else {}
     return build_engine(onnx_path, output, profile, fp16=fp16)
+
+
+def fine_graph_path(coarse_path) -> Path:
+    """Return the fine graph's file of a two-stage export: ``X.onnx`` -> ``X.fine.onnx``."""
+    coarse_path = Path(coarse_path)
+    return coarse_path.with_name(coarse_path.stem + '.fine.onnx')
+
+
+def export_loftr_two_stage(spec: Dict[str, Any], output,
+                           size: Optional[Tuple[int, int]] = None,
+                           min_size: Optional[Tuple[int, int]] = None,
+                           max_size: Optional[Tuple[int, int]] = None,
+                           opset: int = OPSET) -> Path:
+    """Export LoFTR as two ONNX graphs: coarse (fixed shapes) and fine (K matches, dynamic).
+
+    The single graph of ``export_spec`` refines a constant K = ``fine_topk`` cells, however
+    few match, because TensorRT needs shapes that do not depend on the data. Here the coarse
+    graph (``output``; inputs ``image0``/``image1``, outputs ``COARSE_OUTPUT_NAMES``, size
+    checks as in ``export_spec``) ends before the fine level, the caller chooses the matches
+    to refine outside the graph, and the fine graph (``fine_graph_path(output)``, inputs
+    ``FINE_INPUT_NAMES``) refines exactly those: its K axis (``matches``) is an input
+    dimension, not computed from data, so the fine work follows the number of matches.
+    ``relperception.runtime.loftr_two_stage.TwoStageLoFTRBackend`` runs the pair; its outputs
+    are those of the single graph.
+
+    Args:
+        spec: a LoFTR result of ``build_export_model``.
+        output: the coarse graph's file.
+        size: (H, W) of the example input (default: the preset's input size).
+        min_size: smallest (H, W) accepted.
+        max_size: largest (H, W) accepted.
+        opset: ONNX opset.
+
+    Returns:
+        The coarse graph's path; its metadata names the fine graph (``fine_graph``, relative)
+        and the most matches refined per pair (``fine_topk``).
+
+    Raises:
+        ValueError: not a LoFTR spec, bad sizes, or the fine graph does not follow K.
+    """
+    from relperception.matching.loftr.model import (
+        COARSE_OUTPUT_NAMES, FINE_INPUT_NAMES, FINE_OUTPUT_NAMES, LoFTRCoarseOnnxWrapper,
+        LoFTRFineOnnxWrapper)
+
+    if spec['kind'] != 'loftr':
+        raise ValueError(f'a two-stage export needs a LoFTR preset, got {spec["kind"]}')
+    model = spec['module'].model
+    output = Path(output)
+    fine_path = fine_graph_path(output)
+    coarse_spec = dict(spec, module=LoFTRCoarseOnnxWrapper(model),
+                       output_names=COARSE_OUTPUT_NAMES)
+    coarse_spec['metadata'] = dict(spec['metadata'], kind='loftr_coarse',
+                                   fine_graph=fine_path.name, fine_topk=int(model.fine_topk))
+    coarse_path = export_spec(coarse_spec, output, 'onnx', size, min_size, max_size,
+                              opset=opset)
+    size = tuple(size or spec['default_size'])
+    generator = torch.Generator().manual_seed(0)
+    images = [torch.rand(1, 1, *size, generator=generator) for _ in range(2)]
+    with torch.no_grad():
+        coarse = dict(zip(COARSE_OUTPUT_NAMES, coarse_spec['module'](*images)))
+    cells = coarse['keypoints0'].shape[1]
+    count = min(int(model.fine_topk) or cells, cells)
+    example = _fine_inputs(coarse, torch.arange(count))
+    axes = {n: {2: 'fine_height', 3: 'fine_width'} for n in FINE_INPUT_NAMES[:2]}
+    axes.update({n: {1: 'matches'} for n in FINE_INPUT_NAMES[2:]})
+    axes[FINE_OUTPUT_NAMES[0]] = {1: 'matches'}
+    fine_module = LoFTRFineOnnxWrapper(model)
+    export_onnx(fine_module, tuple(example[n] for n in FINE_INPUT_NAMES), fine_path,
+                FINE_INPUT_NAMES, FINE_OUTPUT_NAMES, dynamic_axes=axes, opset=opset,
+                metadata={'kind': 'loftr_fine', 'preset': spec['metadata'].get('preset'),
+                          'opset': opset, 'fine_topk': int(model.fine_topk)})
+    _check_fine_graph(fine_module, fine_path, coarse, cells)
+    return coarse_path
+
+
+def _fine_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
+    """Inputs of the fine graph for the chosen ``cells`` of coarse outputs (torch or numpy)."""
+    picked = {n: coarse[n][:, cells] for n in ('keypoints0', 'keypoints1', 'tokens0',
+                                                'tokens1')}
+    return {'fine_input0': coarse['fine_input0'], 'fine_input1': coarse['fine_input1'],
+            **picked}
+
+
+def _check_fine_graph(module: torch.nn.Module, path: Path, coarse: Dict[str, Any],
+                      cells: int) -> None:
+    """Run the fine graph with another match count; raise ValueError if it differs from torch."""
+    import onnxruntime as ort
+
+    count = max(1, min(cells, 7))  # a K other than the export's
+    inputs = _fine_inputs(coarse, torch.arange(cells - count, cells))
+    with torch.no_grad():
+        expected = module(*inputs.values())[0].numpy()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
+    got = session.run(None, {n: v.numpy() for n, v in inputs.items()})[0]
+    if got.shape != expected.shape or not np.allclose(got, expected, atol=1e-3):
+        raise ValueError(f'the exported fine graph {path} does not follow the match count: '
+                         f'shape {got.shape} for {expected.shape}')
 
 
 def _size_problem(path: Path, spec: Dict[str, Any], size: Tuple[int, int],

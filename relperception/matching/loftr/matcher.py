@@ -14,7 +14,8 @@ Both images are resized to the input size, matched, and the per-cell outputs com
 a cell is kept when the network's ``mask`` holds (mutual nearest neighbour and border test;
 exported graphs run with an in-graph threshold of 0) AND ``confidence > threshold``, so one
 exported file serves every threshold. The torch model runs with the in-graph threshold set to
-``threshold`` (same matches), which lets it refine only the kept cells. Keypoints are mapped
+``threshold`` (same matches), which lets it refine only the kept cells; so does a two-stage
+export (``relperception export --two-stage``, ``runtime.loftr_two_stage``). Keypoints are mapped
 back to the original pixels with the pixel-centre convention of ``cv2.resize`` (centres at
 integers: ``x_orig = (x_in + 0.5) * W_orig / W_in - 0.5``).
 """
@@ -138,10 +139,9 @@ class LoFTRMatcher:
         else:
             if model is not None:
                 raise ValueError('a torch model can only be passed with backend torch')
-            from relperception.runtime import build_backend
-            self.backend = build_backend(c['backend'], path=c['onnx_path'],
-                                         input_names=ONNX_INPUT_NAMES,
-                                         output_names=ONNX_OUTPUT_NAMES, device=c['device'])
+            from relperception.runtime.loftr_two_stage import open_loftr_backend
+            self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
+                                              device=c['device'])
 
     @staticmethod
     def _load_state(weights: str, preset: str) -> Dict[str, torch.Tensor]:
@@ -185,6 +185,8 @@ class LoFTRMatcher:
             out = {k: out[k][0].float().cpu().numpy() if k != 'mask' else out[k][0].cpu().numpy()
                    for k in ONNX_OUTPUT_NAMES}
         else:
+            if hasattr(self.backend, 'threshold'):  # two-stage export: refines cells above it
+                self.backend.threshold = self.threshold
             raw = self.backend.run(inputs)
             out = {k: np.asarray(raw[k])[0] for k in ONNX_OUTPUT_NAMES}
         return out

@@ -51,6 +51,12 @@ from torch import nn
 #: ONNX input / output names of :class:`LoFTROnnxWrapper` (the runtime backend contract).
 ONNX_INPUT_NAMES = ('image0', 'image1')
 ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
+#: Outputs of the coarse graph of a two-stage export (:class:`LoFTRCoarseOnnxWrapper`).
+COARSE_OUTPUT_NAMES = ONNX_OUTPUT_NAMES + ('tokens0', 'tokens1', 'fine_input0', 'fine_input1')
+#: Inputs / outputs of the fine graph of a two-stage export (:class:`LoFTRFineOnnxWrapper`).
+FINE_INPUT_NAMES = ('fine_input0', 'fine_input1', 'keypoints0', 'keypoints1', 'tokens0',
+                    'tokens1')
+FINE_OUTPUT_NAMES = ('refined_keypoints1',)
 
 #: Values of the ``compute_dtype`` key and the torch dtypes they stand for.
 COMPUTE_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
@@ -347,32 +353,23 @@ class LoFTR(nn.Module):
         Raises:
             ValueError: for images of the wrong shape or dtype.
         """
-        feats = self._inference_tokens(image0, image1)
-        tok0, tok1 = feats['feat_c0'], feats['feat_c1']
-        conf = self.coarse_confidence(tok0, tok1)
-        valid0 = self.coarse_matching.valid_cells(feats['map_c0'])
-        valid1 = self.coarse_matching.valid_cells(feats['map_c1'])
-        best, score, mask = self.coarse_matching.select(conf, valid0, valid1)
-        del conf
-
-        batch = tok0.shape[0]
-        xy0 = cell_xy(feats['map_c0']).expand(batch, -1, -1)  # (B, L0, 2)
-        xy1 = torch.gather(cell_xy(feats['map_c1']).expand(batch, -1, -1), 1,
-                           best.unsqueeze(-1).expand(-1, -1, 2))
-        tok1_best = torch.gather(tok1, 1, best.unsqueeze(-1).expand(-1, -1, tok1.shape[2]))
+        stage = self.coarse_stage(image0, image1)
+        xy0, xy1, tok0, tok1 = stage['xy0'], stage['xy1'], stage['tokens0'], stage['tokens1']
+        score, mask = stage['confidence'], stage['mask']
+        batch = xy0.shape[0]
         cells, selected = self._fine_cells(score, mask)
         if cells is None:  # refine every cell
-            expec = self._refine_cells(feats, xy0, xy1, tok0, tok1_best)
+            expec = self._refine_cells(stage, xy0, xy1, tok0, tok1)
         elif cells.shape[1] == 0:  # nothing matched (eager mode): nothing to refine
             expec = torch.zeros_like(xy0[..., :1]).expand(-1, -1, 3)
         else:
             src = torch.where(selected, cells, torch.zeros_like(cells))  # padding -> cell 0
             pick = src.unsqueeze(-1)
             expec_sel = self._refine_cells(
-                feats, torch.gather(xy0, 1, pick.expand(-1, -1, 2)),
+                stage, torch.gather(xy0, 1, pick.expand(-1, -1, 2)),
                 torch.gather(xy1, 1, pick.expand(-1, -1, 2)),
                 torch.gather(tok0, 1, pick.expand(-1, -1, tok0.shape[2])),
-                torch.gather(tok1_best, 1, pick.expand(-1, -1, tok1_best.shape[2])))
+                torch.gather(tok1, 1, pick.expand(-1, -1, tok1.shape[2])))
             # scatter back; padding entries (index >= L0, traced graphs only) land in the
             # extra rows that are cut off, so every written index is unique
             extra = cells.shape[1] if self._padded_topk() else 0
@@ -386,12 +383,79 @@ class LoFTR(nn.Module):
                 full, hit = full[:, :-extra], hit[:, :-extra]
             expec, mask = full, mask & (hit > 0.5)
 
-        offset = self.conf['keypoint_offset']
-        kp0 = xy0 * float(self.stride_c) + offset
-        kp1 = xy1 * float(self.stride_c) + expec[..., :2] * float(self.window // 2 * self.stride_f)
-        kp1 = kp1 + offset
+        kp0, kp1 = self.cell_keypoints(xy0, xy1)
+        kp1 = kp1 + self.fine_offset(expec)
         return {'keypoints0': kp0, 'keypoints1': kp1, 'confidence': score, 'mask': mask,
-                'match_index': best, 'expec_f': expec}
+                'match_index': stage['match_index'], 'expec_f': expec}
+
+    def coarse_stage(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Backbone, coarse transformer and coarse matching: everything before the fine level.
+
+        Args:
+            image0: (B, 1, H, W) float grey in [0, 1].
+            image1: (B, 1, H, W) float grey in [0, 1].
+
+        Returns:
+            dict with, per coarse cell of image 0 (L0 = H/8 * W/8): ``xy0`` and ``xy1`` (B, L0, 2)
+            float coarse cell coordinates of the cell and of its best cell in image 1,
+            ``tokens0`` / ``tokens1`` (B, L0, Cc) their transformed coarse tokens,
+            ``confidence`` (B, L0), ``mask`` (B, L0) bool (threshold, mutual nearest neighbour,
+            border), ``match_index`` (B, L0) int64 index of the best cell; and the fine head's
+            inputs ``fine_in0`` / ``fine_in1`` (B, Cm, H/2, W/2) (see :meth:`refine`).
+
+        Raises:
+            ValueError: for images of the wrong shape or dtype.
+        """
+        feats = self._inference_tokens(image0, image1)
+        tok0, tok1 = feats['feat_c0'], feats['feat_c1']
+        conf = self.coarse_confidence(tok0, tok1)
+        valid0 = self.coarse_matching.valid_cells(feats['map_c0'])
+        valid1 = self.coarse_matching.valid_cells(feats['map_c1'])
+        best, score, mask = self.coarse_matching.select(conf, valid0, valid1)
+        del conf
+        batch = tok0.shape[0]
+        xy0 = cell_xy(feats['map_c0']).expand(batch, -1, -1)  # (B, L0, 2)
+        xy1 = torch.gather(cell_xy(feats['map_c1']).expand(batch, -1, -1), 1,
+                           best.unsqueeze(-1).expand(-1, -1, 2))
+        tok1_best = torch.gather(tok1, 1, best.unsqueeze(-1).expand(-1, -1, tok1.shape[2]))
+        return {'xy0': xy0, 'xy1': xy1, 'tokens0': tok0, 'tokens1': tok1_best,
+                'confidence': score, 'mask': mask, 'match_index': best,
+                'fine_in0': feats['fine_in0'], 'fine_in1': feats['fine_in1']}
+
+    def refine(self, fine_in0: torch.Tensor, fine_in1: torch.Tensor, keypoints0: torch.Tensor,
+               keypoints1: torch.Tensor, tokens0: torch.Tensor,
+               tokens1: torch.Tensor) -> torch.Tensor:
+        """Fine level for K chosen coarse matches: their refined keypoints in image 1.
+
+        Args:
+            fine_in0: (B, Cm, H/2, W/2) fine head input of image 0 (:meth:`coarse_stage`).
+            fine_in1: the same for image 1.
+            keypoints0: (B, K, 2) coarse keypoints (cell centres, pixels) in image 0.
+            keypoints1: (B, K, 2) coarse keypoints of their best cells in image 1.
+            tokens0: (B, K, Cc) coarse tokens of the cells of image 0.
+            tokens1: (B, K, Cc) coarse tokens of the cells of image 1.
+
+        Returns:
+            (B, K, 2) refined keypoints in image 1 (pixels): ``keypoints1`` plus the fine
+            offset. The fine head always runs on the K windows only, so the cost follows K.
+        """
+        stride = float(self.stride_c)
+        offset = self.conf['keypoint_offset']
+        xy0 = torch.round((keypoints0 - offset) / stride)
+        xy1 = torch.round((keypoints1 - offset) / stride)
+        expec = self._refine_cells({'fine_in0': fine_in0, 'fine_in1': fine_in1}, xy0, xy1,
+                                   tokens0, tokens1, windowed=True)
+        return keypoints1 + self.fine_offset(expec)
+
+    def cell_keypoints(self, xy0: torch.Tensor,
+                       xy1: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Pixel centres (B, N, 2) of coarse cells given as (B, N, 2) cell coordinates."""
+        offset = self.conf['keypoint_offset']
+        return xy0 * float(self.stride_c) + offset, xy1 * float(self.stride_c) + offset
+
+    def fine_offset(self, expec: torch.Tensor) -> torch.Tensor:
+        """Pixel offset (..., 2) of a fine expectation (..., 3) in window units."""
+        return expec[..., :2] * float(self.window // 2 * self.stride_f)
 
     def _inference_tokens(self, image0: torch.Tensor, image1: torch.Tensor) -> Dict[str, Any]:
         """``_coarse_tokens`` in ``compute_dtype`` (eager inference only), float32 out."""
@@ -434,25 +498,30 @@ class LoFTR(nn.Module):
         values, index = torch.topk(rank, k, dim=1)
         return index, values > -0.5
 
-    def _fine_windows(self, fine_input: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
+    def _fine_windows(self, fine_input: torch.Tensor, xy: torch.Tensor,
+                      windowed: Optional[bool] = None) -> torch.Tensor:
         """(B, K, W*W, Cf) fine windows around the coarse cells ``xy`` (B, K, 2).
 
         The fine head runs on the windows only (``fine_head_windows``) when that is fewer
-        pixels than the whole map, else on the map, which is then cropped; the results agree
-        up to float rounding. In traced graphs the choice is made at the export size.
+        pixels than the whole map (or ``windowed`` is True), else on the map, which is then
+        cropped; the results agree up to float rounding. In traced graphs the choice is made at
+        the export size.
         """
         stride = self.stride_c // self.stride_f
         map_pixels = int(fine_input.shape[2]) * int(fine_input.shape[3])
-        if int(xy.shape[1]) * (self.window + 2) ** 2 < map_pixels:
+        if windowed is None:
+            windowed = int(xy.shape[1]) * (self.window + 2) ** 2 < map_pixels
+        if windowed:
             return self.backbone.fine_head_windows(fine_input, xy, self.window, stride)
         return crop_windows(self.backbone.fine_head(fine_input), xy, self.window, stride)
 
     def _refine_cells(self, feats: Mapping[str, Any], xy0: torch.Tensor, xy1: torch.Tensor,
-                      tok0: torch.Tensor, tok1: torch.Tensor) -> torch.Tensor:
+                      tok0: torch.Tensor, tok1: torch.Tensor,
+                      windowed: Optional[bool] = None) -> torch.Tensor:
         """Return the (B, K, 3) fine expectation of K cells (xy (B, K, 2), tokens (B, K, C))."""
         batch = xy0.shape[0]
-        win0 = self._fine_windows(feats['fine_in0'], xy0).flatten(0, 1)
-        win1 = self._fine_windows(feats['fine_in1'], xy1).flatten(0, 1)
+        win0 = self._fine_windows(feats['fine_in0'], xy0, windowed).flatten(0, 1)
+        win1 = self._fine_windows(feats['fine_in1'], xy1, windowed).flatten(0, 1)
         expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1.flatten(0, 1))
         return expec.reshape(batch, -1, 3).float()
 
@@ -504,10 +573,56 @@ class LoFTROnnxWrapper(nn.Module):
         return tuple(out[name] for name in ONNX_OUTPUT_NAMES)
 
 
+class LoFTRCoarseOnnxWrapper(nn.Module):
+    """Coarse stage of :class:`LoFTR` for a two-stage export: (image0, image1) -> COARSE outputs.
+
+    Outputs (:data:`COARSE_OUTPUT_NAMES`), per coarse cell of image 0 (M = H/8 * W/8):
+    ``keypoints0``, ``keypoints1`` (1, M, 2) cell centres (pixels) of the cell and of its best
+    cell, ``confidence`` (1, M), ``mask`` (1, M) bool, ``tokens0`` / ``tokens1`` (1, M, Cc)
+    their coarse tokens, and ``fine_input0`` / ``fine_input1`` (1, Cm, H/2, W/2) for
+    :class:`LoFTRFineOnnxWrapper`.
+    """
+
+    def __init__(self, model: LoFTR):
+        """Wrap ``model`` (its threshold is baked into ``mask``; export with threshold 0)."""
+        super().__init__()
+        self.model = model
+
+    def forward(self, image0: torch.Tensor, image1: torch.Tensor):
+        """Return the outputs named in :data:`COARSE_OUTPUT_NAMES`, in that order."""
+        stage = self.model.coarse_stage(image0, image1)
+        kp0, kp1 = self.model.cell_keypoints(stage['xy0'], stage['xy1'])
+        return (kp0, kp1, stage['confidence'], stage['mask'], stage['tokens0'],
+                stage['tokens1'], stage['fine_in0'], stage['fine_in1'])
+
+
+class LoFTRFineOnnxWrapper(nn.Module):
+    """Fine stage of :class:`LoFTR` for K chosen matches (K is a dynamic graph dimension).
+
+    Inputs (:data:`FINE_INPUT_NAMES`): ``fine_input0`` / ``fine_input1`` from the coarse stage,
+    ``keypoints0``, ``keypoints1`` (1, K, 2) and ``tokens0``, ``tokens1`` (1, K, Cc) of the K
+    chosen cells. Output ``refined_keypoints1`` (1, K, 2): the refined keypoints in image 1.
+    """
+
+    def __init__(self, model: LoFTR):
+        """Wrap ``model``."""
+        super().__init__()
+        self.model = model
+
+    def forward(self, fine_input0: torch.Tensor, fine_input1: torch.Tensor,
+                keypoints0: torch.Tensor, keypoints1: torch.Tensor, tokens0: torch.Tensor,
+                tokens1: torch.Tensor):
+        """Return ``(refined_keypoints1,)``, see :meth:`LoFTR.refine`."""
+        return (self.model.refine(fine_input0, fine_input1, keypoints0, keypoints1, tokens0,
+                                  tokens1),)
+
+
 def build_loftr(preset: str = 'loftr', conf: Optional[Mapping[str, Any]] = None) -> LoFTR:
     """Return ``LoFTR(conf, preset=preset)`` (random weights, training mode)."""
     return LoFTR(conf, preset=preset)
 
 
-__all__ = ['LoFTR', 'LoFTROnnxWrapper', 'ONNX_INPUT_NAMES', 'ONNX_OUTPUT_NAMES', 'build_loftr',
+__all__ = ['COARSE_OUTPUT_NAMES', 'FINE_INPUT_NAMES', 'FINE_OUTPUT_NAMES', 'LoFTR',
+           'LoFTRCoarseOnnxWrapper', 'LoFTRFineOnnxWrapper', 'LoFTROnnxWrapper',
+           'ONNX_INPUT_NAMES', 'ONNX_OUTPUT_NAMES', 'build_loftr',
            'kornia_key_map', 'merge_conf', 'unwrap_state_dict']

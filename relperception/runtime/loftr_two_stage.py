@@ -1,0 +1,137 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Run a two-stage LoFTR export (coarse graph + fine graph) as one ``InferenceBackend``.
+
+``relperception export --config loftr --two-stage`` writes a coarse graph and a fine graph
+whose match count K is an input dimension (``model_export.export_loftr_two_stage``). This
+backend runs the coarse graph, chooses the cells to refine on the host (mask and confidence
+above ``threshold``, at most ``fine_topk`` by confidence: the cells the single graph refines
+and the matcher keeps) and runs the fine graph on exactly those. Inputs and outputs are the
+single graph's (``image0``, ``image1`` -> ``keypoints0``, ``keypoints1``, ``confidence``,
+``mask``), so ``LoFTRMatcher`` uses either file the same way; here ``mask`` already holds the
+threshold and only masked cells have refined ``keypoints1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+from relperception.runtime.base import build_backend
+from relperception.runtime.model_export import fine_graph_path, LOFTR_INPUTS, LOFTR_OUTPUTS
+
+COARSE_KIND = 'loftr_coarse'
+
+
+class TwoStageLoFTRBackend:
+    """Coarse + fine LoFTR graphs on onnxruntime, with the single graph's inputs and outputs.
+
+    Args:
+        coarse: an ``OnnxRuntimeBackend`` of the coarse graph (metadata ``kind``
+            ``loftr_coarse``); the fine graph is opened from the file its metadata names.
+        threshold: confidence threshold of the cells to refine (``loftr.threshold``; may be
+            changed between calls).
+        device: as ``build_backend``'s, for the fine graph.
+        providers: onnxruntime execution providers of the fine graph.
+        num_threads: onnxruntime intra-op threads of the fine graph.
+
+    Raises:
+        ValueError: ``coarse`` is not a coarse LoFTR graph, or ``threshold`` is outside [0, 1].
+        FileNotFoundError: the fine graph is missing.
+    """
+
+    input_names = LOFTR_INPUTS
+    output_names = LOFTR_OUTPUTS
+
+    def __init__(self, coarse: Any, threshold: float = 0.2, device: str = 'cpu',
+                 providers: Optional[Sequence[Any]] = None, num_threads: Optional[int] = None):
+        """Open the fine graph named by ``coarse``'s metadata."""
+        meta = getattr(coarse, 'metadata', {})
+        if meta.get('kind') != COARSE_KIND:
+            raise ValueError(f'{getattr(coarse, "path", coarse)} is not the coarse graph of a '
+                             f'two-stage LoFTR export (metadata kind {meta.get("kind")!r})')
+        self.coarse = coarse
+        self.metadata = meta
+        fine = Path(coarse.path).with_name(str(meta.get('fine_graph') or
+                                               fine_graph_path(coarse.path).name))
+        if not fine.is_file():
+            raise FileNotFoundError(f'the fine graph {fine} of the two-stage LoFTR export '
+                                    f'{coarse.path} is missing; export both again with '
+                                    f'`relperception export --two-stage`')
+        self.fine = build_backend('onnxruntime', path=fine, device=device, providers=providers,
+                                  num_threads=num_threads, allow_spinning=False)
+        self.fine_topk = int(meta.get('fine_topk', 0))
+        self.threshold = threshold
+
+    @property
+    def threshold(self) -> float:
+        """Confidence threshold of the refined (and masked) cells."""
+        return self._threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        if not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f'threshold must be in [0, 1], got {value}')
+        self._threshold = float(value)
+
+    def choose(self, confidence: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Return the cells to refine of one pair: (K,) int64, by decreasing confidence.
+
+        Args:
+            confidence: (M,) float confidence per cell of image 0.
+            mask: (M,) bool mask of the coarse graph (mutual nearest neighbour, border).
+        """
+        cells = np.flatnonzero(mask.astype(bool) & (confidence > self._threshold))
+        order = np.argsort(-confidence[cells], kind='stable')
+        if self.fine_topk > 0:
+            order = order[:self.fine_topk]
+        return cells[order]
+
+    def run(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """Match (B, 1, H, W) image batches; returns the single graph's outputs (see above).
+
+        Raises:
+            ValueError: inputs that do not fit the coarse graph.
+        """
+        coarse = self.coarse.run(inputs)
+        keypoints1 = np.array(coarse['keypoints1'], copy=True)
+        mask = np.zeros_like(coarse['mask'], dtype=bool)
+        for b in range(keypoints1.shape[0]):
+            cells = self.choose(coarse['confidence'][b], coarse['mask'][b])
+            if not len(cells):
+                continue
+            feed = {'fine_input0': coarse['fine_input0'][b:b + 1],
+                    'fine_input1': coarse['fine_input1'][b:b + 1]}
+            for name in ('keypoints0', 'keypoints1', 'tokens0', 'tokens1'):
+                feed[name] = np.ascontiguousarray(coarse[name][b:b + 1, cells])
+            keypoints1[b, cells] = self.fine.run(feed)['refined_keypoints1'][0]
+            mask[b, cells] = True
+        return {'keypoints0': coarse['keypoints0'], 'keypoints1': keypoints1,
+                'confidence': coarse['confidence'], 'mask': mask}
+
+
+def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
+                       num_threads: Optional[int] = None):
+    """Return the backend of an exported LoFTR file: single graph, or two-stage pair.
+
+    Args:
+        name: ``onnxruntime`` or ``tensorrt`` (the ``loftr.backend`` value).
+        path: the ``.onnx`` (single or coarse graph) or TensorRT engine file.
+        threshold: the matcher's confidence threshold (two-stage files refine only cells
+            above it).
+        device: as ``build_backend``'s.
+        num_threads: onnxruntime intra-op threads.
+
+    Raises:
+        ValueError: the file lacks the inputs / outputs of a LoFTR export.
+        FileNotFoundError: missing files.
+    """
+    # no spin-waiting threads: the two graphs of a two-stage export take turns (measured: the
+    # single graph runs as fast without)
+    backend = build_backend(name, path=path, input_names=LOFTR_INPUTS,
+                            output_names=LOFTR_OUTPUTS, device=device, num_threads=num_threads,
+                            allow_spinning=False)
+    if getattr(backend, 'metadata', {}).get('kind') == COARSE_KIND:
+        return TwoStageLoFTRBackend(backend, threshold, device=device, num_threads=num_threads)
+    return backend
