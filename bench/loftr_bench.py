@@ -172,7 +172,7 @@ def gflop(fn) -> float:
 
 
 def two_stage_path(onnx_file: Path) -> Path:
-    """The coarse graph of the two-stage export that belongs to the single graph ``onnx_file``."""
+    """Return the coarse graph of the two-stage export beside the single graph ``onnx_file``."""
     return onnx_file.with_name(onnx_file.stem + '_two_stage.onnx')
 
 

@@ -38,7 +38,7 @@ from relperception.models.weights import load_state_dict_file, shipped_weights
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loftr_bench import load_pair  # noqa: E402
+from loftr_bench import load_pair  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES = (('loftr', (480, 640)), ('loftr_lite', (240, 320)))
@@ -80,7 +80,7 @@ def seconds(fn, repeats: int) -> float:
 
 
 def agreement(reference: dict, other: dict) -> dict:
-    """Matches of ``other`` and how many CPU matches it reproduces (same cell, within 1 px)."""
+    """Count ``other``'s matches and the CPU matches it reproduces (same cell, within 1 px)."""
     mask0, mask1 = reference['mask'].astype(bool), other['mask'].astype(bool)
     both = mask0 & mask1
     distance = np.linalg.norm(reference['keypoints1'] - other['keypoints1'], axis=1)

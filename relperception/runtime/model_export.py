@@ -362,9 +362,9 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
 
 
 def _fine_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
-    """Inputs of the fine graph for the chosen ``cells`` of coarse outputs (torch or numpy)."""
-    picked = {n: coarse[n][:, cells] for n in ('keypoints0', 'keypoints1', 'tokens0',
-                                                'tokens1')}
+    """Return the fine graph's inputs for the chosen ``cells`` of coarse outputs."""
+    names = ('keypoints0', 'keypoints1', 'tokens0', 'tokens1')
+    picked = {n: coarse[n][:, cells] for n in names}
     return {'fine_input0': coarse['fine_input0'], 'fine_input1': coarse['fine_input1'],
             **picked}
 
