@@ -16,8 +16,8 @@ this machine is:
   independent); the match counts and how many of kornia's matches ours reproduces (same cell,
   keypoint in image 1 within 0.1 px), a check that the speed does not come from computing
   less. With random weights both thresholds are set to 0 (mutual nearest neighbours only);
-* ``loftr_lite`` at 240x320: pairs per second of our torch model and of onnxruntime
-  (target >= 5 pairs/s on 2 cores);
+* ``loftr_lite`` at 240x320: pairs per second of the same implementations of ours, each in a
+  fresh process too (target >= 5 pairs/s on 2 cores);
 * both: our torch model with ``compute_dtype: bfloat16`` (same weights; backbone and coarse
   transformer in bfloat16, fast on CPUs with AVX512-BF16/AMX) and how many of our float32
   matches it reproduces (same cell, within 1 px).
@@ -106,11 +106,11 @@ def median_seconds(fns: dict, repeats: int) -> dict:
             for name, rows in samples.items()}
 
 
-def _time_loftr(kind: str, state_file: Path, onnx_file: Path, threshold: float, threads: int,
-                repeats: int) -> tuple:
-    """Time one implementation on the 480x640 pair in this (fresh) process; see below."""
+def _time_loftr(kind: str, preset: str, size: tuple, state_file: Path, onnx_file: Path,
+                threshold: float, threads: int, repeats: int) -> tuple:
+    """Time one implementation on the pair of ``size`` in this (fresh) process; see below."""
     torch.set_num_threads(threads)
-    inputs = load_pair(480, 640)
+    inputs = load_pair(*size)
     state = torch.load(state_file, weights_only=True)
     if kind == 'kornia':
         import kornia.feature as KF
@@ -136,7 +136,7 @@ def _time_loftr(kind: str, state_file: Path, onnx_file: Path, threshold: float, 
             return backend.run(inputs)
     else:
         ours = LoFTR({'compute_dtype': 'bfloat16' if 'bfloat16' in kind else 'float32'},
-                     preset='loftr').eval()
+                     preset=preset).eval()
         ours.load_weights(state)
         ours.threshold = threshold
         backend = TorchBackend(LoFTROnnxWrapper(ours), LOFTR_INPUTS, LOFTR_OUTPUTS)
@@ -146,20 +146,23 @@ def _time_loftr(kind: str, state_file: Path, onnx_file: Path, threshold: float, 
     return median_seconds({kind: call}, repeats)[kind]
 
 
-def fresh_process_seconds(kind: str, state_file: Path, onnx_file: Path, threshold: float,
-                          threads: int, repeats: int) -> tuple:
+def fresh_process_seconds(kind: str, preset: str, size: tuple, state_file: Path,
+                          onnx_file: Path, threshold: float, threads: int,
+                          repeats: int) -> tuple:
     """Return (median wall s, median CPU s) of ``kind`` timed in a fresh Python process.
 
-    ``kind``: ``kornia``, ``torch``, ``onnxruntime``, ``onnxruntime two-stage`` or ``torch
-    bfloat16``. Measured here: in
-    a process that has already run other large models, kornia's LoFTR slows down by up to 30 %
+    ``kind``: ``kornia`` (preset ``loftr`` only), ``torch``, ``onnxruntime``, ``onnxruntime
+    two-stage`` or ``torch bfloat16``; ``size``: (H, W) of the pair. Measured here: in a
+    process that has already run other large models, kornia's LoFTR slows down by up to 30 %
     (3.2 s alone, 3.6 s after our torch model, 4.0-4.3 s alternating with it), ours much less;
-    a fresh process per implementation gives every one its best conditions.
+    and idle threads of one runtime that spin-wait slow the next one down (two-stage
+    onnxruntime after the single graph: 4.6 instead of 6.1 pairs/s at 240x320). A fresh
+    process per implementation gives every one its best conditions, as a deployment has.
     """
     context = multiprocessing.get_context('spawn')
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(_time_loftr, kind, state_file, onnx_file, threshold, threads,
-                           repeats).result()
+        return pool.submit(_time_loftr, kind, preset, size, state_file, onnx_file, threshold,
+                           threads, repeats).result()
 
 
 def gflop(fn) -> float:
@@ -251,8 +254,9 @@ def run(output: Path, threads: int, repeats: int, weights=None, lite_weights=Non
 
         backends = our_backends(model, inputs, Path(tmp), threads, 'loftr')
         state_file = Path(tmp) / 'loftr_state.pt'  # written by our_backends
-        times = {kind: fresh_process_seconds(kind, state_file, Path(tmp) / 'loftr.onnx',
-                                             model.threshold, threads, repeats)
+        times = {kind: fresh_process_seconds(kind, 'loftr', (480, 640), state_file,
+                                             Path(tmp) / 'loftr.onnx', model.threshold, threads,
+                                             repeats)
                  for kind in ('kornia', *backends)}
         full = results['full']
         full.update({'size': [480, 640], 'weights': source,
@@ -275,8 +279,11 @@ def run(output: Path, threads: int, repeats: int, weights=None, lite_weights=Non
         lite = results['lite']
         lite.update({'size': [240, 320], 'weights': source, 'pairs_per_second': {},
                      'pairs_per_cpu_second': {}})
-        lite_times = median_seconds({name: (lambda b=backend: b.run(inputs))
-                                     for name, backend in backends.items()}, max(repeats, 10))
+        lite_times = {kind: fresh_process_seconds(kind, 'loftr_lite', (240, 320),
+                                                  Path(tmp) / 'loftr_lite_state.pt',
+                                                  Path(tmp) / 'loftr_lite.onnx', model.threshold,
+                                                  threads, max(repeats, 10))
+                      for kind in backends}
         for name, (wall, cpu) in lite_times.items():
             lite['pairs_per_second'][name] = 1.0 / wall
             lite['pairs_per_cpu_second'][name] = 1.0 / cpu

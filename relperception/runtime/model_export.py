@@ -307,7 +307,9 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
     checks as in ``export_spec``) ends before the fine level, the caller chooses the matches
     to refine outside the graph, and the fine graph (``fine_graph_path(output)``, inputs
     ``FINE_INPUT_NAMES``) refines exactly those: its K axis (``matches``) is an input
-    dimension, not computed from data, so the fine work follows the number of matches.
+    dimension, not computed from data, so the fine work follows the number of matches (the
+    fine head runs on the K windows when ``fine_topk`` windows cover fewer pixels than the map
+    at the export size, else on the map: the single graph's choice).
     ``relperception.runtime.loftr_two_stage.TwoStageLoFTRBackend`` runs the pair; its outputs
     are those of the single graph.
 

@@ -437,14 +437,16 @@ class LoFTR(nn.Module):
 
         Returns:
             (B, K, 2) refined keypoints in image 1 (pixels): ``keypoints1`` plus the fine
-            offset. The fine head always runs on the K windows only, so the cost follows K.
+            offset. The fine head runs on the K windows when they cover fewer pixels than the
+            map, else on the map (in a traced graph: chosen for the example's K, as for
+            :meth:`forward`).
         """
         stride = float(self.stride_c)
         offset = self.conf['keypoint_offset']
         xy0 = torch.round((keypoints0 - offset) / stride)
         xy1 = torch.round((keypoints1 - offset) / stride)
         expec = self._refine_cells({'fine_in0': fine_in0, 'fine_in1': fine_in1}, xy0, xy1,
-                                   tokens0, tokens1, windowed=True)
+                                   tokens0, tokens1)
         return keypoints1 + self.fine_offset(expec)
 
     def cell_keypoints(self, xy0: torch.Tensor,
