@@ -68,10 +68,13 @@ def crop_windows(feat_f: torch.Tensor, xy: torch.Tensor, window: int, stride: in
     pixels = feat_f.permute(0, 2, 3, 1).flatten(1, 2)
     index, inside = _window_index(xy, feat_f.shape[2], feat_f.shape[3], window, stride)
     if b_ids is None:
-        batch, count = index.shape[0], index.shape[1]
-        flat = index.reshape(batch, -1, 1).expand(-1, -1, feat_f.shape[1])
-        crops = torch.gather(pixels, 1, flat)  # (B, K*W*W, C)
-        crops = crops.reshape(batch, count, window * window, feat_f.shape[1])
+        batch, count, channels = index.shape[0], index.shape[1], feat_f.shape[1]
+        # rows of the (B*Hf*Wf, C) pixel matrix: one index per C-vector (a gather with an
+        # index per element is ~10x slower on CPU)
+        first = torch.arange(batch, device=index.device).reshape(-1, 1, 1) * pixels.shape[1]
+        rows = (index + first).reshape(-1)
+        crops = pixels.reshape(-1, channels).index_select(0, rows)
+        crops = crops.reshape(batch, count, window * window, channels)
     else:
         crops = pixels[b_ids[:, None], index]  # (K, W*W, C)
     return torch.where(inside.unsqueeze(-1), crops, torch.zeros_like(crops[..., :1, :1]))

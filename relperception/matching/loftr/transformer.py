@@ -42,9 +42,11 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     k = _phi(k).transpose(1, 2)  # (N, H, S, D)
     length = v.shape[1]
     kv = k.transpose(2, 3) @ (v.transpose(1, 2) / length)  # (N, H, D, V): mean of k v^T
-    denominator = q @ k.mean(dim=2).unsqueeze(-1) + eps / length  # (N, H, L, 1)
+    # numerator and normaliser in one product: the mean key is an extra column of kv
+    both = q @ torch.cat([kv, k.mean(dim=2).unsqueeze(-1)], dim=3)  # (N, H, L, V + 1)
+    denominator = both[..., -1:] + eps / length
     denominator = denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
-    return ((q @ kv) / denominator).transpose(1, 2)
+    return (both[..., :-1] / denominator).transpose(1, 2)
 
 
 def full_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
