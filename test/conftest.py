@@ -44,6 +44,15 @@ def one_torch_thread():
 
 
 @pytest.fixture
+def harnesses():
+    """Return a list that collects test harnesses and closes each one after the test."""
+    made = []
+    yield made
+    for each in made:
+        each.close()
+
+
+@pytest.fixture
 def context():
     """Return a fresh initialised ``rclpy.Context`` (skips without rclpy), shut down after."""
     rclpy = pytest.importorskip('rclpy')

@@ -2,8 +2,6 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """dense_node end to end on real rclpy and DDS, with tiny randomly initialised models."""
 
-import threading
-import uuid
 
 from conftest import wait_for
 import numpy as np
@@ -15,7 +13,6 @@ torch = pytest.importorskip('torch')
 pytest.importorskip('relperception.models.preprocess')
 DiagnosticArray = pytest.importorskip('diagnostic_msgs.msg').DiagnosticArray
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
 from relperception.data.messages import ns_to_sec_nanosec, stamp_to_ns  # noqa: E402
@@ -23,11 +20,11 @@ from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.imaging import (  # noqa: E402
     image_to_numpy,
     numpy_to_compressed_fields,
-    numpy_to_image_fields,
 )
 from relperception.nodes.dense_node import DenseNode  # noqa: E402
 from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
+from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
 from test_dense_pipeline import tiny_config, write_tiny_model  # noqa: E402
 
 WIDTH, HEIGHT = 80, 60
@@ -48,25 +45,12 @@ def model(tmp_path_factory):
     return write_tiny_model(tmp_path_factory.mktemp('dense_node_model'), 'conv')
 
 
-def image_msg(rgb, stamp_ns, frame_id='camera'):
-    fields = numpy_to_image_fields(rgb, 'rgb8')
-    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
-                is_bigendian=fields['is_bigendian'], step=fields['step'],
-                data=fields['data'].tobytes())
-    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
-    msg.header.frame_id = frame_id
-    return msg
-
-
-class Harness:
+class Harness(NodeHarness):
     """A dense_node and a probe node (publisher + output subscribers) in one executor."""
 
     def __init__(self, context, config, extra=()):
-        self.namespace = f'/test_{uuid.uuid4().hex[:10]}'
         overrides = [Parameter(k, value=v) for k, v in config.items()] + list(extra)
-        self.node = DenseNode(context=context, namespace=self.namespace,
-                              parameter_overrides=overrides)
-        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        super().__init__(context, DenseNode, overrides)
         self.received = {name: [] for name in OUTPUTS}
         for name in OUTPUTS:
             self.probe.create_subscription(Image, name, self.received[name].append, 10)
@@ -77,48 +61,27 @@ class Harness:
         self.publisher = (self.probe.create_publisher(CompressedImage, 'image/compressed', 10)
                           if transport == 'compressed'
                           else self.probe.create_publisher(Image, 'image', 10))
-        self.executor = MultiThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        assert wait_for(lambda: self.publisher.get_subscription_count() > 0
-                        and self.node._depth.get_subscription_count() > 0
-                        and self.node._depth_color.get_subscription_count() > 0
-                        and self.node._labels_color.get_subscription_count() > 0)
+        self.start(lambda: self.publisher.get_subscription_count() > 0
+                   and self.node._depth.get_subscription_count() > 0
+                   and self.node._depth_color.get_subscription_count() > 0
+                   and self.node._labels_color.get_subscription_count() > 0)
 
     def send(self, msg):
         """Publish one message and wait until the node has finished with it."""
-        stats = self.node.worker.stats
-        before = stats.snapshot().received
-        self.publisher.publish(msg)
-        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
-        assert wait_for(lambda: self.node.worker.idle)
+        self.publish_and_wait(self.publisher, msg)
 
     def wait_outputs(self, name, count):
         assert wait_for(lambda: len(self.received[name]) >= count), \
             f'{len(self.received[name])} {name} messages'
 
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
-        self.thread.join(5.0)
-        assert not self.thread.is_alive()
-        assert not self.node.worker.running
-
 
 @pytest.fixture
-def harness(context, model):
-    made = []
-
+def harness(context, model, harnesses):
     def make(extra=(), **dense):
-        made.append(Harness(context, tiny_config(*model, **dense), extra))
-        return made[-1]
+        harnesses.append(Harness(context, tiny_config(*model, **dense), extra))
+        return harnesses[-1]
 
-    yield make
-    for each in made:
-        each.close()
+    return make
 
 
 def same_nan(a, b):
@@ -238,7 +201,7 @@ class TestDenseNode:
     def test_missing_weights_fail_at_start(self, context, model, tmp_path):
         config = tiny_config(model[0], str(tmp_path / 'absent.safetensors'))
         with pytest.raises(Exception, match='absent'):
-            DenseNode(context=context, namespace=f'/test_{uuid.uuid4().hex[:10]}',
+            DenseNode(context=context, namespace=unique_namespace(),
                       parameter_overrides=[Parameter(k, value=v) for k, v in config.items()])
 
 
@@ -289,7 +252,7 @@ class TestNodeSetDense:
         from relperception.nodes import graph
 
         description = [d for d in graph.node_set(dense=True, image_topic='/cam/rgb',
-                                                 namespace=f'/test_{uuid.uuid4().hex[:8]}')
+                                                 namespace=unique_namespace())
                        if d.name == 'dense_node'][0]
         node = graph.create_node(description, context, load_config(overrides=tiny_config(*model)))
         try:

@@ -7,9 +7,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
-import time
-import uuid
 
 from conftest import wait_for
 import cv2
@@ -20,7 +17,6 @@ rclpy = pytest.importorskip('rclpy')
 pytest.importorskip('sensor_msgs')
 DiagnosticArray = pytest.importorskip('diagnostic_msgs.msg').DiagnosticArray
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
 from rclpy.qos import ReliabilityPolicy  # noqa: E402
@@ -36,13 +32,14 @@ from relperception.imaging import (  # noqa: E402
     compressed_to_numpy,
     image_to_numpy,
     numpy_to_compressed_fields,
-    numpy_to_image_fields,
     to_mono8,
 )
 from relperception.imaging.drawing import draw_matches  # noqa: E402
 from relperception.matching import build_matcher  # noqa: E402
 from relperception.nodes.matcher_node import MatcherNode  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image, PointCloud2  # noqa: E402
+
+from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
 
 WIDTH, HEIGHT = 320, 240
 
@@ -51,16 +48,6 @@ WIDTH, HEIGHT = 320, 240
 def frames():
     _, sequence = iter_sequence(8, seed=3, width=WIDTH, height=HEIGHT)
     return list(sequence)
-
-
-def image_msg(rgb, stamp_ns, frame_id='camera'):
-    fields = numpy_to_image_fields(rgb, 'rgb8')
-    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
-                is_bigendian=fields['is_bigendian'], step=fields['step'],
-                data=fields['data'].tobytes())
-    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
-    msg.header.frame_id = frame_id
-    return msg
 
 
 def compressed_msg(rgb, stamp_ns, frame_id='camera'):
@@ -76,14 +63,11 @@ def reference_matches(gray0, gray1, **ncc):
     return build_matcher('ncc', config).match(gray0, gray1)
 
 
-class Harness:
+class Harness(NodeHarness):
     """A matcher_node and a probe node spinning in one MultiThreadedExecutor."""
 
     def __init__(self, context, overrides=(), namespace=None):
-        self.namespace = namespace or f'/test_{uuid.uuid4().hex[:10]}'
-        self.node = MatcherNode(context=context, namespace=self.namespace,
-                                parameter_overrides=list(overrides))
-        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        super().__init__(context, MatcherNode, overrides, namespace)
         self.clouds, self.diagnostics, self.images = [], [], []
         self.probe.create_subscription(PointCloud2, 'correspondences', self.clouds.append, 10)
         self.probe.create_subscription(DiagnosticArray, 'diagnostics',
@@ -91,49 +75,25 @@ class Harness:
         self.publishers = {
             'raw': self.probe.create_publisher(Image, 'image', 10),
             'compressed': self.probe.create_publisher(CompressedImage, 'image/compressed', 10)}
-        self.executor = MultiThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        transport = self.node.get_parameter('image_transport').value
-        assert wait_for(lambda: self.publishers[transport].get_subscription_count() > 0
-                        and self.node._correspondences.get_subscription_count() > 0)
-        self.transport = transport
+        self.transport = self.node.get_parameter('image_transport').value
+        self.start(lambda: self.publishers[self.transport].get_subscription_count() > 0
+                   and self.node._correspondences.get_subscription_count() > 0)
 
     def send(self, msg):
         """Publish one message and wait until the node has finished with it."""
-        stats = self.node.worker.stats
-        before = stats.snapshot().received
-        self.publishers[self.transport].publish(msg)
-        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
-        assert wait_for(lambda: self.node.worker.idle)
+        self.publish_and_wait(self.publishers[self.transport], msg)
 
     def wait_clouds(self, count):
-        assert wait_for(lambda: len(self.clouds) >= count), f'{len(self.clouds)} clouds'
-        time.sleep(0.05)
-        assert len(self.clouds) == count
-
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
-        self.thread.join(5.0)
-        assert not self.thread.is_alive()
-        assert not self.node.worker.running
+        self.wait_exactly(self.clouds, count, 'clouds')
 
 
 @pytest.fixture
-def harness(context):
-    made = []
-
+def harness(context, harnesses):
     def make(overrides=(), namespace=None):
-        made.append(Harness(context, overrides, namespace))
-        return made[-1]
+        harnesses.append(Harness(context, overrides, namespace))
+        return harnesses[-1]
 
-    yield make
-    for each in made:
-        each.close()
+    return make
 
 
 def gray(frame):
@@ -284,7 +244,7 @@ class TestMatcherNode:
         default = harness()
         infos = default.probe.get_subscriptions_info_by_topic(f'{default.namespace}/image')
         assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.BEST_EFFORT]
-        namespace = f'/test_{uuid.uuid4().hex[:10]}'
+        namespace = unique_namespace()
         override = f'qos_overrides.{namespace}/image.subscription.reliability'
         reliable = harness([Parameter(override, value='reliable')], namespace=namespace)
         infos = reliable.probe.get_subscriptions_info_by_topic(f'{namespace}/image')
@@ -325,7 +285,7 @@ class TestDrawMatches:
 
 def test_main_exits_cleanly_on_sigint(tmp_path):
     env = dict(os.environ, ROS_LOG_DIR=str(tmp_path))
-    namespace = f'/test_{uuid.uuid4().hex[:10]}'
+    namespace = unique_namespace()
     process = subprocess.Popen(
         [sys.executable, '-c', 'from relperception.nodes.matcher_node import main; main()',
          '--ros-args', '-r', f'__ns:={namespace}'],

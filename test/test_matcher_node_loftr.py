@@ -2,8 +2,6 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """matcher_node with ``matcher: loftr`` on real rclpy (weights: a random loftr_lite saved here)."""
 
-import threading
-import uuid
 
 from conftest import wait_for
 import numpy as np
@@ -14,19 +12,20 @@ pytest.importorskip('sensor_msgs')
 torch = pytest.importorskip('torch')
 pytest.importorskip('relperception.matching.loftr.matcher')
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from relperception.config import load_config, section  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
-from relperception.data.messages import ns_to_sec_nanosec, stamp_to_ns  # noqa: E402
+from relperception.data.messages import stamp_to_ns  # noqa: E402
 from relperception.data.synthetic import iter_sequence  # noqa: E402
-from relperception.imaging import numpy_to_image_fields, to_mono8  # noqa: E402
+from relperception.imaging import to_mono8  # noqa: E402
 from relperception.matching import build_matcher  # noqa: E402
 from relperception.matching.loftr.model import LoFTR  # noqa: E402
 from relperception.matching.loftr.presets import preset_conf  # noqa: E402
 from relperception.models.weights import save_weights  # noqa: E402
 from relperception.nodes.matcher_node import MatcherNode  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
+
+from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
 
 WIDTH, HEIGHT = 160, 128     # multiples of 32: the matcher runs at the image size
 
@@ -54,62 +53,30 @@ def loftr_config(weights_path, **overrides):
         **overrides})
 
 
-def image_msg(rgb, stamp_ns, frame_id='camera'):
-    fields = numpy_to_image_fields(rgb, 'rgb8')
-    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
-                is_bigendian=fields['is_bigendian'], step=fields['step'],
-                data=fields['data'].tobytes())
-    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
-    msg.header.frame_id = frame_id
-    return msg
-
-
-class Harness:
+class Harness(NodeHarness):
     """A matcher_node (loftr) and a probe node spinning in one executor."""
 
     def __init__(self, context, config):
-        self.namespace = f'/test_{uuid.uuid4().hex[:10]}'
         names = ('matcher',) + tuple(f'loftr.{k}' for k in section(config, 'loftr'))
-        overrides = [Parameter(name, value=config[name]) for name in names]
-        self.node = MatcherNode(context=context, namespace=self.namespace,
-                                parameter_overrides=overrides)
-        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        super().__init__(context, MatcherNode,
+                         [Parameter(name, value=config[name]) for name in names])
         self.clouds = []
         self.probe.create_subscription(PointCloud2, 'correspondences', self.clouds.append, 10)
         self.publisher = self.probe.create_publisher(Image, 'image', 10)
-        self.executor = MultiThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        assert wait_for(lambda: self.publisher.get_subscription_count() > 0
-                        and self.node._correspondences.get_subscription_count() > 0)
+        self.start(lambda: self.publisher.get_subscription_count() > 0
+                   and self.node._correspondences.get_subscription_count() > 0)
 
     def send(self, msg):
-        stats = self.node.worker.stats
-        before = stats.snapshot().received
-        self.publisher.publish(msg)
-        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
-        assert wait_for(lambda: self.node.worker.idle, timeout=30.0)
-
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
-        self.thread.join(5.0)
+        self.publish_and_wait(self.publisher, msg, timeout=30.0)
 
 
 @pytest.fixture
-def harness(context, weights):
-    made = []
-
+def harness(context, weights, harnesses):
     def make(config=None):
-        made.append(Harness(context, config or loftr_config(weights)))
-        return made[-1]
+        harnesses.append(Harness(context, config or loftr_config(weights)))
+        return harnesses[-1]
 
-    yield make
-    for each in made:
-        each.close()
+    return make
 
 
 class TestMatcherNodeLoftr:
@@ -160,7 +127,7 @@ class TestMatcherNodeLoftr:
         overrides = [Parameter(name, value=config[name]) for name in (
             'matcher', 'loftr.weights', 'loftr.input_width', 'loftr.input_height')]
         with pytest.raises(Exception, match='absent'):
-            MatcherNode(context=context, namespace=f'/test_{uuid.uuid4().hex[:10]}',
+            MatcherNode(context=context, namespace=unique_namespace(),
                         parameter_overrides=overrides)
 
 

@@ -7,9 +7,6 @@ offline with the real ``NCCMatcher`` on consecutive rendered frames and packed l
 matcher node packs them.
 """
 
-import threading
-import time
-import uuid
 
 from conftest import wait_for
 import cv2
@@ -21,7 +18,6 @@ pytest.importorskip('sensor_msgs')
 nav_msgs = pytest.importorskip('nav_msgs.msg')
 pytest.importorskip('diagnostic_msgs')
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from relperception.core_types import Matches  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
@@ -56,6 +52,8 @@ from relperception.transforms import (  # noqa: E402
 from sensor_msgs.msg import (  # noqa: E402
     CameraInfo, CompressedImage, Image, PointCloud2, PointField)
 
+from node_harness import NodeHarness, unique_namespace  # noqa: E402, I100
+
 WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
 
 
@@ -79,14 +77,11 @@ def camera_info_msg(camera):
     return msg
 
 
-class Harness:
+class Harness(NodeHarness):
     """An odometry_node and a probe node spinning in one MultiThreadedExecutor."""
 
     def __init__(self, context, overrides=()):
-        self.namespace = f'/test_{uuid.uuid4().hex[:10]}'
-        self.node = OdometryNode(context=context, namespace=self.namespace,
-                                 parameter_overrides=list(overrides))
-        self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
+        super().__init__(context, OdometryNode, overrides)
         self.odom, self.paths = [], []
         self.probe.create_subscription(nav_msgs.Odometry, 'odom', self.odom.append, 50)
         self.probe.create_subscription(nav_msgs.Path, 'path', self.paths.append, 50)
@@ -98,14 +93,8 @@ class Harness:
         if self.compressed_depth:
             self.publishers['depth_in'] = self.probe.create_publisher(
                 CompressedImage, 'depth_in/compressedDepth', 10)
-        self.executor = MultiThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        assert wait_for(lambda: all(p.get_subscription_count() > 0
-                                    for p in self.publishers.values())
-                        and self.node._odom.get_subscription_count() > 0)
+        self.start(lambda: all(p.get_subscription_count() > 0 for p in self.publishers.values())
+                   and self.node._odom.get_subscription_count() > 0)
 
     def send_camera_info(self, camera):
         self.publishers['camera_info'].publish(camera_info_msg(camera))
@@ -127,37 +116,19 @@ class Harness:
 
     def send_cloud(self, msg):
         """Publish one cloud and wait until the node has finished with it."""
-        stats = self.node.worker.stats
-        before = stats.snapshot().received
-        self.publishers['correspondences'].publish(msg)
-        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
-        assert wait_for(lambda: self.node.worker.idle)
+        self.publish_and_wait(self.publishers['correspondences'], msg)
 
     def wait_odom(self, count):
-        assert wait_for(lambda: len(self.odom) >= count), f'{len(self.odom)} odom messages'
-        time.sleep(0.05)
-        assert len(self.odom) == count
-
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
-        self.thread.join(5.0)
-        assert not self.thread.is_alive()
-        assert not self.node.worker.running
+        self.wait_exactly(self.odom, count, 'odom messages')
 
 
 @pytest.fixture
-def harness(context):
-    made = []
-
+def harness(context, harnesses):
     def make(overrides=()):
-        made.append(Harness(context, overrides))
-        return made[-1]
+        harnesses.append(Harness(context, overrides))
+        return harnesses[-1]
 
-    yield make
-    for each in made:
-        each.close()
+    return make
 
 
 def cloud(matches, stamp0_ns, stamp1_ns):
@@ -261,7 +232,7 @@ class TestOdometryNode:
         accepted = run.node.set_parameters([Parameter('odometry.min_matches', value=50)])
         assert accepted[0].successful
         with pytest.raises(ValueError):
-            OdometryNode(context=context, namespace=f'/test_{uuid.uuid4().hex[:10]}',
+            OdometryNode(context=context, namespace=unique_namespace(),
                          parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
                                                         value=[0.0] * 7)])
 

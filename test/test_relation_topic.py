@@ -3,9 +3,7 @@
 """Tests of the ``relation_image`` debug topic of matcher_node (real rclpy and DDS)."""
 
 import dataclasses
-import threading
 import time
-import uuid
 
 from conftest import wait_for
 import numpy as np
@@ -14,11 +12,10 @@ import pytest
 rclpy = pytest.importorskip('rclpy')
 pytest.importorskip('sensor_msgs')
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from relperception.data.messages import ns_to_sec_nanosec, stamp_to_ns  # noqa: E402
+from relperception.data.messages import stamp_to_ns  # noqa: E402
 from relperception.data.synthetic import iter_sequence  # noqa: E402
-from relperception.imaging import image_to_numpy, numpy_to_image_fields, to_mono8  # noqa: E402
+from relperception.imaging import image_to_numpy, to_mono8  # noqa: E402
 from relperception.nodes.matcher_node import (  # noqa: E402
     MatcherNode,
     RELATION_PATCH_SIZE,
@@ -26,6 +23,8 @@ from relperception.nodes.matcher_node import (  # noqa: E402
 )
 from relperception.visualization.relation import relation_panel  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
+
+from node_harness import image_msg, NodeHarness  # noqa: E402, I100
 
 WIDTH, HEIGHT = 160, 120
 
@@ -36,67 +35,35 @@ def frames():
     return list(sequence)
 
 
-def image_msg(rgb, stamp_ns):
-    fields = numpy_to_image_fields(rgb, 'rgb8')
-    msg = Image(height=fields['height'], width=fields['width'], encoding=fields['encoding'],
-                is_bigendian=fields['is_bigendian'], step=fields['step'],
-                data=fields['data'].tobytes())
-    msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
-    msg.header.frame_id = 'camera'
-    return msg
-
-
-class Harness:
+class Harness(NodeHarness):
     """A matcher_node (ncc) and a probe node, optionally subscribed to ``relation_image``."""
 
     def __init__(self, context, overrides=(), subscribe=True):
-        namespace = f'/test_{uuid.uuid4().hex[:10]}'
         overrides = list(overrides)
         if not any(p.name == 'matcher' for p in overrides):
             overrides.append(Parameter('matcher', value='ncc'))
-        self.node = MatcherNode(context=context, namespace=namespace,
-                                parameter_overrides=overrides)
-        self.probe = rclpy.create_node('probe', context=context, namespace=namespace)
+        super().__init__(context, MatcherNode, overrides)
         self.clouds, self.relations = [], []
         self.probe.create_subscription(PointCloud2, 'correspondences', self.clouds.append, 10)
         if subscribe:
             self.probe.create_subscription(Image, 'relation_image', self.relations.append, 10)
         self.publisher = self.probe.create_publisher(Image, 'image', 10)
-        self.executor = MultiThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.probe)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        assert wait_for(lambda: self.publisher.get_subscription_count() > 0
-                        and self.node._correspondences.get_subscription_count() > 0)
-        if subscribe:
-            assert wait_for(lambda: self.node._relation_image.get_subscription_count() > 0)
+        self.start(lambda: self.publisher.get_subscription_count() > 0
+                   and self.node._correspondences.get_subscription_count() > 0
+                   and (not subscribe
+                        or self.node._relation_image.get_subscription_count() > 0))
 
     def send(self, frame):
-        stats = self.node.worker.stats
-        before = stats.snapshot().received
-        self.publisher.publish(image_msg(frame.rgb, frame.stamp_ns))
-        assert wait_for(lambda: stats.snapshot().received == before + 1), 'message lost'
-        assert wait_for(lambda: self.node.worker.idle)
-
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
-        self.thread.join(5.0)
+        self.publish_and_wait(self.publisher, image_msg(frame.rgb, frame.stamp_ns))
 
 
 @pytest.fixture
-def harness(context):
-    made = []
-
+def harness(context, harnesses):
     def make(*args, **kwargs):
-        made.append(Harness(context, *args, **kwargs))
-        return made[-1]
+        harnesses.append(Harness(context, *args, **kwargs))
+        return harnesses[-1]
 
-    yield make
-    for each in made:
-        each.close()
+    return make
 
 
 def gray(frame):
