@@ -43,6 +43,20 @@ def as_tensor(*images):
     return torch.from_numpy(np.stack(images)[:, None].astype(np.float32))
 
 
+def onnx_and_eager(session, model, height, width, seed):
+    """Run an onnxruntime ``session`` and the eager ``model`` on one homography pair.
+
+    Returns:
+        (onnxruntime outputs by name, eager outputs) for the pair of ``homography_pair``.
+    """
+    img0, img1, _ = homography_pair(height, width, seed=seed)
+    got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
+        None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
+    with torch.no_grad():
+        ref = model(as_tensor(img0), as_tensor(img1))
+    return got, ref
+
+
 def lite(seed=0, **conf):
     """Return a seeded random ``loftr_lite`` model in eval mode."""
     torch.manual_seed(seed)
@@ -229,11 +243,7 @@ class TestLoFTRModel:
                    for n in convs for attr in n.attribute)  # the 'valid' window convolutions
         session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
         for (height, width), seed in (((64, 96), 7), ((96, 128), 8)):
-            img0, img1, _ = homography_pair(height, width, seed=seed)
-            got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
-                None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
-            with torch.no_grad():
-                ref = model(as_tensor(img0), as_tensor(img1))
+            got, ref = onnx_and_eager(session, model, height, width, seed)
             matched = ref['mask'].numpy()
             np.testing.assert_array_equal(got['mask'], matched)
             assert matched.sum() == 16
@@ -268,11 +278,7 @@ class TestLoFTRModel:
         assert constants[topk[0].input[1]].tolist() == [128]  # K is a constant
         session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
         for (height, width), seed in (((96, 128), 5), ((64, 96), 6)):
-            img0, img1, _ = homography_pair(height, width, seed=seed)
-            got = dict(zip(ONNX_OUTPUT_NAMES, session.run(
-                None, {'image0': as_tensor(img0).numpy(), 'image1': as_tensor(img1).numpy()})))
-            with torch.no_grad():
-                ref = model(as_tensor(img0), as_tensor(img1))
+            got, ref = onnx_and_eager(session, model, height, width, seed)
             cells = (height // 8) * (width // 8)
             assert got['keypoints0'].shape == (1, cells, 2)
             np.testing.assert_array_equal(got['mask'], ref['mask'].numpy())

@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 from relperception.runtime.base import build_backend
-from relperception.runtime.model_export import fine_graph_path, LOFTR_INPUTS, LOFTR_OUTPUTS
+from relperception.runtime.model_export import (fine_graph_inputs, fine_graph_path,
+                                                LOFTR_INPUTS, LOFTR_OUTPUTS)
 
 COARSE_KIND = 'loftr_coarse'
 
@@ -101,11 +102,9 @@ class TwoStageLoFTRBackend:
             cells = self.choose(coarse['confidence'][b], coarse['mask'][b])
             if not len(cells):
                 continue
-            feed = {'fine_input0': coarse['fine_input0'][b:b + 1],
-                    'fine_input1': coarse['fine_input1'][b:b + 1]}
-            for name in ('keypoints0', 'keypoints1', 'tokens0', 'tokens1'):
-                feed[name] = np.ascontiguousarray(coarse[name][b:b + 1, cells])
-            keypoints1[b, cells] = self.fine.run(feed)['refined_keypoints1'][0]
+            item = {name: value[b:b + 1] for name, value in coarse.items()}
+            refined = self.fine.run(fine_graph_inputs(item, cells))
+            keypoints1[b, cells] = refined['refined_keypoints1'][0]
             mask[b, cells] = True
         return {'keypoints0': coarse['keypoints0'], 'keypoints1': keypoints1,
                 'confidence': coarse['confidence'], 'mask': mask}

@@ -350,7 +350,7 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
         coarse = dict(zip(COARSE_OUTPUT_NAMES, coarse_spec['module'](*images)))
     cells = coarse['keypoints0'].shape[1]
     count = min(int(model.fine_topk) or cells, cells)
-    example = _fine_inputs(coarse, torch.arange(count))
+    example = fine_graph_inputs(coarse, torch.arange(count))
     axes = {n: {2: 'fine_height', 3: 'fine_width'} for n in FINE_INPUT_NAMES[:2]}
     axes.update({n: {1: 'matches'} for n in FINE_INPUT_NAMES[2:]})
     axes[FINE_OUTPUT_NAMES[0]] = {1: 'matches'}
@@ -363,8 +363,17 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
     return coarse_path
 
 
-def _fine_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
-    """Return the fine graph's inputs for the chosen ``cells`` of coarse outputs."""
+def fine_graph_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
+    """Return the fine graph's inputs for the chosen ``cells`` of coarse outputs.
+
+    Args:
+        coarse: the coarse graph's outputs by name (torch tensors or numpy arrays).
+        cells: (K,) indices of the cells of image 0 to refine.
+
+    Returns:
+        One array per name of ``FINE_INPUT_NAMES``: the fine inputs whole, the keypoints and
+        tokens of the chosen cells.
+    """
     names = ('keypoints0', 'keypoints1', 'tokens0', 'tokens1')
     picked = {n: coarse[n][:, cells] for n in names}
     return {'fine_input0': coarse['fine_input0'], 'fine_input1': coarse['fine_input1'],
@@ -374,16 +383,15 @@ def _fine_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
 def _check_fine_graph(module: torch.nn.Module, path: Path, coarse: Dict[str, Any],
                       cells: int) -> None:
     """Run the fine graph with another match count; raise ValueError if it differs from torch."""
-    import onnxruntime as ort
+    from relperception.matching.loftr.model import FINE_OUTPUT_NAMES
+    from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 
     count = max(1, min(cells, 7))  # a K other than the export's
-    inputs = _fine_inputs(coarse, torch.arange(cells - count, cells))
+    inputs = fine_graph_inputs(coarse, torch.arange(cells - count, cells))
     with torch.no_grad():
         expected = module(*inputs.values())[0].numpy()
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
-    got = session.run(None, {n: v.numpy() for n, v in inputs.items()})[0]
+    backend = OnnxRuntimeBackend(path, num_threads=1)
+    got = backend.run({n: v.numpy() for n, v in inputs.items()})[FINE_OUTPUT_NAMES[0]]
     if got.shape != expected.shape or not np.allclose(got, expected, atol=1e-3):
         raise ValueError(f'the exported fine graph {path} does not follow the match count: '
                          f'shape {got.shape} for {expected.shape}')

@@ -50,7 +50,7 @@ def channels_last(x: torch.Tensor) -> torch.Tensor:
     if x.shape[1] != 1:
         return x.contiguous(memory_format=torch.channels_last)
     x = x.contiguous()
-    batch, _, height, width = x.shape
+    height, width = x.shape[2:]
     return x.as_strided(x.shape, (height * width, 1, width, 1))
 
 

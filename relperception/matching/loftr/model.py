@@ -500,30 +500,26 @@ class LoFTR(nn.Module):
         values, index = torch.topk(rank, k, dim=1)
         return index, values > -0.5
 
-    def _fine_windows(self, fine_input: torch.Tensor, xy: torch.Tensor,
-                      windowed: Optional[bool] = None) -> torch.Tensor:
+    def _fine_windows(self, fine_input: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
         """(B, K, W*W, Cf) fine windows around the coarse cells ``xy`` (B, K, 2).
 
         The fine head runs on the windows only (``fine_head_windows``) when that is fewer
-        pixels than the whole map (or ``windowed`` is True), else on the map, which is then
+        pixels than the whole map, else on the map, which is then
         cropped; the results agree up to float rounding. In traced graphs the choice is made at
         the export size.
         """
         stride = self.stride_c // self.stride_f
         map_pixels = int(fine_input.shape[2]) * int(fine_input.shape[3])
-        if windowed is None:
-            windowed = int(xy.shape[1]) * (self.window + 2) ** 2 < map_pixels
-        if windowed:
+        if int(xy.shape[1]) * (self.window + 2) ** 2 < map_pixels:
             return self.backbone.fine_head_windows(fine_input, xy, self.window, stride)
         return crop_windows(self.backbone.fine_head(fine_input), xy, self.window, stride)
 
     def _refine_cells(self, feats: Mapping[str, Any], xy0: torch.Tensor, xy1: torch.Tensor,
-                      tok0: torch.Tensor, tok1: torch.Tensor,
-                      windowed: Optional[bool] = None) -> torch.Tensor:
+                      tok0: torch.Tensor, tok1: torch.Tensor) -> torch.Tensor:
         """Return the (B, K, 3) fine expectation of K cells (xy (B, K, 2), tokens (B, K, C))."""
         batch = xy0.shape[0]
-        win0 = self._fine_windows(feats['fine_in0'], xy0, windowed).flatten(0, 1)
-        win1 = self._fine_windows(feats['fine_in1'], xy1, windowed).flatten(0, 1)
+        win0 = self._fine_windows(feats['fine_in0'], xy0).flatten(0, 1)
+        win1 = self._fine_windows(feats['fine_in1'], xy1).flatten(0, 1)
         expec = self._refine(win0, win1, tok0.flatten(0, 1), tok1.flatten(0, 1))
         return expec.reshape(batch, -1, 3).float()
 
