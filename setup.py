@@ -32,6 +32,9 @@ setup(
         'matplotlib>=3.7',
         'tqdm>=4.60',
         'safetensors>=0.4',
+        # Bundle adjustment of monocular VO (odometry/bundle_adjustment.py). 4.3a1 is the
+        # version with Jetson (aarch64, Python 3.10) wheels; VO runs without it if missing.
+        'gtsam>=4.3a1',
     ],
     extras_require={
         'test': ['pytest'],

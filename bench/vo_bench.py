@@ -1,20 +1,28 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Frame-to-frame VO benchmark: NCC against its peers, pyramidal KLT and ORB, in one run.
+"""VO benchmark: monocular VO without scale against classical peers, and the step-length table.
 
-Every method runs through the same offline pipeline (``evaluate_bag``): the same pose step
-(monocular essential matrix + ``recoverPose``, metric scale from the ground-truth step length,
-``--gt-scale``), the same bag, the same machine and the same moment; only the correspondences
-differ. Results are printed as ratios against KLT, the baseline a robotics engineer would pick
-instead of NCC, so that they do not depend on how fast this machine is:
+Two tables, each measured in one run, printed as ratios so that they do not depend on how fast
+this machine is.
 
-* ``time``: median VO time per frame (matching + pose), and its ratio to KLT;
-* ``ATE``: absolute trajectory error after Sim(3) alignment (evo), and its ratio to KLT;
-* ``drift``: KITTI-style translational drift over sub-sequences (percent of distance).
+**Monocular, no ground-truth scale** (the principal comparison): on the demo recording
+(``make demo``'s 100 synthetic frames), a long synthetic recording (600 frames at 10 Hz, the
+cruise speed changing ~3x, 1.6 loops of turns), and KITTI 06 / 01 when ``../shared/data`` is
+present:
 
-Datasets: a synthetic 640x480 recording (always), and KITTI odometry 06 and 01 (1226x370 /
-1241x376) and TUM fr3 long_office_household (640x480, frames ~1 s apart) when
-``../shared/data`` is present.
+* ``ncc_map``: ours, ``relperception eval --mode mono`` (local map, PnP, bundle adjustment);
+* ``ncc_constant_speed``: the previous tracker (``odometry.mono_map: false``: two-view steps
+  whose length is the constant-speed extrapolation of the first), the regression reference;
+* ``klt_f2f`` and ``orb_f2f``: frame-to-frame VO with KLT tracks or ORB matches whose relative
+  scale comes from triangulating the points shared with the previous pair
+  (``bench/classical_vo.py``), the classical peers.
+
+Sim(3)-aligned ATE, KITTI-style drift (% of distance) and ms per frame; ``x best peer`` is the
+ATE over the better of the two classical peers.
+
+**Frame-to-frame with the ground-truth step length** (``--gt-scale``): NCC against pyramidal KLT
+and ORB through the same pose step, on the synthetic 640x480 sequence, KITTI 06/01 and TUM fr3;
+ratios against KLT.
 
 Usage::
 
@@ -33,14 +41,27 @@ import cv2
 import numpy as np
 
 from relperception.config import load_config, section
+from relperception.core_types import Frame
+from relperception.data.bag import BagReader
 from relperception.data.converters import convert_kitti, convert_tum
+from relperception.data.messages import (camera_from_camera_info, decode_image_message,
+                                         stamp_to_ns, transform_from_pose_msg)
 from relperception.data.synthetic import iter_sequence
 from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.evaluation.trajectory import evaluate_trajectory
+from relperception.imaging.image_encodings import to_rgb8
 from relperception.matching import build_matcher
 from relperception.pipeline.offline_eval import evaluate_bag
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from classical_vo import FrameToFrameVO  # noqa: E402, I100
+
 METHODS = ('ncc', 'klt', 'orb')
 BASELINE = 'klt'
+MONO_METHODS = ('ncc_map', 'ncc_constant_speed', 'klt_f2f', 'orb_f2f')
+PEERS = ('klt_f2f', 'orb_f2f')
+#: (frames, seed, speed ratio) of the synthetic recordings of the monocular table.
+MONO_SYNTHETIC = {'demo_100': (100, 0, 1.0), 'long_600_speed3x': (600, 1, 4.0)}
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {
     'kitti06': ('kitti', 'kitti_odometry_06_f0000-0050'),
@@ -64,6 +85,81 @@ def make_bags(data_dir: Path, work: Path, synthetic_frames: int) -> dict:
         convert(source, work / name)
         bags[name] = work / name
     return bags
+
+
+def read_bag(bag: Path):
+    """Return frames (list of Frame), ground-truth stamps (N,) and poses (N, 4, 4) of a bag."""
+    config = load_config()
+    images, cameras, gt = {}, {}, {}
+    with BagReader(bag) as reader:
+        wanted = [config['topics.image'], config['topics.camera_info'],
+                  config['topics.ground_truth_pose']]
+        for message in reader.messages(wanted):
+            stamp = stamp_to_ns(message.msg.header.stamp)
+            if message.topic == config['topics.image']:
+                array, encoding = decode_image_message(message.msg, message.msgtype)
+                images[stamp] = np.ascontiguousarray(to_rgb8(array, encoding))
+            elif message.topic == config['topics.camera_info']:
+                cameras[stamp] = camera_from_camera_info(message.msg)
+            else:
+                gt[stamp] = transform_from_pose_msg(message.msg.pose)
+    frames = [Frame(images[s], s, cameras[s]) for s in sorted(images) if s in cameras]
+    stamps = np.array(sorted(gt), dtype=np.int64)
+    return frames, stamps, np.stack([gt[s] for s in stamps])
+
+
+def run_peer(name: str, bag: Path) -> dict:
+    """Run a classical frame-to-frame peer over a bag; return ATE, drift and ms per frame."""
+    matcher_name = name.split('_')[0]
+    config = load_config()
+    vo = FrameToFrameVO(build_matcher(matcher_name, section(config, matcher_name)),
+                        config['odometry.ransac_threshold_px'])
+    frames, gt_stamps, gt_poses = read_bag(bag)
+    poses, times = [], []
+    for frame in frames:
+        start = time.perf_counter()
+        poses.append(vo.step(frame))
+        times.append((time.perf_counter() - start) * 1e3)
+    result = evaluate_trajectory(np.array([f.stamp_ns for f in frames]), np.stack(poses),
+                                 gt_stamps, gt_poses, alignment='sim3')
+    return {'ate_rmse_m': result['ate_rmse_m'], 'drift_percent': result['drift_percent'],
+            'ms_median': float(np.median(times[1:])), 'lost': 0}
+
+
+def run_mono(data_dir: Path, work: Path, output: Path) -> list:
+    """Return the rows of the monocular no-scale table (see the module docstring)."""
+    bags = {}
+    for name, (frames, seed, speed_ratio) in MONO_SYNTHETIC.items():
+        bags[name] = work / name
+        write_synthetic_bag(bags[name], frames=frames, seed=seed, speed_ratio=speed_ratio)
+    for name in ('kitti06', 'kitti01'):
+        source = data_dir / DATASETS[name][1]
+        if source.is_dir():
+            bags[name] = work / f'mono_{name}'
+            convert_kitti(source, bags[name])
+    rows = []
+    for dataset, bag in bags.items():
+        per_method = {}
+        for method in MONO_METHODS:
+            logging.info('mono %s %s', dataset, method)
+            if method in PEERS:
+                per_method[method] = run_peer(method, bag)
+                continue
+            overrides = {'matcher': 'ncc',
+                         'odometry.mono_map': method == 'ncc_map'}
+            summary = evaluate_bag(bag, output / 'mono' / dataset / method,
+                                   load_config(overrides=overrides), mode='mono',
+                                   progress=False, plots=True)
+            per_method[method] = {
+                'ate_rmse_m': summary['ate_rmse_m'], 'drift_percent': summary['drift_percent'],
+                'ms_median': summary['timing_median_ms'], 'lost': summary['frames_lost'],
+                'local_map': summary.get('local_map')}
+        best_peer = min((per_method[p]['ate_rmse_m'] for p in PEERS
+                         if per_method[p]['ate_rmse_m'] is not None), default=None)
+        for method, r in per_method.items():
+            rows.append({'dataset': dataset, 'method': method, **r,
+                         'ate_ratio_to_best_peer': _ratio(r['ate_rmse_m'], best_peer)})
+    return rows
 
 
 def matcher_timing(data_dir: Path, repeats: int) -> list:
@@ -100,6 +196,7 @@ def run(data_dir: Path, output: Path, synthetic_frames: int, repeats: int) -> di
     output.mkdir(parents=True, exist_ok=True)
     results = {'vo': [], 'matching': matcher_timing(data_dir, repeats)}
     with tempfile.TemporaryDirectory() as tmp:
+        results['mono'] = run_mono(data_dir, Path(tmp), output)
         bags = make_bags(data_dir, Path(tmp), synthetic_frames)
         for name, bag in bags.items():
             per_method = {}
@@ -136,9 +233,18 @@ def _fmt(value, spec):
 
 
 def format_results(results: dict) -> str:
-    """Return the results as two plain-text tables."""
-    lines = ['Matching only (median over repeats; ratio = time / KLT time in this run)',
-             f'{"pair":<20} {"method":<6} {"ms":>8} {"x KLT":>7} {"matches":>8}']
+    """Return the results as plain-text tables."""
+    lines = ['Monocular VO, no ground-truth scale (Sim(3) ATE; x best peer = ATE / ATE of the '
+             'better classical peer)',
+             f'{"dataset":<18} {"method":<19} {"ms/frame":>9} {"lost":>4} {"ATE m":>8} '
+             f'{"x best peer":>11} {"drift %":>8}']
+    for r in results.get('mono', []):
+        lines.append(f'{r["dataset"]:<18} {r["method"]:<19} {r["ms_median"]:9.2f} '
+                     f'{r["lost"]:4d} {_fmt(r["ate_rmse_m"], "8.4f")} '
+                     f'{_fmt(r["ate_ratio_to_best_peer"], "11.2f")} '
+                     f'{_fmt(r["drift_percent"], "8.2f")}')
+    lines += ['', 'Matching only (median over repeats; ratio = time / KLT time in this run)',
+              f'{"pair":<20} {"method":<6} {"ms":>8} {"x KLT":>7} {"matches":>8}']
     for r in results['matching']:
         lines.append(f'{r["pair"]:<20} {r["method"]:<6} {r["match_ms"]:8.2f} '
                      f'{r["ratio_to_klt"]:7.2f} {r["matches"]:8d}')

@@ -47,6 +47,21 @@ def invert_transform(T) -> np.ndarray:
     return out
 
 
+def nearest_rigid(T) -> np.ndarray:
+    """Return ``T`` (4, 4) with its rotation block replaced by the nearest rotation (SVD).
+
+    Products of many transforms drift off SO(3) by rounding; this puts them back.
+    """
+    T = np.array(T, dtype=np.float64)
+    U, _, Vt = np.linalg.svd(T[:3, :3])
+    R = U @ Vt
+    if np.linalg.det(R) < 0:
+        R = U @ np.diag([1.0, 1.0, -1.0]) @ Vt
+    T[:3, :3] = R
+    T[3] = (0.0, 0.0, 0.0, 1.0)
+    return T
+
+
 def transform_from_quaternion_xyzw(t, q_xyzw) -> np.ndarray:
     """Return the 4x4 transform from translation (3,) and a scalar-last quaternion (4,)."""
     q = np.asarray(q_xyzw, dtype=np.float64).reshape(-1)

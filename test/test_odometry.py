@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from relperception.core_types import Camera, Frame, Matches
-from relperception.data.synthetic import iter_sequence
+from relperception.data.synthetic import iter_sequence, SyntheticScene
 from relperception.matching.ncc import NCCMatcher
 from relperception.odometry import geometry
 from relperception.odometry.vo import VisualOdometry, VOResult
@@ -354,8 +354,8 @@ class TestVisualOdometry:
 
     def test_mono_without_scale_keeps_speed(self, sequence):
         camera, frames = sequence
-        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames[:12],
-                       use_depth=False)
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False}),
+                       camera, frames[:12], use_depth=False)
         assert 'unit translation' in results[1].message
         assert all('constant speed' in r.message for r in results[2:])
         steps = [np.linalg.norm(results[i].T_world_cam[:3, 3] - results[i - 1].T_world_cam[:3, 3])
@@ -395,10 +395,17 @@ class TestVisualOdometry:
 
         for use_depth in (True, False):
             matcher = RecordingMatcher()
-            _run(VisualOdometry(matcher), camera, frames[:8], use_depth=use_depth)
+            _run(VisualOdometry(matcher, {'mono_map': False}), camera, frames[:8],
+                 use_depth=use_depth)
             assert len(matcher.errors) == 6   # no prior for frames 0 and 1
             # Constant velocity predicts within a pixel or two (rotation only: a few px).
             assert np.max(matcher.errors) < (1.5 if use_depth else 4.0)
+        # Monocular local map: map points are projected with the predicted pose, and a new
+        # keyframe's keypoints are matched back with the local flow as prior.
+        matcher = RecordingMatcher()
+        _run(VisualOdometry(matcher), camera, frames[:12], use_depth=False)
+        assert len(matcher.errors) >= 10
+        assert np.median(matcher.errors) < 1.5 and np.max(matcher.errors) < 4.0
         matcher = RecordingMatcher()
         _run(VisualOdometry(matcher, {'use_motion_prior': False}), camera, frames[:4])
         assert matcher.errors == []
@@ -485,7 +492,7 @@ class TestVisualOdometry:
 
     def test_static_camera_mono(self, sequence):
         camera, frames = sequence
-        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False})
         first = _run(vo, camera, frames[:2], use_depth=False)
         again = Frame(frames[1].rgb, frames[1].stamp_ns + 100_000_000, camera)
         result = vo.step(again)
@@ -519,3 +526,89 @@ class TestVisualOdometry:
             vo.step(Frame(frames[0].rgb, 0, camera), translation_norm_m='1 m')
         # Bad data is not a programming error: NaN hints are ignored, nothing raises.
         assert vo.step(Frame(frames[0].rgb, 0, camera), float('nan')).status == 'initialized'
+
+
+@pytest.fixture(scope='module')
+def speed_changing_sequence():
+    """Render 60 frames at 5 Hz whose speed changes ~2x (speed_ratio 4), 320x240."""
+    camera, frames = iter_sequence(60, seed=1, width=WIDTH, height=HEIGHT, fps=5.0,
+                                   speed_ratio=4.0)
+    return camera, list(frames)
+
+
+def _step_ratios(results, frames, skip=5):
+    """Return the ratios VO step length / true step length after the first ``skip`` steps."""
+    estimated = np.array([r.T_world_cam[:3, 3] for r in results])
+    true = np.array([f.T_world_cam[:3, 3] for f in frames])
+    return (np.linalg.norm(np.diff(estimated, axis=0), axis=1)[skip:]
+            / np.linalg.norm(np.diff(true, axis=0), axis=1)[skip:])
+
+
+class TestMonocularMap:
+    """The local map of monocular VO: scale carried by points, bad motion handled."""
+
+    def test_map_carries_the_scale_through_speed_changes(self, speed_changing_sequence):
+        camera, frames = speed_changing_sequence
+        true_steps = np.linalg.norm(np.diff([f.T_world_cam[:3, 3] for f in frames], axis=0),
+                                    axis=1)
+        assert true_steps.max() / true_steps.min() > 1.8
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = _run(vo, camera, frames, use_depth=False)
+        assert all(r.status == 'tracking' for r in results[1:])
+        assert [r.scale_source for r in results[4:]] == ['map'] * (len(frames) - 4)
+        ratios = _step_ratios(results, frames)
+        # One unit for the whole run: the step lengths follow the true speed.
+        assert np.std(np.log(ratios)) < 0.1
+        old = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False}), camera,
+                   frames, use_depth=False)
+        assert np.std(np.log(_step_ratios(old, frames))) > 2 * np.std(np.log(ratios))
+        stats = vo.map_stats()
+        assert stats['map_initializations'] == 1 and stats['ba_calls'] >= 5
+        assert stats['map_keyframes'] >= 5 and stats['map_points'] > 100
+        assert stats['ba_failures'] == 0 and stats['ba_ms_median'] > 0
+
+    def test_pure_rotation_and_static_camera_keep_the_position(self, sequence):
+        camera, frames = sequence
+        scene = SyntheticScene(seed=0, width=WIDTH, height=HEIGHT)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = _run(vo, camera, frames[:20], use_depth=False)
+        typical_step = np.median(np.linalg.norm(np.diff(
+            [r.T_world_cam[:3, 3] for r in results[5:]], axis=0), axis=1))
+        T_world_last, stamp = frames[19].T_world_cam, frames[19].stamp_ns
+        centre = results[-1].T_world_cam[:3, 3]
+        rotating = []
+        for k in range(1, 16):   # 10 frames turning about the camera centre, then 5 still
+            yaw = 0.02 * min(k, 10)
+            T_world_cam = T_world_last @ make_transform(
+                cv2.Rodrigues(np.array([0.0, yaw, 0.0]))[0], [0, 0, 0])
+            rgb, _, _ = scene.render(T_world_cam)
+            rotating.append(vo.step(Frame(rgb, stamp + k * 100_000_000, camera)))
+        assert all(r.status == 'tracking' and r.scale_source == 'map' for r in rotating)
+        moved = [np.linalg.norm(r.T_world_cam[:3, 3] - centre) for r in rotating]
+        assert max(moved) < 0.3 * typical_step
+        for still in rotating[11:]:
+            assert not still.is_keyframe
+            np.testing.assert_allclose(still.T_world_cam, rotating[10].T_world_cam, atol=1e-9)
+        T_rotation = invert_transform(rotating[9].T_world_cam) @ results[-1].T_world_cam
+        assert abs(rotation_angle_deg(T_rotation) - np.degrees(0.2)) < 0.3
+
+    def test_textureless_frame_lost_then_tracked_against_the_map(self, sequence):
+        camera, frames = sequence
+        black = Frame(np.zeros((HEIGHT, WIDTH, 3), np.uint8), frames[12].stamp_ns, camera)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = _run(vo, camera, frames[:20], use_depth=False, replace={12: black})
+        assert results[12].status == 'lost' and results[12].message
+        np.testing.assert_array_equal(results[12].T_world_cam, results[11].T_world_cam)
+        assert results[13].status == 'reinitialized'
+        assert [r.scale_source for r in results[13:]] == ['map'] * 7
+        ratios = _step_ratios(results[13:], frames[13:20], skip=0)
+        before = _step_ratios(results[4:12], frames[4:12], skip=0)
+        assert abs(np.log(np.median(ratios) / np.median(before))) < 0.1
+        assert vo.map_stats()['map_initializations'] == 1
+
+    def test_map_settings_are_checked(self):
+        for bad in ({'ba_window_keyframes': -1}, {'keyframe_min_tracked_ratio': 1.5},
+                    {'mono_map': 'yes'}, {'ba_max_points': 0},
+                    {'map_init_min_angle_deg': float('nan')}):
+            with pytest.raises(ValueError):
+                VisualOdometry(NCCMatcher(), bad)

@@ -161,7 +161,14 @@ class TestEvaluateBag:
         summary = evaluate_bag(synthetic_bag, tmp_path / 'mono', None, mode='mono',
                                progress=False, plots=False)
         assert summary['mode'] == 'mono' and summary['alignment'] == 'sim3'
-        assert summary['gt_scale'] is False and 'unit-scale' in summary['scale_source']
+        assert summary['gt_scale'] is False and 'first map' in summary['scale_source']
+        local_map = summary['local_map']
+        assert local_map['map_initializations'] == 1 and local_map['map_keyframes'] >= 2
+        assert local_map['map_points'] > 0 and local_map['ba_calls'] >= 1
+        assert local_map['ba_ms_median'] > 0
+        by_source = summary['frames_by_scale_source']
+        assert by_source['map'] == summary['frames_tracked_against_map'] >= FRAMES // 2
+        assert sum(by_source.values()) == FRAMES - 1   # the first frame has no motion
         assert summary['frames_processed'] == FRAMES
         assert summary['topics']['depth'] is None
         assert np.isfinite(summary['ate_rmse_m']) and summary['scale'] > 0

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--fps', type=float, default=10.0, help='frame rate, Hz')
     parser.add_argument('--noise', type=float, default=0.0,
                         help='standard deviation of the image noise, grey levels')
+    parser.add_argument('--speed-ratio', type=float, default=1.0,
+                        help='fastest / slowest cruise speed along the path (default 1)')
     parser.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     parser.add_argument('--overwrite', action='store_true', help='replace an existing bag')
 
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         summary = write_synthetic_bag(args.output, frames=args.frames, seed=args.seed,
                                       width=args.width, height=args.height, fps=args.fps,
                                       noise=args.noise, storage=args.storage,
-                                      overwrite=args.overwrite)
+                                      overwrite=args.overwrite, speed_ratio=args.speed_ratio)
     except FileExistsError as exc:
         logger.error('%s', exc)
         return 1

@@ -252,6 +252,10 @@ def _make_texture(rng: np.random.Generator, width_m: float, height_m: float, tex
 # Trajectory: a perturbed ellipse driven with curvature-limited speed
 # ----------------------------------------------------------------------------------------------
 
+#: Period of the slow speed modulation of ``SyntheticScene.trajectory(speed_ratio=...)``.
+_SPEED_PERIOD_S = 20.0
+
+
 class _LoopPath:
     """A closed, smooth planar loop parameterised by arc length (dense tables)."""
 
@@ -494,7 +498,8 @@ class SyntheticScene:
 
     # -- trajectory ------------------------------------------------------------------------------
 
-    def trajectory(self, num_frames: int, fps: float = 10.0) -> np.ndarray:
+    def trajectory(self, num_frames: int, fps: float = 10.0,
+                   speed_ratio: float = 1.0) -> np.ndarray:
         """Return the camera poses of ``num_frames`` frames sampled at ``fps``.
 
         The motion is defined in continuous time (speed in m/s), so poses at time ``i / fps``
@@ -503,6 +508,9 @@ class SyntheticScene:
         Args:
             num_frames: number of poses (>= 1).
             fps: frames per second (> 0).
+            speed_ratio: ratio (>= 1) of the fastest to the slowest cruise speed: the cruise
+                speed is multiplied by ``speed_ratio ** (0.5 sin(2 pi t / 20 s))`` (1: the
+                default motion). Curvature limits the speed further in turns.
 
         Returns:
             (num_frames, 4, 4) float64 ``T_world_cam`` (camera optical frame -> world, z up).
@@ -514,14 +522,22 @@ class SyntheticScene:
             raise ValueError(f'num_frames must be an integer >= 1, got {num_frames!r}')
         if not (isinstance(fps, (int, float, np.number)) and math.isfinite(fps) and fps > 0):
             raise ValueError(f'fps must be a finite number > 0, got {fps!r}')
+        if not (isinstance(speed_ratio, (int, float, np.number)) and math.isfinite(speed_ratio)
+                and 1.0 <= speed_ratio <= 100.0):
+            raise ValueError(f'speed_ratio must be a number in [1, 100], got {speed_ratio!r}')
         times = np.arange(num_frames, dtype=np.float64) / float(fps)
         m = self._motion
         # Integrate ds/dt = v_cruise(t) / sqrt(1 + (v_cruise kappa / omega_max)^2) on a fixed grid.
         dt = 0.01
         steps = math.ceil(times[-1] / dt) + 2
         grid_t = np.arange(steps) * dt
-        cruise = m['v0'] * (1.0 + _sum_sines(grid_t, *m['speed']))
-        half_cruise = m['v0'] * (1.0 + _sum_sines(grid_t + dt / 2, *m['speed']))
+
+        def modulation(t):
+            return float(speed_ratio) ** (0.5 * np.sin(2 * math.pi * t / _SPEED_PERIOD_S))
+
+        cruise = m['v0'] * (1.0 + _sum_sines(grid_t, *m['speed'])) * modulation(grid_t)
+        half_cruise = (m['v0'] * (1.0 + _sum_sines(grid_t + dt / 2, *m['speed']))
+                       * modulation(grid_t + dt / 2))
         grid_s = np.zeros(steps)
         s = 0.0
 
@@ -690,7 +706,7 @@ class SyntheticScene:
 
 def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height: int = 480,
                   fps: float = 10.0, start_time_ns: int = 1_700_000_000_000_000_000,
-                  image_noise_std: float = 0.0
+                  image_noise_std: float = 0.0, speed_ratio: float = 1.0
                   ) -> tuple[Camera, collections.abc.Iterator[SyntheticFrame]]:
     """Return the camera and a lazy iterator over a rendered synthetic sequence.
 
@@ -706,6 +722,7 @@ def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height
         start_time_ns: stamp of the first frame, integer nanoseconds (>= 0).
         image_noise_std: standard deviation of additive Gaussian noise in grey levels, applied
             to ``rgb`` only (seeded, >= 0).
+        speed_ratio: fastest / slowest cruise speed (see ``SyntheticScene.trajectory``).
 
     Returns:
         (camera, frames): the ``Camera`` and an iterator of ``SyntheticFrame``.
@@ -717,7 +734,7 @@ def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height
             and image_noise_std >= 0):
         raise ValueError(f'image_noise_std must be a finite number >= 0, got {image_noise_std!r}')
     scene = SyntheticScene(seed=seed, width=width, height=height)
-    poses = scene.trajectory(num_frames, fps)
+    poses = scene.trajectory(num_frames, fps, speed_ratio)
 
     def frames() -> collections.abc.Iterator[SyntheticFrame]:
         noise_rng = np.random.default_rng([int(seed), 0x5EED])

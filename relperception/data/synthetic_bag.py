@@ -11,7 +11,8 @@ from relperception.data.synthetic import iter_sequence
 
 def write_synthetic_bag(output, frames: int = 100, seed: int = 0, width: int = 640,
                         height: int = 480, fps: float = 10.0, noise: float = 0.0,
-                        storage: str = 'mcap', overwrite: bool = False) -> dict:
+                        storage: str = 'mcap', overwrite: bool = False,
+                        speed_ratio: float = 1.0) -> dict:
     """Write a synthetic sequence to a bag (see ``relperception.data.topics`` for the names).
 
     Topics: ``IMAGE`` (rgb8), ``CAMERA_INFO``, ``DEPTH`` (32FC1 metres, exact), ``GT_LABELS``
@@ -28,6 +29,7 @@ def write_synthetic_bag(output, frames: int = 100, seed: int = 0, width: int = 6
         noise: standard deviation of Gaussian image noise in grey levels (RGB only).
         storage: ``'mcap'`` or ``'sqlite3'``.
         overwrite: replace an existing bag instead of raising ``FileExistsError``.
+        speed_ratio: fastest / slowest cruise speed along the path (>= 1).
 
     Returns:
         The :meth:`BagWriter.summary` dict plus ``frames``.
@@ -35,7 +37,7 @@ def write_synthetic_bag(output, frames: int = 100, seed: int = 0, width: int = 6
     if frames < 1:
         raise ValueError(f'frames must be >= 1, got {frames}')
     camera, sequence = iter_sequence(num_frames=frames, seed=seed, width=width, height=height,
-                                     fps=fps, image_noise_std=noise)
+                                     fps=fps, image_noise_std=noise, speed_ratio=speed_ratio)
     count = 0
     with BagWriter(output, storage=storage, overwrite=overwrite) as writer:
         for frame in sequence:

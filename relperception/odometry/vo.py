@@ -72,7 +72,8 @@ import numpy as np
 
 from relperception.core_types import Camera, Frame, Matches
 from relperception.odometry import geometry
-from relperception.transforms import invert_transform, make_transform
+from relperception.odometry.map_tracker import MapInit, MapTrack, MapTracker
+from relperception.transforms import invert_transform, make_transform, nearest_rigid
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,9 @@ STATUS_LOST = 'lost'
 STATUS_REINITIALIZED = 'reinitialized'
 
 MODES = ('auto', 'rgbd', 'mono')
+
+#: Where the length of a frame's translation came from (``VOResult.scale_source``).
+SCALE_SOURCES = ('map', 'depth', 'translation_norm_m', 'constant speed', 'unit', 'static')
 
 #: Largest ratio (gap / last frame interval) the constant-velocity prior is extrapolated over.
 _MAX_PRIOR_EXTRAPOLATION = 3.0
@@ -107,6 +111,8 @@ class VOResult:
         message: why the frame is lost, or how it was (re)initialised / scaled.
         inlier_mask: (num_matches,) bool inliers of ``matches`` (added field; None if unknown).
         mode: estimator used for this frame: 'rgbd', 'mono' or '' (none).
+        scale_source: one of :data:`SCALE_SOURCES` (where the translation length came from),
+            '' when no pose was estimated.
     """
 
     stamp_ns: int
@@ -119,6 +125,7 @@ class VOResult:
     message: str = ''
     inlier_mask: np.ndarray | None = None
     mode: str = ''
+    scale_source: str = ''
 
 
 @dataclasses.dataclass
@@ -128,6 +135,7 @@ class _Keyframe:
     camera: Camera
     T_world_cam: np.ndarray
     stamp_ns: int
+    map_keyframe: object = None   # MapKeyframe of the monocular map, when it has one
 
 
 @dataclasses.dataclass
@@ -138,6 +146,8 @@ class _Estimate:
     is_keyframe: bool
     mode: str
     message: str
+    scale_source: str = ''
+    map_step: MapTrack | MapInit | None = None
 
 
 @dataclasses.dataclass
@@ -169,6 +179,16 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'min_depth_m': 0.1,              # depth outside [min, max] is treated as invalid
     'max_depth_m': 40.0,
     'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
+    # Monocular local map (no depth, no translation hint): see map_tracker.py.
+    'mono_map': True,                # PnP against triangulated map points (else 2-view steps)
+    'map_init_min_angle_deg': 1.0,   # parallax of >= min_matches points to initialise
+    'map_init_max_homography_ratio': 0.95,  # homography / essential inliers allowed at init
+    'map_min_angle_deg': 0.5,        # smallest parallax of a new map point
+    'keyframe_min_tracked_ratio': 0.6,  # new keyframe below this share of tracked landmarks
+    'keyframe_max_flow_ratio': 0.05,  # ... or above this median flow (share of the diagonal)
+    'ba_window_keyframes': 6,        # keyframes in the bundle-adjustment window (< 3: none)
+    'ba_max_iterations': 5,          # Levenberg-Marquardt iterations per bundle adjustment
+    'ba_max_points': 800,            # points per bundle adjustment (most observed first)
 }
 
 #: Fallback for the monocular scale: () -> (translation norm in metres, where it came from).
@@ -219,10 +239,27 @@ def check_odometry_conf(conf: dict | None,
         raise ValueError('keyframe_min_parallax_px must be >= 0')
     if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
         raise ValueError('need 0 <= min_depth_m < max_depth_m')
-    if not isinstance(merged['use_motion_prior'], (bool, np.bool_)):
-        raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
-            f"use_motion_prior must be a bool, got {merged['use_motion_prior']!r}")
-    merged['use_motion_prior'] = bool(merged['use_motion_prior'])
+    for key in ('use_motion_prior', 'mono_map'):
+        if not isinstance(merged[key], (bool, np.bool_)):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f'{key} must be a bool, got {merged[key]!r}')
+        merged[key] = bool(merged[key])
+    for key, low, high in (('map_init_min_angle_deg', 0.0, 90.0),
+                           ('map_init_max_homography_ratio', 0.0, 1.0),
+                           ('map_min_angle_deg', 0.0, 90.0),
+                           ('keyframe_min_tracked_ratio', 0.0, 1.0),
+                           ('keyframe_max_flow_ratio', 0.0, 1.0)):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not low <= value <= high:
+            raise ValueError(f'{key} must be a number in [{low}, {high}], got {value!r}')
+        merged[key] = float(value)
+    for key, low in (('ba_window_keyframes', 0), ('ba_max_iterations', 1),
+                     ('ba_max_points', 1)):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError(f'{key} must be an integer >= {low}, got {value!r}')
+        merged[key] = int(value)
     return merged
 
 
@@ -275,6 +312,7 @@ class PoseEstimate:
         moving: whether the median flow reaches ``keyframe_min_parallax_px``.
         mode: 'rgbd' or 'mono'.
         message: how the pose was found (estimator, flow, scale source).
+        scale_source: one of :data:`SCALE_SOURCES`.
     """
 
     T_cam1_cam0: np.ndarray | None
@@ -282,6 +320,7 @@ class PoseEstimate:
     moving: bool
     mode: str
     message: str
+    scale_source: str = ''
 
     @property
     def num_inliers(self) -> int:
@@ -322,6 +361,17 @@ def _depth_scale(points0: np.ndarray, points1: np.ndarray, T_unit: np.ndarray,
 
 def _unit_scale() -> tuple[float, str]:
     return 1.0, 'nothing (unit translation, arbitrary scale)'
+
+
+def scale_source_kind(source: str) -> str:
+    """Return the :data:`SCALE_SOURCES` entry of a scale description such as 'frame depth'."""
+    if 'depth' in source:
+        return 'depth'
+    if source.startswith('translation_norm_m'):
+        return 'translation_norm_m'
+    if source.startswith(('constant speed', 'previous step')):
+        return 'constant speed'
+    return 'unit'
 
 
 def check_translation_norm(translation_norm_m) -> float | None:
@@ -399,9 +449,11 @@ def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camer
             return PoseFailure(f'PnP RANSAC failed ({num_depth} matches with depth)', mode)
         T_cam1_cam0, inliers = result
         message = f'PnP, median flow {flow:.2f} px'
+        scale_source = 'depth'
     elif not moving:
         T_cam1_cam0 = None   # the pose is kept exactly
         inliers = finite
+        scale_source = 'static'
         message = (f'static (median flow {flow:.2f} px < keyframe_min_parallax_px): '
                    'pose and keyframe kept')
     else:
@@ -419,9 +471,10 @@ def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camer
             T_cam1_cam0 = T_unit.copy()
             T_cam1_cam0[:3, 3] *= scale
             message = f'essential matrix, scale {scale:.4g} m from {source}'
+            scale_source = scale_source_kind(source)
         else:
             T_cam1_cam0 = T_unit
-            message = ''
+            message = scale_source = ''
     num_inliers = int(np.count_nonzero(inliers))
     if num_inliers < conf['min_matches']:
         return PoseFailure(f'only {num_inliers} inliers of {num_finite} matches '
@@ -429,11 +482,11 @@ def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camer
     if T_cam1_cam0 is not None and not np.all(np.isfinite(T_cam1_cam0)):
         return PoseFailure('non-finite pose estimate', mode)
     return PoseEstimate(T_cam1_cam0, np.asarray(inliers, dtype=bool), bool(moving), mode,
-                        message)
+                        message, scale_source)
 
 
 class VisualOdometry:
-    """Frame-to-keyframe visual odometry (RGB-D PnP or monocular essential matrix).
+    """Frame-to-keyframe visual odometry (RGB-D PnP, monocular local map, 2-view fallback).
 
     Args:
         matcher: object with ``match(image0, image1, predict=None) -> Matches`` on (H, W)
@@ -450,6 +503,7 @@ class VisualOdometry:
                 f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
         self.matcher = matcher
         self.conf = self._check_conf(conf)
+        self._map_tracker = MapTracker(self.conf)
         self.reset()
 
     @classmethod
@@ -468,6 +522,15 @@ class VisualOdometry:
         self._speed_mps: float | None = None
         self._last_step_m: float | None = None  # last keyframe-to-keyframe distance
         self._hint_since_keyframe: float | None = None
+        self._map_tracker.reset()
+
+    def close(self) -> None:
+        """Stop the bundle-adjustment worker thread (the object stays usable)."""
+        self._map_tracker.close()
+
+    def map_stats(self) -> dict:
+        """Return the local map's counters (see ``MapTracker.stats``) for a run summary."""
+        return self._map_tracker.stats()
 
     # ------------------------------------------------------------------ public API
 
@@ -525,15 +588,15 @@ class VisualOdometry:
         if isinstance(outcome, _Estimate):
             recovered = self._lost or to_anchor
             status = STATUS_REINITIALIZED if recovered else STATUS_TRACKING
+            self._accept(frame, gray, depth, outcome)
             message = outcome.message
             if recovered:
                 which = 'last confirmed keyframe' if to_anchor else 'last keyframe'
                 message = f'relocalised against the {which}; {message}'
-            self._accept(frame, gray, depth, outcome)
             return VOResult(frame.stamp_ns, outcome.T_world_cam.copy(), status,
                             len(outcome.matches), int(np.count_nonzero(outcome.inlier_mask)),
                             outcome.is_keyframe, outcome.matches, message,
-                            outcome.inlier_mask, outcome.mode)
+                            outcome.inlier_mask, outcome.mode, outcome.scale_source)
         if self._lost:
             # Second failure in a row: re-initialise from this frame if it has texture.
             return self._start(frame, gray, depth, f'relocalisation failed ({outcome.message})')
@@ -550,6 +613,7 @@ class VisualOdometry:
             return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
                             message=f'{reason}; too little texture to (re)initialise')
         status = STATUS_REINITIALIZED if self._initialized else STATUS_INITIALIZED
+        self._map_tracker.reset()
         self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, self._T_world_last.copy(),
                                    frame.stamp_ns)
         self._initialized = True
@@ -564,7 +628,10 @@ class VisualOdometry:
 
     def _accept(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
                 estimate: _Estimate) -> None:
-        """Commit a successful estimate: velocity, speed, keyframe."""
+        """Commit a successful estimate: map, velocity, speed, keyframe."""
+        map_keyframe = None
+        if estimate.is_keyframe and estimate.map_step is not None:
+            map_keyframe = self._insert_map_keyframe(frame, gray, estimate)
         T_world_cur = estimate.T_world_cam
         if self._stamp_last is not None:
             dt = (frame.stamp_ns - self._stamp_last) * 1e-9
@@ -578,23 +645,38 @@ class VisualOdometry:
             if dt_kf > 0:
                 self._speed_mps = distance / dt_kf
             self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, T_world_cur.copy(),
-                                       frame.stamp_ns)
+                                       frame.stamp_ns, map_keyframe)
             self._hint_since_keyframe = None
         self._anchor = self._keyframe
         self._T_world_last = T_world_cur.copy()
         self._stamp_last = frame.stamp_ns
         self._lost = False
 
+    def _insert_map_keyframe(self, frame: Frame, gray: np.ndarray, estimate: _Estimate):
+        """Start the map (initialisation) or extend it; return the new map keyframe."""
+        tracker, kf = self._map_tracker, self._keyframe
+        if isinstance(estimate.map_step, MapInit):
+            reference, point_ids = tracker.start_map(kf.stamp_ns, kf.T_world_cam,
+                                                     estimate.matches, estimate.map_step)
+        else:
+            reference, point_ids = kf.map_keyframe, estimate.map_step.point_ids
+            # The finished bundle adjustment moves the reference; the frame moves with it.
+            T_world_reference = reference.T_world_cam.copy()
+            if tracker.join_adjustment():
+                correction = nearest_rigid(reference.T_world_cam
+                                           @ invert_transform(T_world_reference))
+                estimate.T_world_cam = correction @ estimate.T_world_cam
+                self._T_world_last = correction @ self._T_world_last
+        map_keyframe, note = tracker.insert_keyframe(
+            self.matcher, reference, kf.gray, gray, frame.stamp_ns, estimate.T_world_cam,
+            estimate.matches, point_ids, frame.camera)
+        estimate.message += f'; {note}'
+        return map_keyframe
+
     # ------------------------------------------------------------------ estimation
 
-    def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
-        conf = self.conf
-        kf = self._keyframe
-        mode_name = estimator_mode(conf, kf.depth is not None)
-        if mode_name is None:
-            return _Failure("mode is 'rgbd' but the keyframe has no valid depth")
-        use_rgbd = mode_name == 'rgbd'
-        predict = self._make_predict(frame, use_rgbd) if conf['use_motion_prior'] else None
+    def _match(self, kf: _Keyframe, gray: np.ndarray, predict, mode_name: str):
+        """Return the matches keyframe -> frame, or a :class:`_Failure`."""
         try:
             matches = self.matcher.match(kf.gray, gray, predict=predict)
         except (ValueError, cv2.error, np.linalg.LinAlgError, FloatingPointError) as error:
@@ -603,6 +685,28 @@ class VisualOdometry:
         if not isinstance(matches, Matches):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'matcher returned {type(matches)}, expected Matches')
+        return matches
+
+    def _uses_map(self, kf: _Keyframe, depth: np.ndarray | None) -> bool:
+        """Whether this frame is tracked by the monocular local map."""
+        return (self.conf['mono_map'] and self.conf['mode'] != 'rgbd' and kf.depth is None
+                and depth is None and self._hint_since_keyframe is None)
+
+    def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
+        conf = self.conf
+        kf = self._keyframe
+        if self._uses_map(kf, depth):
+            return self._track_map(frame, gray)
+        if self._map_tracker.map.keyframes:
+            self._map_tracker.reset()   # depth or a scale hint arrived: two-view steps
+        mode_name = estimator_mode(conf, kf.depth is not None)
+        if mode_name is None:
+            return _Failure("mode is 'rgbd' but the keyframe has no valid depth")
+        use_rgbd = mode_name == 'rgbd'
+        predict = self._make_predict(frame, use_rgbd) if conf['use_motion_prior'] else None
+        matches = self._match(kf, gray, predict, mode_name)
+        if isinstance(matches, _Failure):
+            return matches
         estimate = estimate_pose_from_matches(
             matches, kf.camera, frame.camera, conf, kf.depth, depth,
             scale_fallback=lambda: self._fallback_scale(frame))
@@ -618,7 +722,50 @@ class VisualOdometry:
         else:
             T_world_cur = kf.T_world_cam @ invert_transform(estimate.T_cam1_cam0)
         return _Estimate(T_world_cur, matches, estimate.inlier_mask, bool(moving), mode_name,
-                         message)
+                         message, estimate.scale_source)
+
+    def _track_map(self, frame: Frame, gray: np.ndarray):
+        """Monocular step against the local map, or its (re-)initialisation."""
+        conf, tracker, kf = self.conf, self._map_tracker, self._keyframe
+        reference = kf.map_keyframe
+        if reference is not None and reference.keyframe_id not in tracker.map.keyframes:
+            reference = None
+        predict = self._make_predict(frame, False, reference) \
+            if conf['use_motion_prior'] else None
+        matches = self._match(kf, gray, predict, 'mono')
+        if isinstance(matches, _Failure):
+            return matches
+        note = ''
+        if reference is not None:
+            track = tracker.track(reference, matches, frame.camera)
+            if isinstance(track, MapTrack):
+                return _Estimate(track.T_world_cam, matches, track.inlier_mask,
+                                 tracker.wants_keyframe(track, matches, frame.camera), 'mono',
+                                 track.message, 'map', track)
+            note = f'map tracking failed ({track}); '
+        finite = np.isfinite(matches.keypoints0).all(axis=1) \
+            & np.isfinite(matches.keypoints1).all(axis=1)
+        if np.count_nonzero(finite) < conf['min_matches']:
+            return _Failure(f'{note}only {np.count_nonzero(finite)} matches '
+                            f'(min_matches={conf["min_matches"]})', matches, 'mono')
+        flow = float(np.median(np.linalg.norm(
+            matches.keypoints1[finite] - matches.keypoints0[finite], axis=1)))
+        if flow < conf['keyframe_min_parallax_px']:
+            return _Estimate(self._T_world_last.copy(), matches, finite, False, 'mono',
+                             f'{note}static (median flow {flow:.2f} px < '
+                             'keyframe_min_parallax_px): pose and keyframe kept', 'static')
+        if tracker.initializations == 0:
+            baseline, source = None, 'parallax (the first map defines the trajectory unit)'
+        else:
+            baseline, source = self._fallback_scale(frame)
+        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline)
+        if isinstance(init, str):
+            return _Failure(note + init, matches, 'mono')
+        scale_source = 'unit' if baseline is None else scale_source_kind(source)
+        length = np.linalg.norm(init.T_world_cam[:3, 3] - kf.T_world_cam[:3, 3])
+        return _Estimate(init.T_world_cam, matches, init.inlier_mask, init.accepted, 'mono',
+                         f'{note}{init.message}; baseline {length:.4g} from {source}',
+                         scale_source, init)
 
     def _fallback_scale(self, frame: Frame) -> tuple[float, str]:
         """Return the monocular translation norm when depth gives none, and its source."""
@@ -632,8 +779,13 @@ class VisualOdometry:
             return self._last_step_m, 'previous step (no usable stamps)'
         return _unit_scale()
 
-    def _make_predict(self, frame: Frame, use_rgbd: bool) -> Predictor | None:
-        """Return the constant-velocity keypoint predictor keyframe -> frame, or None."""
+    def _make_predict(self, frame: Frame, use_rgbd: bool,
+                      reference=None) -> Predictor | None:
+        """Return the constant-velocity keypoint predictor keyframe -> frame, or None.
+
+        With a map keyframe ``reference``, keypoints on map points are predicted by
+        projecting the points; the others by the rotation (infinite homography).
+        """
         if self._velocity is None or self._stamp_last is None:
             return None
         T_cur_prev, dt_last = self._velocity
@@ -650,15 +802,22 @@ class VisualOdometry:
         if not np.all(np.isfinite(T_cur_kf)):
             return None
         camera_cur = frame.camera
+        tracker = self._map_tracker
 
         def predict(keypoints0: np.ndarray) -> np.ndarray:
             keypoints0 = np.asarray(keypoints0, dtype=np.float64).reshape(-1, 2)
             if use_rgbd:
                 points = geometry.backproject(keypoints0, kf.depth, kf.camera)
                 points = points @ T_cur_kf[:3, :3].T + T_cur_kf[:3, 3]
-            else:
-                points = geometry.normalized_rays(keypoints0, kf.camera) @ T_cur_kf[:3, :3].T
-            return geometry.project(points, camera_cur).astype(np.float32)
+                return geometry.project(points, camera_cur).astype(np.float32)
+            points = geometry.normalized_rays(keypoints0, kf.camera) @ T_cur_kf[:3, :3].T
+            predicted = geometry.project(points, camera_cur)
+            if reference is not None:
+                from_map = tracker.predict_points(reference, keypoints0, T_cur_world,
+                                                  camera_cur)
+                on_map = np.isfinite(from_map).all(axis=1)
+                predicted[on_map] = from_map[on_map]
+            return predicted.astype(np.float32)
 
         return predict
 

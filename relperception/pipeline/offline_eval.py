@@ -68,7 +68,7 @@ written; ``summary['complete']`` is then False and the damage is in ``summary['e
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 import csv
 import logging
@@ -83,6 +83,7 @@ from relperception.config import load_config, section
 from relperception.evaluation.report import plot_errors, plot_trajectories, write_json
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
                                                  PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.odometry.map_tracker import SCALE_JUMP_FACTOR
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -392,14 +393,16 @@ def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None
 def _write_timing_csv(path: Path, rows: list) -> None:
     dense = any(row.get('dense_ms') is not None for row in rows)
     fields = ('frame', 'stamp_ns', 'status', 'num_matches', 'num_inliers', 'is_keyframe',
-              'depth', 'process_ms', 'decode_ms') + (('dense_ms',) if dense else ())
+              'depth', 'process_ms', 'decode_ms', 'scale_source') + (
+                  ('dense_ms',) if dense else ())
     with open(path, 'w', newline='', encoding='utf-8') as stream:
         writer = csv.writer(stream)
         writer.writerow(fields)
         for index, row in enumerate(rows):
             values = [index, row['stamp_ns'], row['status'], row['num_matches'],
                       row['num_inliers'], int(row['is_keyframe']), int(row['depth']),
-                      f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}"]
+                      f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}",
+                      row.get('scale_source', '')]
             if dense:
                 dense_ms = row.get('dense_ms')
                 values.append('' if dense_ms is None else f'{dense_ms:.3f}')
@@ -546,7 +549,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                              'depth': frame.depth is not None,
                              'process_ms': pipeline.last_timing_ms, 'decode_ms': decode_ms,
                              'dense_ms': assembler.dense_ms.pop(stamp, None),
-                             'message': result.message})
+                             'message': result.message,
+                             'scale_source': result.scale_source})
                 poses_vo.append(np.asarray(result.T_world_cam, dtype=np.float64))
                 if result.status == 'lost':
                     logger.debug('frame %d lost: %s', stamp, result.message)
@@ -583,8 +587,14 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                                            progress=progress, pipeline=dense_depth)
             errors.add_new(reader.errors, seen_reader_errors)
 
+    map_stats = pipeline.odometry.map_stats()
+    pipeline.odometry.close()
     summary = write_report(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
                            poses_vo, gt_stamps, gt_poses, errors, plots)
+    summary['local_map'] = map_stats
+    if map_stats['scale_jumps']:
+        logger.info('the keyframe-to-keyframe speed changed more than %gx %d times (scale '
+                    'jumps or real accelerations)', SCALE_JUMP_FACTOR, map_stats['scale_jumps'])
     summary.update({
         'complete': complete,
         'frames_in_bag': int(counts.get(image_topic, 0)),
@@ -908,7 +918,8 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         scale_source = ('ground-truth distance between consecutive frames (benchmark option '
                         '--gt-scale; not available to a real monocular system)')
     else:
-        scale_source = 'none: unit-scale monocular trajectory, Sim(3) alignment'
+        scale_source = ('none metric: monocular trajectory in the unit of its first map '
+                        '(the local map carries it), Sim(3) alignment')
     summary: dict[str, Any] = {
         'bag': str(bag_path),
         'output_dir': str(output_dir),
@@ -921,6 +932,9 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'frames_lost': sum(s == 'lost' for s in statuses),
         'reinitializations': sum(s == 'reinitialized' for s in statuses),
         'keyframes': sum(bool(row['is_keyframe']) for row in rows),
+        'frames_tracked_against_map': sum(row.get('scale_source') == 'map' for row in rows),
+        'frames_by_scale_source': dict(Counter(
+            row['scale_source'] for row in rows if row.get('scale_source'))),
         'timing_median_ms': _percentile(process_ms, 50),
         'timing_p95_ms': _percentile(process_ms, 95),
         'timing_mean_ms': float(np.mean(process_ms)) if process_ms else float('nan'),

@@ -1,0 +1,68 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The worker process that runs bundle adjustments off the per-frame path.
+
+gtsam holds Python's global interpreter lock while it optimises, so a worker *thread* would
+stall matching and tracking for the whole adjustment. One worker *process* per Python process
+(started with ``spawn`` on first use, so it inherits no ROS or DDS threads) serves every
+:class:`~relperception.odometry.map_tracker.MapTracker`; arrays travel by pickling, which is
+small next to the optimisation.
+
+``spawn`` normally re-imports the parent's ``__main__`` script in the child, which would run a
+user's unguarded script a second time; the worker is started with an empty ``__main__`` in
+place (the child needs nothing from it), so any script may use visual odometry.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import sys
+import threading
+import types
+
+from relperception.odometry.bundle_adjustment import bundle_adjust
+
+_lock = threading.Lock()
+_executor: concurrent.futures.ProcessPoolExecutor | None = None
+
+
+def _warm_up() -> bool:
+    """Import the bundle-adjustment library in the worker; return whether it is there."""
+    try:
+        import gtsam  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pool() -> concurrent.futures.ProcessPoolExecutor:
+    global _executor
+    with _lock:
+        if _executor is None:
+            executor = concurrent.futures.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context('spawn'))
+            main = sys.modules.get('__main__')
+            sys.modules['__main__'] = types.ModuleType('__main__')
+            try:
+                warm = executor.submit(_warm_up)   # starts the process now
+            finally:
+                if main is not None:
+                    sys.modules['__main__'] = main
+            warm.result()
+            _executor = executor
+        return _executor
+
+
+def submit_bundle_adjustment(*args, **kwargs) -> concurrent.futures.Future:
+    """Run :func:`~relperception.odometry.bundle_adjustment.bundle_adjust` in the worker.
+
+    Returns a future of its result. A worker that died is replaced on the next call.
+    """
+    global _executor
+    try:
+        return _pool().submit(bundle_adjust, *args, **kwargs)
+    except concurrent.futures.process.BrokenProcessPool:
+        with _lock:
+            _executor = None
+        return _pool().submit(bundle_adjust, *args, **kwargs)

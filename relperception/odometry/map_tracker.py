@@ -1,0 +1,494 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Monocular tracking against a local map: the scale is carried by triangulated points.
+
+:class:`MapTracker` is the monocular half of
+:class:`~relperception.odometry.vo.VisualOdometry` when no depth and no translation hint
+arrive. Its steps (``matches`` are always reference keyframe -> current frame):
+
+1. **Initialisation** (:meth:`MapTracker.initialize`): essential matrix between the reference
+   keyframe and the frame; accepted only with enough parallax (``min_matches`` triangulated
+   inliers seen under >= ``map_init_min_angle_deg``) and when a homography does not explain
+   the matches as well (``map_init_max_homography_ratio``: rotation-only motion or a distant
+   plane). The baseline of the very first map is its median parallax in units of
+   ``map_init_min_angle_deg`` (this defines the trajectory's unit); a re-initialisation takes
+   the constant-speed distance, so the unit is kept where possible.
+2. **Tracking** (:meth:`MapTracker.track`): the matched keyframe keypoints are looked up in
+   the keyframe's landmark table; the pose is ``cv2.solvePnPRansac`` against those map points
+   (world frame). No scale is assumed: it comes from the map.
+3. **Keyframe insertion** (:meth:`MapTracker.insert_keyframe`): the new keyframe's own
+   keypoints are matched back into the reference keyframe (the motion prior is the local
+   flow of the forward matches); a keypoint that lands on a forward match of a map point, or
+   on a landmark of the reference keyframe, observes that point again (checked by
+   reprojection); the others are triangulated with the two poses and kept when they pass
+   :func:`~relperception.odometry.local_map.triangulate_checked`.
+4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
+   keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`), in a worker
+   process (:mod:`~relperception.odometry.ba_worker`): it is joined at the next insertion
+   (never on the other frames' path), so a run is deterministic whatever the machine's
+   speed. Observations that stay above the reprojection limit are removed.
+
+Counters for the run summary are in :meth:`MapTracker.stats`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+
+import cv2
+import numpy as np
+from relperception.core_types import Camera, Matches
+from relperception.odometry import geometry
+from relperception.odometry.ba_worker import submit_bundle_adjustment
+from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
+from relperception.odometry.local_map import LocalMap, MapKeyframe, triangulate_checked
+from relperception.transforms import invert_transform
+from scipy.spatial import cKDTree
+
+logger = logging.getLogger(__name__)
+
+#: Keyframes a map keeps beyond the bundle-adjustment window (observers that fix the gauge).
+_EXTRA_KEYFRAMES = 4
+#: A reverse match within this distance (pixels) of a forward match or landmark is that point.
+_ASSOCIATION_PX = 1.0
+#: Reprojection limit of points (multiple of ``ransac_threshold_px``, at least 2 px).
+_POINT_ERROR_FACTOR = 2.0
+#: Radius (pixels) within which forward flow predicts a reverse match.
+_FLOW_PRIOR_RADIUS_PX = 40.0
+#: A keyframe-to-keyframe speed change beyond this factor is reported as a scale jump.
+SCALE_JUMP_FACTOR = 2.0
+
+
+@dataclasses.dataclass
+class MapTrack:
+    """A frame tracked against the map.
+
+    Attributes:
+        T_world_cam: (4, 4) pose of the frame.
+        inlier_mask: (N,) bool PnP inliers among the matches.
+        point_ids: (N,) map point id of every match (-1 none).
+        num_landmarks: landmarks of the reference keyframe still in the map.
+        message: how the pose was found.
+    """
+
+    T_world_cam: np.ndarray
+    inlier_mask: np.ndarray
+    point_ids: np.ndarray
+    num_landmarks: int
+    message: str
+
+
+@dataclasses.dataclass
+class MapInit:
+    """A two-view initialisation (accepted or provisional).
+
+    Attributes:
+        T_world_cam: (4, 4) pose of the frame (baseline scaled as the tracker chose).
+        inlier_mask: (N,) bool essential-matrix inliers.
+        accepted: whether the pair has the parallax to start a map.
+        points_world: (N, 3) triangulated matches (NaN where not good), when accepted.
+        good: (N,) bool points that enter the map.
+        message: why (not) accepted.
+    """
+
+    T_world_cam: np.ndarray
+    inlier_mask: np.ndarray
+    accepted: bool
+    points_world: np.ndarray | None
+    good: np.ndarray | None
+    message: str
+
+
+def _ray_angles_deg(points_world: np.ndarray, T_world_a: np.ndarray,
+                    T_world_b: np.ndarray) -> np.ndarray:
+    rays_a = points_world - T_world_a[:3, 3]
+    rays_b = points_world - T_world_b[:3, 3]
+    with np.errstate(invalid='ignore', divide='ignore'):
+        cosine = np.sum(rays_a * rays_b, axis=1) / (
+            np.linalg.norm(rays_a, axis=1) * np.linalg.norm(rays_b, axis=1))
+    return np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))
+
+
+class MapTracker:
+    """Local map, its tracking and its bundle adjustment (see the module docstring).
+
+    Args:
+        conf: validated odometry configuration (``check_odometry_conf``).
+    """
+
+    def __init__(self, conf: dict):
+        """Keep the configuration and start with an empty map."""
+        self.conf = conf
+        window = conf['ba_window_keyframes']
+        self.map = LocalMap(max(window, 2) + _EXTRA_KEYFRAMES)
+        self._pending = None   # (problem, future) of the running bundle adjustment
+        self._ba_ms: list[float] = []
+        self._ba_failures = 0
+        self.ba_unavailable = ''   # why bundle adjustment cannot run, once found out
+        self.initializations = 0
+        self.keyframes_inserted = 0
+        self.points_created = 0
+        self.scale_jumps = 0
+        self._last_speed: float | None = None
+        self._last_keyframe: tuple[int, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def reset(self) -> None:
+        """Drop the map (a re-initialisation follows); a running adjustment is discarded."""
+        if self._pending is not None:
+            self._pending[1].cancel()
+            try:
+                self._pending[1].result()
+            except (concurrent.futures.CancelledError, ImportError, ValueError, RuntimeError,
+                    np.linalg.LinAlgError, concurrent.futures.process.BrokenProcessPool):
+                pass
+            self._pending = None
+        self.map.clear()
+        self._last_speed = None
+        self._last_keyframe = None
+
+    def close(self) -> None:
+        """Drop the map and any running adjustment (the shared worker process stays)."""
+        self.reset()
+
+    def stats(self) -> dict:
+        """Return counters for the run summary (bundle-adjustment times in milliseconds)."""
+        ba = np.asarray(self._ba_ms, dtype=np.float64)
+        return {
+            'map_initializations': self.initializations,
+            'map_keyframes': self.keyframes_inserted,
+            'map_points_created': self.points_created,
+            'map_points': self.map.num_points,
+            'scale_jumps': self.scale_jumps,
+            'ba_calls': len(ba),
+            'ba_failures': self._ba_failures,
+            'ba_unavailable': self.ba_unavailable or None,
+            'ba_ms_median': float(np.median(ba)) if len(ba) else None,
+            'ba_ms_max': float(np.max(ba)) if len(ba) else None,
+            'ba_ms_total': float(np.sum(ba)) if len(ba) else 0.0,
+        }
+
+    # ------------------------------------------------------------------ prediction
+
+    def predict_points(self, keyframe: MapKeyframe | None, keypoints0: np.ndarray,
+                       T_cur_world: np.ndarray, camera: Camera) -> np.ndarray:
+        """Project the map points under ``keypoints0`` (N, 2) with a predicted pose.
+
+        Returns (N, 2) float64 pixels, NaN where a keypoint has no map point.
+        """
+        out = np.full((len(keypoints0), 2), np.nan)
+        if keyframe is None:
+            return out
+        ids = self.map.lookup(keyframe, keypoints0)
+        hit = ids >= 0
+        if np.any(hit):
+            points = self.map.points_world(ids[hit])
+            points_cam = points @ T_cur_world[:3, :3].T + T_cur_world[:3, 3]
+            out[hit] = geometry.project(points_cam, camera)
+        return out
+
+    # ------------------------------------------------------------------ tracking
+
+    def track(self, keyframe: MapKeyframe, matches: Matches,
+              camera: Camera) -> MapTrack | str:
+        """Return the PnP pose against the map points the matches hit, or why it failed."""
+        conf = self.conf
+        ids = self.map.lookup(keyframe, matches.keypoints0)
+        hit = ids >= 0
+        num_landmarks = int(np.count_nonzero(self.map.lookup(keyframe, keyframe.keypoints) >= 0))
+        if np.count_nonzero(hit) < conf['min_matches']:
+            return (f'only {np.count_nonzero(hit)} matches hit map points '
+                    f'(of {num_landmarks} landmarks)')
+        result = geometry.relative_pose_pnp(self.map.points_world(ids[hit]),
+                                            matches.keypoints1[hit], camera,
+                                            conf['ransac_threshold_px'],
+                                            conf['ransac_confidence'])
+        if result is None:
+            return f'PnP RANSAC failed on {np.count_nonzero(hit)} map points'
+        T_cam_world, inliers_hit = result
+        inliers = np.zeros(len(matches), dtype=bool)
+        inliers[np.flatnonzero(hit)[inliers_hit]] = True
+        num_inliers = int(np.count_nonzero(inliers))
+        if num_inliers < conf['min_matches']:
+            return (f'only {num_inliers} PnP inliers of {np.count_nonzero(hit)} map points '
+                    f'(min_matches={conf["min_matches"]})')
+        if not np.all(np.isfinite(T_cam_world)):
+            return 'non-finite PnP pose'
+        ids = np.where(inliers, ids, -1)
+        return MapTrack(invert_transform(T_cam_world), inliers, ids, num_landmarks,
+                        f'PnP: {num_inliers} inliers of {np.count_nonzero(hit)} matched map '
+                        f'points ({num_landmarks} in the keyframe)')
+
+    def wants_keyframe(self, track: MapTrack, matches: Matches, camera: Camera) -> bool:
+        """Whether the tracked frame should become a keyframe (parallax and coverage)."""
+        conf = self.conf
+        inliers = track.inlier_mask
+        flow = np.linalg.norm(matches.keypoints1[inliers] - matches.keypoints0[inliers], axis=1)
+        median_flow = float(np.median(flow)) if len(flow) else 0.0
+        if median_flow < conf['keyframe_min_parallax_px']:
+            return False
+        diagonal = float(np.hypot(camera.width, camera.height))
+        tracked = int(np.count_nonzero(inliers))
+        return (tracked < conf['keyframe_min_tracked_ratio'] * track.num_landmarks
+                or median_flow >= conf['keyframe_max_flow_ratio'] * diagonal)
+
+    # ------------------------------------------------------------------ initialisation
+
+    def initialize(self, T_world_kf: np.ndarray, matches: Matches, camera: Camera,
+                   baseline_m: float | None) -> MapInit | str:
+        """Two-view initialisation reference keyframe -> frame (see the module docstring).
+
+        ``baseline_m`` None (the first map): the baseline is the median parallax of the
+        triangulated points over ``map_init_min_angle_deg``, i.e. the trajectory's unit is the
+        distance at which the scene shows that parallax; frames before the map starts get
+        the same rule, so they stay consistent with it.
+        """
+        conf = self.conf
+        keypoints0 = matches.keypoints0.astype(np.float64)
+        keypoints1 = matches.keypoints1.astype(np.float64)
+        result = geometry.relative_pose_essential(keypoints0, keypoints1, camera,
+                                                  conf['ransac_threshold_px'],
+                                                  conf['ransac_confidence'])
+        if result is None:
+            return 'essential matrix RANSAC failed'
+        T_unit, inliers = result
+        num_inliers = int(np.count_nonzero(inliers))
+        if num_inliers < conf['min_matches']:
+            return (f'only {num_inliers} essential-matrix inliers '
+                    f'(min_matches={conf["min_matches"]})')
+        T_kf_cur = invert_transform(T_unit)
+        points, good = triangulate_checked(
+            keypoints0, keypoints1, T_world_kf, T_world_kf @ T_kf_cur, camera,
+            conf['map_min_angle_deg'], self.max_point_error_px)
+        good &= inliers
+        # Parallax angles do not depend on the baseline length.
+        angles = _ray_angles_deg(points, T_world_kf, T_world_kf @ T_kf_cur)
+        wide = int(np.count_nonzero(good & (angles >= conf['map_init_min_angle_deg'])))
+        median_angle = float(np.nanmedian(angles[good])) if np.any(good) else 0.0
+        if baseline_m is None:
+            baseline_m = (median_angle / conf['map_init_min_angle_deg']
+                          if conf['map_init_min_angle_deg'] > 0 and median_angle > 0 else 1.0)
+        T_kf_cur[:3, 3] *= baseline_m
+        T_world_cur = T_world_kf @ T_kf_cur
+        # Points scale with the baseline about the keyframe's centre.
+        points = T_world_kf[:3, 3] + (points - T_world_kf[:3, 3]) * baseline_m
+        homography_ratio = self._homography_ratio(keypoints0, keypoints1, inliers, camera)
+        reasons = []
+        if wide < conf['min_matches']:
+            reasons.append(f'only {wide} points with parallax >= map_init_min_angle_deg '
+                           f'(min_matches={conf["min_matches"]})')
+        if homography_ratio > conf['map_init_max_homography_ratio']:
+            reasons.append(f'a homography explains {100 * homography_ratio:.0f} % as many '
+                           'matches (rotation or plane)')
+        if np.count_nonzero(good) < conf['min_matches']:
+            reasons.append(f'only {np.count_nonzero(good)} points pass the triangulation checks')
+        accepted = not reasons
+        message = ('map initialised: ' if accepted else 'initialising the map, not yet: ') + (
+            f'{np.count_nonzero(good)} points, median parallax {median_angle:.2f} deg'
+            if accepted else '; '.join(reasons))
+        return MapInit(T_world_cur, inliers, accepted, points if accepted else None,
+                       good if accepted else None, message)
+
+    def _homography_ratio(self, keypoints0, keypoints1, inliers, camera) -> float:
+        pixels0 = geometry.undistort_pixels(keypoints0[inliers], camera)
+        pixels1 = geometry.undistort_pixels(keypoints1[inliers], camera)
+        if len(pixels0) < 4:
+            return 1.0
+        try:
+            H, mask = cv2.findHomography(pixels0, pixels1, cv2.RANSAC,
+                                         self.conf['ransac_threshold_px'])
+        except cv2.error:
+            return 0.0
+        if H is None or mask is None:
+            return 0.0
+        return float(np.count_nonzero(mask)) / len(pixels0)
+
+    @property
+    def max_point_error_px(self) -> float:
+        """Largest reprojection error of a map point (pixels)."""
+        return max(2.0, _POINT_ERROR_FACTOR * self.conf['ransac_threshold_px'])
+
+    def start_map(self, stamp_kf: int, T_world_kf: np.ndarray, matches: Matches,
+                  init: MapInit) -> tuple[MapKeyframe, np.ndarray]:
+        """Create the map from an accepted initialisation.
+
+        Returns the reference keyframe of the map and the (N,) point id of every match.
+        """
+        self.reset()
+        self.initializations += 1
+        reference = self.map.add_keyframe(stamp_kf, T_world_kf)
+        ids = np.full(len(matches), -1, dtype=np.int64)
+        for i in np.flatnonzero(init.good):
+            ids[i] = self.map.add_point(init.points_world[i],
+                                        {reference.keyframe_id: matches.keypoints0[i]})
+        self.points_created += int(np.count_nonzero(ids >= 0))
+        self.map.set_landmarks(reference, matches.keypoints0[ids >= 0], ids[ids >= 0])
+        self._last_keyframe = (stamp_kf, T_world_kf[:3, 3].copy())
+        return reference, ids
+
+    # ------------------------------------------------------------------ keyframes
+
+    def join_adjustment(self) -> bool:
+        """Wait for the running bundle adjustment; write its result into the map.
+
+        Returns whether the map changed.
+        """
+        if self._pending is None:
+            return False
+        problem, future = self._pending
+        self._pending = None
+        try:
+            result = future.result()
+        except BundleAdjustmentUnavailable as error:
+            self.ba_unavailable = str(error)
+            logger.warning('%s: visual odometry runs without it', error)
+            return False
+        except (ValueError, RuntimeError, np.linalg.LinAlgError,
+                concurrent.futures.process.BrokenProcessPool) as error:
+            self._ba_failures += 1
+            logger.warning('bundle adjustment failed: %s', error)
+            return False
+        self._ba_ms.append(result.elapsed_ms)
+        if not (np.all(np.isfinite(result.T_cam_world))
+                and np.all(np.isfinite(result.points_world))):
+            self._ba_failures += 1
+            return False
+        self.map.apply_adjustment(problem, result.T_cam_world, result.points_world,
+                                  result.residuals_px, self.max_point_error_px)
+        return True
+
+    def insert_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
+                        gray: np.ndarray, stamp_ns: int, T_world_cam: np.ndarray,
+                        matches: Matches, point_ids: np.ndarray,
+                        camera: Camera) -> tuple[MapKeyframe, str]:
+        """Make the tracked frame a keyframe: new observations and points, then BA.
+
+        Args:
+            matcher: the matcher (its ``match`` runs frame -> reference keyframe once).
+            reference: the reference keyframe the frame was tracked against.
+            gray_reference: (H, W) uint8 image of the reference keyframe.
+            gray: (H, W) uint8 image of the frame.
+            stamp_ns: stamp of the frame.
+            T_world_cam: (4, 4) pose of the frame.
+            matches: the tracking matches reference -> frame.
+            point_ids: (N,) map point of each tracking match that was a PnP inlier, -1 else.
+            camera: intrinsics.
+
+        Returns:
+            the new keyframe and a note for the result message.
+        """
+        keyframe = self.map.add_keyframe(stamp_ns, T_world_cam)
+        self.keyframes_inserted += 1
+        forward1 = matches.keypoints1.astype(np.float64)
+        forward0 = matches.keypoints0.astype(np.float64)
+        flow_tree = cKDTree(forward1) if len(forward1) else None
+
+        def flow_prior(keypoints: np.ndarray) -> np.ndarray:
+            keypoints = np.asarray(keypoints, dtype=np.float64).reshape(-1, 2)
+            out = np.full(keypoints.shape, np.nan)
+            if flow_tree is None:
+                return out.astype(np.float32)
+            distance, index = flow_tree.query(keypoints, k=min(4, len(forward1)),
+                                              distance_upper_bound=_FLOW_PRIOR_RADIUS_PX)
+            distance = distance.reshape(len(keypoints), -1)
+            index = index.reshape(len(keypoints), -1)
+            valid = np.isfinite(distance)
+            shifts = np.zeros((len(keypoints), 2))
+            counts = valid.sum(axis=1)
+            for column in range(index.shape[1]):
+                rows = valid[:, column]
+                shifts[rows] += (forward0[index[rows, column]] - forward1[index[rows, column]])
+            has = counts > 0
+            out[has] = keypoints[has] + shifts[has] / counts[has, None]
+            return out.astype(np.float32)
+
+        try:
+            reverse = matcher.match(gray, gray_reference, predict=flow_prior)
+        except (ValueError, cv2.error, np.linalg.LinAlgError, FloatingPointError) as error:
+            logger.warning('keyframe matching failed: %s', error)
+            reverse = Matches.empty()
+        own = reverse.keypoints0.astype(np.float64)
+        in_reference = reverse.keypoints1.astype(np.float64)
+        ids = np.full(len(own), -1, dtype=np.int64)
+        if len(own):
+            tracked = point_ids >= 0
+            if np.any(tracked):
+                distance, index = cKDTree(forward1[tracked]).query(
+                    own, distance_upper_bound=_ASSOCIATION_PX)
+                hit = np.isfinite(distance)
+                ids[hit] = point_ids[tracked][index[hit]]
+            if reference.tree is not None:
+                distance, index = reference.tree.query(in_reference,
+                                                       distance_upper_bound=_ASSOCIATION_PX)
+                hit = np.isfinite(distance) & (ids < 0)
+                ids[hit] = reference.point_ids[index[hit]]
+            ids[~np.isin(ids, list(self.map.points))] = -1
+            # One keypoint per point, and only where the point reprojects onto it.
+            first = np.zeros(len(ids), dtype=bool)
+            _, unique_index = np.unique(ids, return_index=True)
+            first[unique_index] = True
+            ids[~first] = -1
+            known = np.flatnonzero(ids >= 0)
+            if len(known):
+                T_cam_world = invert_transform(T_world_cam)
+                points = self.map.points_world(ids[known])
+                projected = geometry.project(points @ T_cam_world[:3, :3].T
+                                             + T_cam_world[:3, 3], camera)
+                error = np.linalg.norm(projected - own[known], axis=1)
+                bad = ~(np.nan_to_num(error, nan=np.inf) <= self.max_point_error_px)
+                ids[known[bad]] = -1
+            for i in np.flatnonzero(ids >= 0):
+                self.map.add_observation(ids[i], keyframe.keyframe_id, own[i])
+            reobserved = int(np.count_nonzero(ids >= 0))
+            new = np.flatnonzero(ids < 0)
+            points, good = triangulate_checked(
+                in_reference[new], own[new], reference.T_world_cam, T_world_cam, camera,
+                self.conf['map_min_angle_deg'], self.max_point_error_px)
+            for row in np.flatnonzero(good):
+                i = new[row]
+                ids[i] = self.map.add_point(points[row], {reference.keyframe_id: in_reference[i],
+                                                          keyframe.keyframe_id: own[i]})
+            created = int(np.count_nonzero(good))
+        else:
+            reobserved = created = 0
+        self.points_created += created
+        self.map.set_landmarks(keyframe, own[ids >= 0], ids[ids >= 0])
+        note = self._speed_check(stamp_ns, T_world_cam)
+        self._start_adjustment(camera)
+        return keyframe, (f'keyframe: {reobserved} map points seen again, {created} new'
+                          + note)
+
+    def _speed_check(self, stamp_ns: int, T_world_cam: np.ndarray) -> str:
+        """Count a keyframe-to-keyframe speed change beyond SCALE_JUMP_FACTOR."""
+        note = ''
+        if self._last_keyframe is not None:
+            stamp0, centre0 = self._last_keyframe
+            dt = (stamp_ns - stamp0) * 1e-9
+            if dt > 0:
+                speed = float(np.linalg.norm(T_world_cam[:3, 3] - centre0)) / dt
+                last = self._last_speed
+                if last is not None and last > 0 and speed > 0 and \
+                        max(speed / last, last / speed) > SCALE_JUMP_FACTOR:
+                    self.scale_jumps += 1
+                    note = (f'; speed changed {speed / last:.2f}x between keyframes '
+                            '(scale jump or real acceleration)')
+                self._last_speed = speed
+        self._last_keyframe = (stamp_ns, T_world_cam[:3, 3].copy())
+        return note
+
+    def _start_adjustment(self, camera: Camera) -> None:
+        window = self.conf['ba_window_keyframes']
+        if window < 3 or self.ba_unavailable:
+            return
+        problem = self.map.window_problem(window, self.conf['ba_max_points'])
+        if problem is None or not np.any(~problem.fixed):
+            return
+        future = submit_bundle_adjustment(
+            problem.T_cam_world, problem.points_world, problem.camera_index,
+            problem.point_index, problem.pixels, camera, problem.fixed,
+            huber_px=self.conf['ransac_threshold_px'],
+            max_iterations=self.conf['ba_max_iterations'])
+        self._pending = (problem, future)

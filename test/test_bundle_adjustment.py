@@ -1,0 +1,196 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of the windowed bundle adjustment (gtsam) and of the local map it refines.
+
+Problems are built from random points seen by cameras on a known path, so the answer is known;
+the degenerate inputs check the boundary errors.
+"""
+
+import numpy as np
+import pytest
+
+from relperception.core_types import Camera
+from relperception.odometry import geometry
+from relperception.odometry.bundle_adjustment import bundle_adjust, reprojection_errors
+from relperception.odometry.local_map import LocalMap, triangulate_checked
+from relperception.transforms import invert_transform, make_transform
+
+pytest.importorskip('gtsam')
+
+CAMERA = Camera.from_intrinsics(400.0, 400.0, 319.5, 239.5, 640, 480)
+
+
+def _rotation(rotvec):
+    import cv2
+    return cv2.Rodrigues(np.asarray(rotvec, dtype=np.float64))[0]
+
+
+def _problem(seed=0, num_cameras=6, num_points=300, pixel_noise=0.0):
+    """Return poses T_cam_world (C, 4, 4), points (P, 3) and every visible observation."""
+    rng = np.random.default_rng(seed)
+    T_world_cam = np.stack([make_transform(_rotation(rng.normal(0, 0.02, 3)),
+                                           [0.3 * i, 0.02 * rng.normal(), 0.4 * i])
+                            for i in range(num_cameras)])
+    T_cam_world = np.stack([invert_transform(T) for T in T_world_cam])
+    points = np.stack([rng.uniform(-4, 5, num_points), rng.uniform(-2, 2, num_points),
+                       rng.uniform(6, 14, num_points)], axis=1)
+    camera_index, point_index, pixels = [], [], []
+    for c, T in enumerate(T_cam_world):
+        projected = geometry.project(points @ T[:3, :3].T + T[:3, 3], CAMERA)
+        inside = np.isfinite(projected).all(axis=1) & (projected[:, 0] >= 0) \
+            & (projected[:, 0] < 640) & (projected[:, 1] >= 0) & (projected[:, 1] < 480)
+        for p in np.flatnonzero(inside):
+            camera_index.append(c)
+            point_index.append(p)
+            pixels.append(projected[p] + rng.normal(0, pixel_noise, 2))
+    return (T_cam_world, points, np.array(camera_index), np.array(point_index),
+            np.array(pixels))
+
+
+class TestBundleAdjust:
+    def test_recovers_points_and_poses(self):
+        T_cam_world, points, cams, pts, pixels = _problem()
+        rng = np.random.default_rng(1)
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        fixed[:2] = True
+        perturbed = T_cam_world.copy()
+        for c in range(2, len(perturbed)):
+            perturbed[c] = make_transform(_rotation(rng.normal(0, 0.005, 3)),
+                                          rng.normal(0, 0.03, 3)) @ perturbed[c]
+        noisy_points = points + rng.normal(0, 0.05, points.shape)
+        result = bundle_adjust(perturbed, noisy_points, cams, pts, pixels, CAMERA, fixed,
+                               huber_px=1.0, max_iterations=30)
+        assert result.initial_rmse_px > 2.0
+        assert result.final_rmse_px < 1e-3
+        assert result.success and result.iterations >= 1 and result.elapsed_ms > 0
+        np.testing.assert_array_equal(result.T_cam_world[:2], perturbed[:2])
+        np.testing.assert_allclose(result.T_cam_world[2:], T_cam_world[2:], atol=1e-4)
+        np.testing.assert_allclose(result.points_world, points, atol=1e-3)
+        assert result.residuals_px.shape == (len(pixels),)
+
+    def test_outliers_do_not_pull_the_solution(self):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=2, pixel_noise=0.3)
+        rng = np.random.default_rng(3)
+        outliers = rng.choice(len(pixels), len(pixels) // 20, replace=False)
+        pixels = pixels.copy()
+        pixels[outliers] += rng.normal(0, 40, (len(outliers), 2))
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        fixed[:2] = True
+        noisy_points = points + rng.normal(0, 0.05, points.shape)
+        result = bundle_adjust(T_cam_world, noisy_points, cams, pts, pixels, CAMERA, fixed,
+                               huber_px=1.0, max_iterations=20)
+        inliers = np.ones(len(pixels), dtype=bool)
+        inliers[outliers] = False
+        assert np.median(result.residuals_px[inliers]) < 0.5
+        assert np.median(result.residuals_px[outliers]) > 10.0
+        np.testing.assert_allclose(result.T_cam_world[:, :3, 3], T_cam_world[:, :3, 3],
+                                   atol=0.02)
+
+    def test_all_fixed_refines_points_only(self):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=4)
+        result = bundle_adjust(T_cam_world, points + 0.02, cams, pts, pixels, CAMERA,
+                               np.ones(len(T_cam_world), dtype=bool), max_iterations=20)
+        np.testing.assert_array_equal(result.T_cam_world, T_cam_world)
+        np.testing.assert_allclose(result.points_world, points, atol=1e-4)
+
+    def test_reprojection_errors_match_projection(self):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=5)
+        errors = reprojection_errors(T_cam_world, points, cams, pts, pixels + [3.0, 4.0],
+                                     CAMERA.K)
+        np.testing.assert_allclose(errors, 5.0, atol=1e-6)
+        behind = T_cam_world.copy()
+        behind[:, :3, 3] -= [0, 0, 100]
+        assert np.all(np.isinf(reprojection_errors(behind, points, cams, pts, pixels,
+                                                   CAMERA.K)))
+
+    @pytest.mark.parametrize('change', ['no_observation', 'bad_index', 'nan', 'shape',
+                                        'huber', 'fixed_shape', 'camera'])
+    def test_bad_input_raises_value_error(self, change):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=6)
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        kwargs = {}
+        camera = CAMERA
+        if change == 'no_observation':
+            cams, pts, pixels = cams[:0], pts[:0], pixels[:0]
+        elif change == 'bad_index':
+            pts = pts.copy()
+            pts[0] = len(points)
+        elif change == 'nan':
+            points = points.copy()
+            points[0, 0] = np.nan
+        elif change == 'shape':
+            pixels = pixels[:-1]
+        elif change == 'huber':
+            kwargs['huber_px'] = 0.0
+        elif change == 'fixed_shape':
+            fixed = fixed[:-1]
+        else:
+            camera = 'not a camera'
+        with pytest.raises(ValueError):
+            bundle_adjust(T_cam_world, points, cams, pts, pixels, camera, fixed, **kwargs)
+
+
+class TestLocalMap:
+    def test_lookup_finds_own_keypoints_only(self):
+        local_map = LocalMap(max_keyframes=3)
+        keyframe = local_map.add_keyframe(0, np.eye(4))
+        ids = [local_map.add_point([0, 0, 5], {keyframe.keyframe_id: [10.0, 20.0]}),
+               local_map.add_point([1, 0, 5], {keyframe.keyframe_id: [30.0, 40.0]})]
+        local_map.set_landmarks(keyframe, [[10.0, 20.0], [30.0, 40.0]], ids)
+        found = local_map.lookup(keyframe, [[10.1, 20.0], [30.0, 40.0], [12.0, 20.0],
+                                            [np.nan, 1.0]])
+        np.testing.assert_array_equal(found, [ids[0], ids[1], -1, -1])
+        local_map.remove_point(ids[0])
+        np.testing.assert_array_equal(local_map.lookup(keyframe, [[10.0, 20.0]]), [-1])
+        assert np.isnan(local_map.points_world([ids[0], -1])).all()
+
+    def test_old_keyframes_leave_with_their_points(self):
+        local_map = LocalMap(max_keyframes=2)
+        k0 = local_map.add_keyframe(0, np.eye(4))
+        k1 = local_map.add_keyframe(1, np.eye(4))
+        only_k0 = local_map.add_point([0, 0, 5], {k0.keyframe_id: [1.0, 1.0]})
+        shared = local_map.add_point([0, 1, 5], {k0.keyframe_id: [2.0, 2.0],
+                                                 k1.keyframe_id: [3.0, 3.0]})
+        local_map.add_keyframe(2, np.eye(4))
+        assert list(local_map.keyframes) == [k1.keyframe_id, k1.keyframe_id + 1]
+        assert only_k0 not in local_map.points and shared in local_map.points
+        assert set(local_map.observations[shared]) == {k1.keyframe_id}
+
+    def test_window_problem_fixes_the_gauge_and_caps_points(self):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=7, num_cameras=5)
+        local_map = LocalMap(max_keyframes=10)
+        keyframes = [local_map.add_keyframe(c, invert_transform(T)) for c, T in
+                     enumerate(T_cam_world)]
+        views = {}
+        for c, p, pixel in zip(cams, pts, pixels):
+            views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
+        for p, v in views.items():
+            local_map.add_point(points[p], v)
+        problem = local_map.window_problem(window=4, max_points=50)
+        assert len(problem.point_ids) == 50
+        seen = [len(views[p]) for p in problem.point_ids]
+        assert min(seen) >= max(len(v) for v in views.values()) - 1
+        # Keyframe 0 observes window points: it is in the problem, fixed, as are the two
+        # oldest window keyframes (1 and 2); 3 and 4 are free.
+        np.testing.assert_array_equal(problem.keyframe_ids, [k.keyframe_id for k in keyframes])
+        np.testing.assert_array_equal(problem.fixed, [True, True, True, False, False])
+        assert local_map.window_problem(window=2, max_points=50) is None
+
+    def test_triangulate_checked(self):
+        rng = np.random.default_rng(8)
+        points = np.stack([rng.uniform(-2, 2, 50), rng.uniform(-1, 1, 50),
+                           rng.uniform(4, 8, 50)], axis=1)
+        T_world_a = np.eye(4)
+        T_world_b = make_transform(_rotation([0, 0.02, 0]), [0.5, 0, 0])
+        pixels_a = geometry.project(points, CAMERA)
+        T_b_world = invert_transform(T_world_b)
+        pixels_b = geometry.project(points @ T_b_world[:3, :3].T + T_b_world[:3, 3], CAMERA)
+        pixels_b[:5] += 10.0   # wrong correspondences
+        world, good = triangulate_checked(pixels_a, pixels_b, T_world_a, T_world_b, CAMERA,
+                                          min_angle_deg=1.0, max_error_px=2.0)
+        assert not good[:5].any() and good[5:].all()
+        np.testing.assert_allclose(world[5:], points[5:], atol=1e-6)
+        # No baseline: no parallax, no point.
+        _, good = triangulate_checked(pixels_a, pixels_a, T_world_a, T_world_a, CAMERA,
+                                      min_angle_deg=0.5, max_error_px=2.0)
+        assert not good.any()
