@@ -52,7 +52,7 @@ setup(
         'console_scripts': [
             'relperception = relperception.cli.main:main',
             'matcher_node = relperception.nodes.matcher_node:main',
-            'odometry_node = relperception.nodes.odometry_node:main',
+            'visual_odometry_node = relperception.nodes.vo_node:main',
             'dense_node = relperception.nodes.dense_node:main',
         ],
     },

@@ -1,6 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Launch the relperception node set (matcher_node -> odometry_node [, dense_node]) on a camera.
+"""Launch the relperception node set (visual_odometry_node [, dense_node]) on a camera.
 
 The nodes, their remappings and parameters come from ``relperception.nodes.graph.node_set``,
 the same description ``relperception run`` starts, so the two cannot drift apart. Examples::
@@ -12,6 +12,7 @@ the same description ``relperception run`` starts, so the two cannot drift apart
     ros2 launch relperception perception.launch.py one_process:=true   # one process
     ros2 launch relperception perception.launch.py dense:=true   # + dense depth and labels
     ros2 launch relperception perception.launch.py dense_depth_to_odometry:=true   # metric mono
+    ros2 launch relperception perception.launch.py correspondences_only:=true   # matcher_node
 
 ``one_process:=true`` (alias ``use_composition``): rclpy has no component containers for
 Python nodes, so instead of composition this runs ``relperception run`` - the same nodes in ONE
@@ -51,7 +52,8 @@ def _launch_nodes(context, *args, **kwargs):
         namespace=_value(context, 'namespace'),
         depth_transport=_value(context, 'depth_transport'),
         dense=_flag(context, 'dense') or _flag(context, 'dense_depth_to_odometry'),
-        dense_depth_to_odometry=_flag(context, 'dense_depth_to_odometry'))
+        dense_depth_to_odometry=_flag(context, 'dense_depth_to_odometry'),
+        correspondences_only=_flag(context, 'correspondences_only'))
     config_file = _value(context, 'config_file')
     use_sim_time = _flag(context, 'use_sim_time')
     actions = []
@@ -74,6 +76,8 @@ def _launch_nodes(context, *args, **kwargs):
             command.append('--dense')
         if _flag(context, 'dense_depth_to_odometry'):
             command.append('--dense-depth-to-odometry')
+        if _flag(context, 'correspondences_only'):
+            command.append('--correspondences-only')
         if use_sim_time:
             command.append('--use-sim-time')
         if not profile:
@@ -121,6 +125,9 @@ def generate_launch_description():
         DeclareLaunchArgument('dense_depth_to_odometry', default_value='false',
                               description="true: dense_node's depth feeds the odometry "
                                           'depth_in (metric monocular VO; implies dense)'),
+        DeclareLaunchArgument('correspondences_only', default_value='false',
+                              description='true: matcher_node alone (consecutive-frame '
+                                          'correspondences, no odometry)'),
         DeclareLaunchArgument('config_file',
                               default_value=os.path.join(share, 'config', 'default.yaml'),
                               description='ROS 2 parameter file with relperception keys'),

@@ -194,3 +194,36 @@ class TestLocalMap:
         _, good = triangulate_checked(pixels_a, pixels_a, T_world_a, T_world_a, CAMERA,
                                       min_angle_deg=0.5, max_error_px=2.0)
         assert not good.any()
+
+
+class TestWithoutGtsam:
+    """The tracker runs without the bundle-adjustment library (e.g. a Jetson without gtsam)."""
+
+    def test_bundle_adjust_says_what_is_missing(self, monkeypatch):
+        import sys
+
+        from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
+
+        monkeypatch.setitem(sys.modules, 'gtsam', None)   # import gtsam raises ImportError
+        T_cam_world, points, cams, pts, pixels = _problem(seed=9)
+        with pytest.raises(BundleAdjustmentUnavailable, match='pip install gtsam'):
+            bundle_adjust(T_cam_world, points, cams, pts, pixels, CAMERA,
+                          np.ones(len(T_cam_world), dtype=bool))
+
+    def test_map_tracker_reports_it_and_stops_asking(self):
+        import concurrent.futures
+
+        from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
+        from relperception.odometry.map_tracker import MapTracker
+        from relperception.odometry.vo import check_odometry_conf
+
+        tracker = MapTracker(check_odometry_conf(None))
+        failed = concurrent.futures.Future()
+        failed.set_exception(BundleAdjustmentUnavailable('bundle adjustment needs gtsam'))
+        tracker._pending = (None, failed)
+        assert tracker.join_adjustment() is False
+        stats = tracker.stats()
+        assert stats['ba_unavailable'] == 'bundle adjustment needs gtsam'
+        assert stats['ba_calls'] == 0 and stats['ba_failures'] == 0
+        tracker._start_adjustment(CAMERA)   # no new adjustment is started
+        assert tracker._pending is None

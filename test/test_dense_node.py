@@ -210,7 +210,7 @@ class TestNodeSetDense:
     def test_dense_switch_adds_the_node(self):
         from relperception.nodes import graph
 
-        assert [d.name for d in graph.node_set()] == ['matcher_node', 'odometry_node']
+        assert [d.name for d in graph.node_set()] == ['visual_odometry_node']
         nodes = {d.name: d for d in graph.node_set(dense=True, image_topic='/cam/rgb',
                                                    camera_info_topic='/cam/info',
                                                    image_transport='compressed',
@@ -223,13 +223,13 @@ class TestNodeSetDense:
                                     'diagnostics': '/diagnostics'}
         assert dense.parameters == {'image_transport': 'compressed'}
         assert dense.namespace == '/robot'
-        assert 'depth_in' not in nodes['odometry_node'].remappings
+        assert 'depth_in' not in nodes['visual_odometry_node'].remappings
 
     def test_dense_depth_feeds_odometry(self):
         from relperception.nodes import graph
 
         nodes = {d.name: d for d in graph.node_set(dense=True, dense_depth_to_odometry=True)}
-        assert nodes['odometry_node'].remappings['depth_in'] == 'depth'
+        assert nodes['visual_odometry_node'].remappings['depth_in'] == 'depth'
         for kwargs in ({'dense_depth_to_odometry': True},
                        {'dense': True, 'dense_depth_to_odometry': True, 'depth_topic': '/d'},
                        {'dense': True, 'dense_depth_to_odometry': True,

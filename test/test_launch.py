@@ -1,6 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""launch_testing: ``perception.launch.py`` starts matcher_node and odometry_node.
+"""launch_testing: ``perception.launch.py`` starts visual_odometry_node.
 
 Needs a full ROS 2 install (launch, launch_ros, launch_testing, the package installed with
 colcon so that ``ros2 launch`` finds its executables); the whole module is skipped where
@@ -25,7 +25,7 @@ ament_packages = pytest.importorskip('ament_index_python.packages')
 rclpy = pytest.importorskip('rclpy')
 
 NAMESPACE = f'/test_{uuid.uuid4().hex[:8]}'
-EXPECTED_NODES = {'matcher_node', 'odometry_node'}
+EXPECTED_NODES = {'visual_odometry_node'}
 
 
 @pytest.mark.launch_test

@@ -74,10 +74,10 @@ def check_coarse(ref_conf, out):
     # relative on an Intel Xeon, below 1e-4 on an AMD EPYC)
     torch.testing.assert_close(out['confidence'][0], score, atol=1e-8, rtol=5e-4)
     agree = out['match_index'][0] == best
-    # an index may only differ where the row maximum is (numerically) tied; our inference
-    # backbone folds BatchNorm into the convolutions, which rounds differently (~1e-6 relative)
+    # an index may only differ where the row maximum is (numerically) tied, within the
+    # rounding difference above
     second = ref_conf[0].topk(2, dim=1).values
-    assert (agree | (second[:, 0] - second[:, 1] < 1e-5 * second[:, 0])).all()
+    assert (agree | (second[:, 0] - second[:, 1] < 5e-4 * second[:, 0])).all()
     assert agree.float().mean() > 0.99
 
 
@@ -103,7 +103,7 @@ class TestLoFTRKorniaParity:
         assert len(ref['keypoints0']) >= 10, 'too few matches for a meaningful comparison'
         assert torch.equal(mine['keypoints0'], ref['keypoints0'].float())
         assert (mine['keypoints1'] - ref['keypoints1'].float()).abs().max() < 0.05
-        torch.testing.assert_close(mine['confidence'], ref['confidence'], atol=1e-8, rtol=1e-4)
+        torch.testing.assert_close(mine['confidence'], ref['confidence'], atol=1e-8, rtol=5e-4)
         # refining only fine_topk = (kornia's match count) cells still gives all its matches
         ours.fine_topk = len(ref['keypoints0'])
         assert ours.fine_topk < out['mask'].shape[1]  # the top-K path, not refine-all

@@ -35,42 +35,51 @@ class TestNodeSet:
 
     def test_smoke_default_graph(self):
         nodes = graph.node_set()
-        assert [d.name for d in nodes] == ['matcher_node', 'odometry_node']
+        assert [d.name for d in nodes] == ['visual_odometry_node']
         assert all(d.package == 'relperception' and d.executable == d.name for d in nodes)
-        matcher, odometry = nodes
-        assert matcher.plugin == 'relperception.nodes.matcher_node:MatcherNode'
-        assert odometry.plugin == 'relperception.nodes.odometry_node:OdometryNode'
+        assert nodes[0].plugin == 'relperception.nodes.vo_node:VisualOdometryNode'
+
+    def test_correspondences_only_graph(self):
+        nodes = graph.node_set(correspondences_only=True, image_topic='/cam/rgb')
+        assert [d.name for d in nodes] == ['matcher_node']
+        assert nodes[0].plugin == 'relperception.nodes.matcher_node:MatcherNode'
+        assert nodes[0].remappings['image'] == '/cam/rgb'
+        assert 'depth_transport' not in nodes[0].parameters
+        with pytest.raises(ValueError):
+            graph.node_set(correspondences_only=True, depth_topic='/cam/depth')
 
     def test_remappings(self):
         nodes = _by_name(graph.node_set(image_topic='/cam/rgb', camera_info_topic='/cam/info',
                                         depth_topic='/cam/depth'))
-        assert nodes['matcher_node'].remappings == {
-            'image': '/cam/rgb', 'camera_info': '/cam/info', 'diagnostics': '/diagnostics'}
-        assert nodes['odometry_node'].remappings == {
-            'camera_info': '/cam/info', 'depth_in': '/cam/depth', 'diagnostics': '/diagnostics'}
-        # correspondences stays relative in both nodes, so they connect in any namespace
-        assert all('correspondences' not in d.remappings for d in nodes.values())
+        assert nodes['visual_odometry_node'].remappings == {
+            'image': '/cam/rgb', 'camera_info': '/cam/info', 'depth_in': '/cam/depth',
+            'diagnostics': '/diagnostics'}
+        # the outputs stay relative, so they follow the namespace
+        assert all('correspondences' not in d.remappings and 'odom' not in d.remappings
+                   for d in nodes.values())
 
     def test_without_depth_there_is_no_depth_input(self):
-        odometry = _by_name(graph.node_set())['odometry_node']
+        odometry = _by_name(graph.node_set())['visual_odometry_node']
         assert 'depth_in' not in odometry.remappings
 
     def test_compressed_transport_and_matcher_parameters(self):
-        matcher = _by_name(graph.node_set(matcher='orb', image_transport='compressed',
-                                          image_topic='/cam/rgb'))['matcher_node']
-        assert matcher.parameters == {'image_transport': 'compressed', 'matcher': 'orb'}
-        assert matcher.remappings['image/compressed'] == '/cam/rgb/compressed'
+        node = _by_name(graph.node_set(matcher='orb', image_transport='compressed',
+                                       image_topic='/cam/rgb'))['visual_odometry_node']
+        assert node.parameters == {'image_transport': 'compressed', 'matcher': 'orb',
+                                   'depth_transport': 'raw'}
+        assert node.remappings['image/compressed'] == '/cam/rgb/compressed'
 
     def test_compressed_depth_transport(self):
         odometry = _by_name(graph.node_set(depth_topic='/cam/depth',
-                                           depth_transport='compressedDepth'))['odometry_node']
-        assert odometry.parameters == {'depth_transport': 'compressedDepth'}
+                                           depth_transport='compressedDepth'))[
+            'visual_odometry_node']
+        assert odometry.parameters['depth_transport'] == 'compressedDepth'
         assert odometry.remappings['depth_in/compressedDepth'] == '/cam/depth/compressedDepth'
         with pytest.raises(ValueError):
             graph.node_set(depth_transport='theora')
 
     def test_empty_matcher_keeps_the_configuration_value(self):
-        matcher = _by_name(graph.node_set(matcher=''))['matcher_node']
+        matcher = _by_name(graph.node_set(matcher=''))['visual_odometry_node']
         assert 'matcher' not in matcher.parameters
         values = matcher.parameter_values(load_config(overrides={'matcher': 'klt'}))
         assert values['matcher'] == 'klt'
@@ -89,12 +98,12 @@ class TestNodeSet:
 
     def test_parameter_values_order(self):
         config = load_config(overrides={'matcher': 'ncc', 'ncc.patch_size': 11})
-        matcher, odometry = graph.node_set(matcher='klt')
-        values = matcher.parameter_values(config, use_sim_time=True)
+        node, = graph.node_set(matcher='klt')
+        values = node.parameter_values(config, use_sim_time=True)
         assert values['matcher'] == 'klt'          # node-local wins over the file
         assert values['ncc.patch_size'] == 11
         assert values['use_sim_time'] is True
-        assert set(config) <= set(odometry.parameter_values(config))
+        assert set(config) <= set(values)
 
     @pytest.mark.parametrize('kwargs', [
         {'matcher': 'sift'}, {'image_transport': 'theora'}, {'image_topic': ''},
@@ -286,16 +295,15 @@ class TestCreateNode:
 
 
 def _nodes_available():
-    return all(importlib.util.find_spec(f'relperception.nodes.{m}') is not None
-               for m in ('matcher_node', 'odometry_node'))
+    return importlib.util.find_spec('relperception.nodes.vo_node') is not None
 
 
 class TestRunProcess:
 
     @pytest.mark.slow
-    def test_run_starts_both_nodes(self, ros_context):
+    def test_run_starts_the_node_set(self, ros_context):
         if not _nodes_available():
-            pytest.skip('matcher_node / odometry_node not written yet')
+            pytest.skip('visual_odometry_node not written yet')
         import rclpy
 
         namespace = f'/test_{uuid.uuid4().hex[:8]}'
@@ -321,7 +329,7 @@ class TestRunProcess:
                     subscribers[topic] = {
                         info.node_name
                         for info in node.get_subscriptions_info_by_topic(namespace + topic)}
-                if len(seen) == 2 and subscribers['/correspondences']:
+                if len(seen) == 1 and subscribers['/image'] and subscribers['/camera_info']:
                     break
                 time.sleep(0.1)
             out, err = process.communicate(timeout=60)
@@ -329,11 +337,11 @@ class TestRunProcess:
             node.destroy_node()
             if process.poll() is None:
                 process.kill()
-        assert seen == {(namespace, 'matcher_node'), (namespace, 'odometry_node')}, err[-3000:]
-        # the remappings reached the nodes: they subscribe the given topics
-        assert subscribers == {'/image': {'matcher_node'},
-                               '/camera_info': {'matcher_node', 'odometry_node'},
-                               '/correspondences': {'odometry_node'}}
+        assert seen == {(namespace, 'visual_odometry_node')}, err[-3000:]
+        # the remappings reached the node: it subscribes the given topics
+        assert subscribers == {'/image': {'visual_odometry_node'},
+                               '/camera_info': {'visual_odometry_node'},
+                               '/correspondences': set()}
         assert process.returncode == 0, err[-3000:]
         assert f'Fast DDS profile: {graph.fastdds_profile_path()}' in err
 
@@ -341,7 +349,7 @@ class TestRunProcess:
     def test_sigterm_stops_cleanly(self):
         pytest.importorskip('rclpy')
         if not _nodes_available():
-            pytest.skip('matcher_node / odometry_node not written yet')
+            pytest.skip('visual_odometry_node not written yet')
         environ = dict(os.environ, AMENT_PREFIX_PATH=os.environ.get('AMENT_PREFIX_PATH',
                                                                     sys.prefix))
         for name in (graph.FASTDDS_PROFILE_ENV, graph.FASTDDS_PROFILE_ENV_NEW):
@@ -358,7 +366,8 @@ class TestRunProcess:
             deadline = time.monotonic() + 30.0
             started = False
             while time.monotonic() < deadline and process.poll() is None and not started:
-                started = any('started /' in line and line.rstrip().endswith('/odometry_node')
+                started = any('started /' in line
+                              and line.rstrip().endswith('/visual_odometry_node')
                               for line in list(lines))
                 time.sleep(0.1)
             process.terminate()

@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """``relperception replay BAG --output DIR``: play a bag live through DDS and score the nodes.
 
-The node set (``matcher_node``, ``odometry_node``; ``depth_in`` when the bag has depth) runs in
+The node set (``visual_odometry_node``; ``depth_in`` when the bag has depth) runs in
 this process, or one process per node with ``--separate-processes``; a player publishes the
 bag at its recorded rate (``--rate``) with ``/clock``, a recorder stores the node outputs in
 ``DIR/recorded_bag`` and the report has the files of ``relperception eval`` plus per-topic

@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--dense-depth-to-odometry', action='store_true',
                         help="feed dense_node's depth to the odometry node's depth_in (metric "
                              'monocular VO; implies --dense, excludes --depth-topic)')
+    parser.add_argument('--correspondences-only', action='store_true',
+                        help='run matcher_node alone: correspondences between consecutive '
+                             'frames, no odometry')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='ROS namespace of the nodes (default: root)')
     parser.add_argument('--use-sim-time', action='store_true',
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         image_transport=args.image_transport, namespace=args.namespace,
         depth_transport=args.depth_transport,
         dense=args.dense or args.dense_depth_to_odometry,
-        dense_depth_to_odometry=args.dense_depth_to_odometry)
+        dense_depth_to_odometry=args.dense_depth_to_odometry,
+        correspondences_only=args.correspondences_only)
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()

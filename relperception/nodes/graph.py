@@ -10,12 +10,16 @@ read this module, the topics, remappings and parameters cannot drift apart.
 
 The graph::
 
-    image_topic ─▶ matcher_node ──correspondences──▶ odometry_node ─▶ odom, path
-    camera_info_topic ─┴────────────────────────────────┘   ▲
-                                          depth_topic ─(depth_in)┘   (optional)
+    image_topic ───────▶ visual_odometry_node ─▶ odom, path, TF, correspondences (keyframe ->
+    camera_info_topic ──┘        ▲                                                 frame)
+    depth_topic ──(depth_in)─────┘   (optional)
     image_topic ─▶ dense_node ─▶ depth, labels, labels_color, depth_color   (dense=True)
-                         └─depth─(depth_in)─▶ odometry_node   (dense_depth_to_odometry=True)
+                         └─depth─(depth_in)─▶ visual_odometry_node   (dense_depth_to_odometry)
     all ─▶ /diagnostics
+
+``visual_odometry_node`` runs the matcher and the tracker that ``relperception eval`` scores,
+in one process. With ``correspondences_only`` the graph is ``matcher_node`` alone: matches
+between consecutive frames on ``correspondences``, no odometry.
 
 Everything here is importable without ROS: rclpy and ament_index_python are imported inside
 the functions that need them, so the launch file and the ``run`` verb stay light.
@@ -120,13 +124,14 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
              camera_info_topic: str = '/camera/camera_info', depth_topic: str = '',
              image_transport: str = 'raw', namespace: str = '',
              depth_transport: str = 'raw', dense: bool = False,
-             dense_depth_to_odometry: bool = False) -> List[NodeDescription]:
+             dense_depth_to_odometry: bool = False,
+             correspondences_only: bool = False) -> List[NodeDescription]:
     """Describe the relperception nodes and how their topics are wired.
 
     Args:
         matcher: correspondence method (``ncc``, ``loftr``, ``klt`` or ``orb``), set as the
-            matcher node's ``matcher`` parameter after the configuration file; None or ''
-            keeps the configuration file's value.
+            ``matcher`` parameter after the configuration file; None or '' keeps the
+            configuration file's value.
         image_topic: camera image topic (``sensor_msgs/Image``; with ``image_transport``
             ``compressed`` the node reads ``<image_topic>/compressed``).
         camera_info_topic: ``sensor_msgs/CameraInfo`` topic of that camera.
@@ -142,14 +147,16 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
         dense_depth_to_odometry: remap the odometry node's ``depth_in`` to the dense node's
             ``depth`` (metric depth from a monocular camera); needs ``dense``, no
             ``depth_topic`` and ``depth_transport`` raw.
+        correspondences_only: start ``matcher_node`` (consecutive-frame correspondences)
+            instead of ``visual_odometry_node``; no depth inputs then.
 
     Returns:
         The node descriptions, upstream first.
 
     Raises:
-        ValueError: for an unknown matcher or transport, an empty or malformed topic, or
+        ValueError: for an unknown matcher or transport, an empty or malformed topic,
             ``dense_depth_to_odometry`` without ``dense``, with ``depth_topic`` or with a
-            compressed depth transport.
+            compressed depth transport, or depth inputs with ``correspondences_only``.
     """
     if matcher and matcher not in MATCHERS:
         raise ValueError(f'matcher must be one of {list(MATCHERS)}, got {matcher!r}')
@@ -168,15 +175,14 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if namespace and not namespace.startswith('/'):
         namespace = '/' + namespace
 
-    matcher_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
+    image_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
     if image_transport == 'compressed':
         # image_transport resolves the base name, then appends '/compressed'; an rclpy node
         # that subscribes 'image/compressed' directly needs that name remapped too.
-        matcher_remappings['image/compressed'] = image_topic + '/compressed'
-    matcher_remappings['diagnostics'] = '/diagnostics'
-    matcher_parameters: Dict[str, Any] = {'image_transport': image_transport}
+        image_remappings['image/compressed'] = image_topic + '/compressed'
+    parameters: Dict[str, Any] = {'image_transport': image_transport}
     if matcher:
-        matcher_parameters['matcher'] = matcher
+        parameters['matcher'] = matcher
 
     if dense_depth_to_odometry and not dense:
         raise ValueError('dense_depth_to_odometry needs dense=True (the dense node publishes '
@@ -184,31 +190,34 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if dense_depth_to_odometry and depth_topic:
         raise ValueError(f'dense_depth_to_odometry and depth_topic {depth_topic!r} both '
                          "feed the odometry node's depth_in; choose one")
+    if correspondences_only and (depth_topic or dense_depth_to_odometry):
+        raise ValueError('correspondences_only runs no odometry: depth_topic and '
+                         'dense_depth_to_odometry do not apply')
 
-    odometry_remappings = {'camera_info': camera_info_topic}
-    if dense_depth_to_odometry:
-        if depth_transport != 'raw':
-            raise ValueError('dense_depth_to_odometry feeds raw 32FC1 depth; depth_transport '
-                             f'must be raw, got {depth_transport!r}')
-        odometry_remappings['depth_in'] = 'depth'  # the dense node's output, same namespace
-    if depth_topic:
-        odometry_remappings['depth_in'] = depth_topic
-        if depth_transport == 'compressedDepth':
-            odometry_remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
-    odometry_remappings['diagnostics'] = '/diagnostics'
-
-    descriptions = [
-        NodeDescription(
+    if correspondences_only:
+        descriptions = [NodeDescription(
             name='matcher_node', executable='matcher_node',
             plugin='relperception.nodes.matcher_node:MatcherNode',
-            remappings=matcher_remappings, parameters=matcher_parameters,
-            namespace=namespace),
-        NodeDescription(
-            name='odometry_node', executable='odometry_node',
-            plugin='relperception.nodes.odometry_node:OdometryNode',
-            remappings=odometry_remappings,
-            parameters={'depth_transport': depth_transport}, namespace=namespace),
-    ]
+            remappings={**image_remappings, 'diagnostics': '/diagnostics'},
+            parameters=parameters, namespace=namespace)]
+    else:
+        remappings = dict(image_remappings)
+        if dense_depth_to_odometry:
+            if depth_transport != 'raw':
+                raise ValueError('dense_depth_to_odometry feeds raw 32FC1 depth; '
+                                 f'depth_transport must be raw, got {depth_transport!r}')
+            remappings['depth_in'] = 'depth'  # the dense node's output, same namespace
+        if depth_topic:
+            remappings['depth_in'] = depth_topic
+            if depth_transport == 'compressedDepth':
+                remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
+        remappings['diagnostics'] = '/diagnostics'
+        descriptions = [NodeDescription(
+            name='visual_odometry_node', executable='visual_odometry_node',
+            plugin='relperception.nodes.vo_node:VisualOdometryNode',
+            remappings=remappings,
+            parameters={**parameters, 'depth_transport': depth_transport},
+            namespace=namespace)]
     if dense:
         dense_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
         if image_transport == 'compressed':

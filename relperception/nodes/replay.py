@@ -5,7 +5,7 @@
 :func:`replay_bag` is ``relperception replay``:
 
 * **nodes** — :func:`relperception.nodes.graph.node_set` with the bag's topics (a depth topic
-  in the bag gives ``odometry_node`` its ``depth_in``), either in this process
+  in the bag gives ``visual_odometry_node`` its ``depth_in``), either in this process
   (:func:`~relperception.nodes.graph.run_node_set` on a thread, its own rclpy context) or,
   with ``separate_processes``, one process per node built from the same
   :class:`~relperception.nodes.graph.NodeDescription` (``python -m <plugin module> --ros-args

@@ -229,12 +229,26 @@ class LocalMap:
                          max_error_px: float) -> int:
         """Write refined poses and points back; drop observations above ``max_error_px``.
 
-        Keyframes or points removed since the snapshot are skipped. A point left with fewer
+        Points of the moved keyframes that were not in the problem (``max_points``) move
+        rigidly with the newest of their keyframes that moved, so they stay consistent with
+        it. Keyframes or points removed since the snapshot are skipped. A point left with fewer
         than two observations is dropped. Returns the number of points dropped.
         """
+        corrections = {}
         for k, T in zip(problem.keyframe_ids, T_cam_world):
-            if int(k) in self.keyframes:
-                self.keyframes[int(k)].T_world_cam = nearest_rigid(invert_transform(T))
+            keyframe = self.keyframes.get(int(k))
+            if keyframe is not None:
+                T_world_new = nearest_rigid(invert_transform(T))
+                corrections[int(k)] = T_world_new @ invert_transform(keyframe.T_world_cam)
+                keyframe.T_world_cam = T_world_new
+        adjusted = set(int(pid) for pid in problem.point_ids)
+        for pid, views in self.observations.items():
+            if pid in adjusted:
+                continue
+            moved = [k for k in views if k in corrections]
+            if moved:
+                correction = corrections[max(moved)]
+                self.points[pid] = correction[:3, :3] @ self.points[pid] + correction[:3, 3]
         for pid, xyz in zip(problem.point_ids, points_world):
             if int(pid) in self.points:
                 self.points[int(pid)] = xyz.copy()

@@ -150,6 +150,11 @@ class MapTracker:
         self._last_speed = None
         self._last_keyframe = None
 
+    def reconfigure(self, conf: dict) -> None:
+        """Use a new validated configuration from the next frame on; the map is kept."""
+        self.conf = conf
+        self.map.max_keyframes = max(conf['ba_window_keyframes'], 2) + _EXTRA_KEYFRAMES
+
     def close(self) -> None:
         """Drop the map and any running adjustment (the shared worker process stays)."""
         self.reset()

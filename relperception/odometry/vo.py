@@ -53,9 +53,10 @@ fails. A frame whose size or intrinsics differ from the keyframe's re-initialise
 the same way. Bad data never raise; only wrong argument types raise ``ValueError``.
 
 The pose-from-matches step (mode choice, PnP / essential matrix, monocular scale, inlier
-checks) is :func:`estimate_pose_from_matches`, shared with the match-driven
-:class:`relperception.odometry.motion.MatchOdometry`; :func:`check_odometry_conf` and
-:func:`sanitize_depth` are shared the same way.
+checks) is :func:`estimate_pose_from_matches`. Monocular frames without depth or a translation
+hint are tracked against the local map of :mod:`relperception.odometry.map_tracker` (PnP
+against triangulated points, bundle adjustment), which carries the scale; ``mono_map: false``
+gives the two-view steps described above instead.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class VOResult:
         mode: estimator used for this frame: 'rgbd', 'mono' or '' (none).
         scale_source: one of :data:`SCALE_SOURCES` (where the translation length came from),
             '' when no pose was estimated.
+        keyframe_stamp_ns: stamp of the keyframe ``matches`` were computed against (their
+            ``keypoints0`` lie in it); None when there are none.
     """
 
     stamp_ns: int
@@ -126,6 +129,7 @@ class VOResult:
     inlier_mask: np.ndarray | None = None
     mode: str = ''
     scale_source: str = ''
+    keyframe_stamp_ns: int | None = None
 
 
 @dataclasses.dataclass
@@ -169,7 +173,7 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
     return make_transform(cv2.Rodrigues(rotvec)[0], T_cam1_cam0[:3, 3] * ratio)
 
 
-#: Defaults of the 'odometry.*' configuration (``VisualOdometry`` and ``MatchOdometry``).
+#: Defaults of the 'odometry.*' configuration (``VisualOdometry``).
 ODOMETRY_DEFAULT_CONF: dict = {
     'mode': 'auto',                  # 'auto' | 'rgbd' | 'mono'
     'min_matches': 30,               # fewest matches and inliers to accept a pose
@@ -525,8 +529,25 @@ class VisualOdometry:
         self._map_tracker.reset()
 
     def close(self) -> None:
-        """Stop the bundle-adjustment worker thread (the object stays usable)."""
+        """Drop the running bundle adjustment (the object stays usable)."""
         self._map_tracker.close()
+
+    def reconfigure(self, matcher, conf: dict | None) -> None:
+        """Change the matcher and the configuration between frames, keeping the state.
+
+        Args:
+            matcher: the new matcher (``match(image0, image1, predict)``).
+            conf: overrides of :attr:`default_conf`, validated like the constructor's.
+
+        Raises:
+            ValueError: an invalid configuration or matcher (nothing is changed then).
+        """
+        if not callable(getattr(matcher, 'match', None)):
+            raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
+                f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
+        self.conf = self._check_conf(conf)
+        self.matcher = matcher
+        self._map_tracker.reconfigure(self.conf)
 
     def map_stats(self) -> dict:
         """Return the local map's counters (see ``MapTracker.stats``) for a run summary."""
@@ -585,6 +606,7 @@ class VisualOdometry:
                 outcome, to_anchor = retry, True
             else:
                 self._keyframe = unconfirmed
+        reference_stamp = self._keyframe.stamp_ns
         if isinstance(outcome, _Estimate):
             recovered = self._lost or to_anchor
             status = STATUS_REINITIALIZED if recovered else STATUS_TRACKING
@@ -596,14 +618,16 @@ class VisualOdometry:
             return VOResult(frame.stamp_ns, outcome.T_world_cam.copy(), status,
                             len(outcome.matches), int(np.count_nonzero(outcome.inlier_mask)),
                             outcome.is_keyframe, outcome.matches, message,
-                            outcome.inlier_mask, outcome.mode, outcome.scale_source)
+                            outcome.inlier_mask, outcome.mode, outcome.scale_source,
+                            reference_stamp)
         if self._lost:
             # Second failure in a row: re-initialise from this frame if it has texture.
             return self._start(frame, gray, depth, f'relocalisation failed ({outcome.message})')
         self._lost = True
         return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
                         len(outcome.matches), 0, False, outcome.matches, outcome.message,
-                        np.zeros(len(outcome.matches), dtype=bool), outcome.mode)
+                        np.zeros(len(outcome.matches), dtype=bool), outcome.mode,
+                        keyframe_stamp_ns=reference_stamp)
 
     def _start(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
                reason: str) -> VOResult:

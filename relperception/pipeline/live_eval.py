@@ -55,8 +55,8 @@ from relperception.odometry.mount import (
 
 logger = logging.getLogger(__name__)
 
-#: The camera mount ``odometry_node`` uses by default (x y z qx qy qz qw): the optical-to-body
-#: rotation, no translation (the node's ``camera_mount_xyz_qxyzw`` parameter).
+#: The camera mount ``visual_odometry_node`` uses by default (x y z qx qy qz qw): the
+#: optical-to-body rotation, no translation (the node's ``camera_mount_xyz_qxyzw`` parameter).
 
 #: File names written next to the report.
 RECORDED_BAG = 'recorded_bag'
@@ -224,7 +224,7 @@ def topic_stats(publish_wall_ns: Mapping[int, int], receipts: Sequence[tuple[int
 def camera_poses_from_odom(T_odom_base: np.ndarray,
                            camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
                            ) -> np.ndarray:
-    """Invert ``odometry_node``'s ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)``.
+    """Invert ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)`` of the VO node.
 
     Args:
         T_odom_base: (N, 4, 4) or (4, 4) float64 poses of the recorded ``odom`` (metres).
@@ -398,7 +398,10 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     summary = write_report(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
                            gt_stamps, gt_poses, errors, plots)
     per_frame = [role for role in ('correspondences', 'odom', 'path') if role in output_topics]
-    stats = {output_topics[role]: topic_stats(publish_times, receipts[output_topics[role]])
+    # The VO node publishes odom and path for every frame, the correspondences it used from
+    # the second frame on.
+    stats = {output_topics[role]: topic_stats(publish_times, receipts[output_topics[role]],
+                                              pairwise=role == 'correspondences')
              for role in per_frame}
     _write_latency_csv(output_dir / LATENCY_CSV, publish_times, receipts,
                        [output_topics[role] for role in per_frame])

@@ -47,8 +47,8 @@ the bag's depth topic, the depth of every frame is predicted from its RGB image 
 :class:`~relperception.pipeline.dense_pipeline.DensePipeline` (the ``dense.*`` configuration;
 metres, NaN invalid, as the VO expects) and the VO runs RGB-D (PnP on the predicted depth), so
 the trajectory's scale is the depth model's and it is aligned with SE(3), no scale. This
-measures what ``dense_node``'s ``depth`` remapped to ``odometry_node``'s ``depth_in`` gives
-(metric monocular VO). The summary adds ``depth_source``, ``dense_model``,
+measures what ``dense_node``'s ``depth`` remapped to ``visual_odometry_node``'s ``depth_in``
+gives (metric monocular VO). The summary adds ``depth_source``, ``dense_model``,
 ``dense_relative``, ``dense_failures`` (frames whose prediction failed or had no valid pixel:
 their depth is ignored and they count in ``frames_without_depth`` and the errors) and
 ``dense_timing_median_ms`` / ``dense_timing_p95_ms``; ``timing.csv`` gets a ``dense_ms``

@@ -100,6 +100,26 @@ class VOPipeline:
                 'p95_ms': float(np.percentile(values, 95)),
                 'mean_ms': float(np.mean(values)), 'max_ms': float(np.max(values))}
 
+    def reconfigure(self, config: Mapping[str, Any]) -> None:
+        """Apply a new configuration between frames; the trajectory and map are kept.
+
+        Args:
+            config: flat configuration as for the constructor (a different ``matcher`` or
+                matcher section builds a new matcher; ``odometry.*`` apply from the next frame).
+
+        Raises:
+            ValueError: for an invalid configuration (nothing is changed then).
+        """
+        from relperception.matching import build_matcher
+
+        if not isinstance(config, Mapping):
+            raise ValueError(f'config must be a mapping, got {type(config).__name__}')
+        config = load_config(overrides=dict(config))
+        matcher_name = config['matcher']
+        matcher = build_matcher(matcher_name, section(config, matcher_name))
+        self.odometry.reconfigure(matcher, section(config, 'odometry'))
+        self.config, self.matcher = config, matcher
+
     def reset(self) -> None:
         """Restart odometry (the next frame defines a new world frame) and clear the timings."""
         self.odometry.reset()

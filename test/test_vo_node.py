@@ -1,10 +1,10 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Tests of odometry_node and the message builders, with real rclpy nodes and DDS.
+"""Tests of visual_odometry_node and the message builders, with real rclpy nodes and DDS.
 
-Everything runs in one process with unique namespaces; the correspondences are computed
-offline with the real ``NCCMatcher`` on consecutive rendered frames and packed like the
-matcher node packs them.
+Everything runs in one process with unique namespaces; the probe publishes rendered synthetic
+images, camera_info and depth as a camera driver would, and the node's ``odom`` is compared
+with the offline :class:`~relperception.pipeline.vo_pipeline.VOPipeline` on the same frames.
 """
 
 
@@ -19,7 +19,7 @@ nav_msgs = pytest.importorskip('nav_msgs.msg')
 pytest.importorskip('diagnostic_msgs')
 
 from rclpy.parameter import Parameter  # noqa: E402
-from relperception.core_types import Matches  # noqa: E402
+from relperception.core_types import Frame, Matches  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
 from relperception.data.messages import (  # noqa: E402
     camera_info_fields,
@@ -28,13 +28,7 @@ from relperception.data.messages import (  # noqa: E402
 )
 from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.imaging import image_to_numpy, numpy_to_compressed_fields  # noqa: E402
-from relperception.matching.ncc import NCCMatcher  # noqa: E402
-from relperception.nodes.odometry_node import (  # noqa: E402
-    camera_mount_transform,
-    DEFAULT_CAMERA_MOUNT,
-    DepthCache,
-    OdometryNode,
-)
+from relperception.nodes.depth_input import DepthCache  # noqa: E402
 from relperception.nodes.ros_messages import (  # noqa: E402
     cloud_msg_from_matches,
     header_msg,
@@ -44,6 +38,12 @@ from relperception.nodes.ros_messages import (  # noqa: E402
     time_msg,
     transform_stamped_msg,
 )
+from relperception.nodes.vo_node import VisualOdometryNode  # noqa: E402
+from relperception.odometry.mount import (  # noqa: E402
+    camera_mount_transform,
+    DEFAULT_CAMERA_MOUNT_XYZ_QXYZW as DEFAULT_CAMERA_MOUNT,
+)
+from relperception.pipeline.vo_pipeline import VOPipeline  # noqa: E402
 from relperception.transforms import (  # noqa: E402
     invert_transform,
     make_transform,
@@ -52,20 +52,16 @@ from relperception.transforms import (  # noqa: E402
 from sensor_msgs.msg import (  # noqa: E402
     CameraInfo, CompressedImage, Image, PointCloud2, PointField)
 
-from node_harness import NodeHarness, unique_namespace  # noqa: E402, I100
+from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
 
 WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
 
 
 @pytest.fixture(scope='module')
 def sequence():
-    """Return camera, frames and matches[i] = frame i-1 -> frame i (matches[0] None)."""
+    """Return the camera and the rendered frames."""
     camera, frames = iter_sequence(NUM_FRAMES, seed=0, width=WIDTH, height=HEIGHT)
-    frames = list(frames)
-    grays = [cv2.cvtColor(f.rgb, cv2.COLOR_RGB2GRAY) for f in frames]
-    matcher = NCCMatcher()
-    matches = [None] + [matcher.match(grays[i - 1], grays[i]) for i in range(1, len(frames))]
-    return camera, frames, matches
+    return camera, list(frames)
 
 
 def camera_info_msg(camera):
@@ -78,15 +74,16 @@ def camera_info_msg(camera):
 
 
 class Harness(NodeHarness):
-    """An odometry_node and a probe node spinning in one MultiThreadedExecutor."""
+    """A visual_odometry_node and a probe node spinning in one MultiThreadedExecutor."""
 
     def __init__(self, context, overrides=()):
-        super().__init__(context, OdometryNode, overrides)
-        self.odom, self.paths = [], []
+        super().__init__(context, VisualOdometryNode, overrides)
+        self.odom, self.paths, self.clouds = [], [], []
         self.probe.create_subscription(nav_msgs.Odometry, 'odom', self.odom.append, 50)
         self.probe.create_subscription(nav_msgs.Path, 'path', self.paths.append, 50)
+        self.probe.create_subscription(PointCloud2, 'correspondences', self.clouds.append, 50)
         self.publishers = {
-            'correspondences': self.probe.create_publisher(PointCloud2, 'correspondences', 10),
+            'image': self.probe.create_publisher(Image, 'image', 10),
             'camera_info': self.probe.create_publisher(CameraInfo, 'camera_info', 10),
             'depth_in': self.probe.create_publisher(Image, 'depth_in', 10)}
         self.compressed_depth = self.node.get_parameter('depth_transport').value != 'raw'
@@ -100,8 +97,8 @@ class Harness(NodeHarness):
         self.publishers['camera_info'].publish(camera_info_msg(camera))
         assert wait_for(lambda: self.node.camera is not None)
 
-    def send_depth(self, depth, stamp_ns, expect_cached=True):
-        before = self.node.depth_cache_size + self.node.depth_rejected
+    def send_depth(self, depth, stamp_ns):
+        before = len(self.node.depth) + self.node.depth.rejected
         header = header_msg(stamp_ns, 'camera')
         if self.compressed_depth:
             millimetres = np.nan_to_num(depth * 1000.0).round().astype(np.uint16)
@@ -111,12 +108,12 @@ class Harness(NodeHarness):
         else:
             msg = image_msg_from_array(depth, '32FC1', header)
         self.publishers['depth_in'].publish(msg)
-        assert wait_for(lambda: self.node.depth_cache_size + self.node.depth_rejected
-                        > before or self.node.depth_cache_size == 30)
+        assert wait_for(lambda: len(self.node.depth) + self.node.depth.rejected > before
+                        or len(self.node.depth) == 30)
 
-    def send_cloud(self, msg):
-        """Publish one cloud and wait until the node has finished with it."""
-        self.publish_and_wait(self.publishers['correspondences'], msg)
+    def send_image(self, rgb, stamp_ns):
+        """Publish one image and wait until the node has finished with it."""
+        self.publish_and_wait(self.publishers['image'], image_msg(rgb, stamp_ns), timeout=30.0)
 
     def wait_odom(self, count):
         self.wait_exactly(self.odom, count, 'odom messages')
@@ -131,110 +128,154 @@ def harness(context, harnesses):
     return make
 
 
-def cloud(matches, stamp0_ns, stamp1_ns):
-    return cloud_msg_from_matches(matches, stamp0_ns, header_msg(stamp1_ns, 'camera'))
-
-
 def camera_poses(run, T_base_cam):
     """Return the received poses converted back to T_world_cam of the optical frame."""
     return [invert_transform(T_base_cam) @ transform_from_pose_msg(msg.pose.pose) @ T_base_cam
             for msg in run.odom]
 
 
-class TestOdometryNode:
+def offline_poses(camera, frames, config, use_depth):
+    """Return T_world_cam of the offline VO pipeline on the same frames."""
+    pipeline = VOPipeline(config)
+    poses = [pipeline.process(Frame(f.rgb, f.stamp_ns, camera,
+                                    f.depth if use_depth else None)).T_world_cam
+             for f in frames]
+    pipeline.odometry.close()
+    return poses
+
+
+class TestVisualOdometryNode:
 
     @pytest.mark.parametrize('depth_transport', ['raw', 'compressedDepth'])
-    def test_rgbd_trajectory(self, harness, sequence, depth_transport):
-        camera, frames, matches = sequence
+    def test_rgbd_trajectory_equals_offline(self, harness, sequence, depth_transport):
+        camera, frames = sequence
         run = harness([Parameter('depth_transport', value=depth_transport)])
         run.send_camera_info(camera)
         for frame in frames:
             run.send_depth(frame.depth, frame.stamp_ns)
-        for i in range(1, NUM_FRAMES):
-            run.send_cloud(cloud(matches[i], frames[i - 1].stamp_ns, frames[i].stamp_ns))
-        run.wait_odom(NUM_FRAMES - 1)
-        assert [stamp_to_ns(m.header.stamp) for m in run.odom] == \
-            [f.stamp_ns for f in frames[1:]]
+        for frame in frames:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(NUM_FRAMES)
+        assert [stamp_to_ns(m.header.stamp) for m in run.odom] == [f.stamp_ns for f in frames]
         assert all(m.header.frame_id == 'odom' and m.child_frame_id == 'base_link'
                    for m in run.odom)
         T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
         poses = camera_poses(run, T_base_cam)
         T_world0 = invert_transform(frames[0].T_world_cam)
-        for pose, frame in zip(poses, frames[1:]):
-            T_true = T_world0 @ frame.T_world_cam
-            delta = invert_transform(T_true) @ pose
+        for pose, frame in zip(poses, frames):
+            delta = invert_transform(T_world0 @ frame.T_world_cam) @ pose
             assert np.linalg.norm(delta[:3, 3]) < 0.03 and rotation_angle_deg(delta) < 0.5
+        # The node runs the offline tracker: the same poses (compressedDepth rounds to mm).
+        offline = offline_poses(camera, frames, {}, use_depth=True)
+        tolerance = 1e-6 if depth_transport == 'raw' else 5e-3
+        for pose, expected in zip(poses, offline):
+            np.testing.assert_allclose(pose, expected, atol=tolerance)
         # REP 105: the camera looks along the base x axis, so forward motion is +x in odom.
         forward_cam = (T_world0 @ frames[-1].T_world_cam)[:3, 3]
         odom_last = transform_from_pose_msg(run.odom[-1].pose.pose)[:3, 3]
         np.testing.assert_allclose(odom_last, T_base_cam[:3, :3] @ forward_cam, atol=0.03)
-        assert wait_for(lambda: len(run.paths) == NUM_FRAMES - 1)
-        assert len(run.paths[-1].poses) == NUM_FRAMES - 1
-        assert run.node.status_counts['tracking'] == NUM_FRAMES - 2
+        assert wait_for(lambda: len(run.paths) == NUM_FRAMES)
+        assert len(run.paths[-1].poses) == NUM_FRAMES
+        assert run.node.status_counts['tracking'] == NUM_FRAMES - 1
         snapshot = run.node.worker.stats.snapshot()
-        assert (snapshot.processed, snapshot.dropped, snapshot.errors) == (NUM_FRAMES - 1, 0, 0)
+        assert (snapshot.processed, snapshot.dropped, snapshot.errors) == (NUM_FRAMES, 0, 0)
+        # The correspondences the tracker used: keyframe -> frame, both stamps.
+        assert wait_for(lambda: len(run.clouds) == NUM_FRAMES - 1)
+        stamps = {f.stamp_ns for f in frames}
+        for msg in run.clouds:
+            matches, stamp0_ns = matches_from_cloud(msg)
+            assert stamp0_ns in stamps and stamp0_ns < stamp_to_ns(msg.header.stamp)
+            assert len(matches) >= 30
+
+    def test_monocular_local_map_equals_offline(self, harness, sequence):
+        camera, frames = sequence
+        run = harness([Parameter('odometry.mode', value='mono')])
+        run.send_camera_info(camera)
+        for frame in frames:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(NUM_FRAMES)
+        poses = camera_poses(run, camera_mount_transform(DEFAULT_CAMERA_MOUNT))
+        offline = offline_poses(camera, frames, {'odometry.mode': 'mono'}, use_depth=False)
+        for pose, expected in zip(poses, offline):
+            np.testing.assert_allclose(pose, expected, atol=1e-6)
+        assert run.node.pipeline.odometry.map_stats()['map_initializations'] == 1
 
     def test_bad_input_keeps_running(self, harness, sequence):
-        camera, frames, matches = sequence
+        camera, frames = sequence
         run = harness([Parameter('path_max_length', value=3)])
         # No camera_info yet: skipped, counted as dropped.
-        run.send_cloud(cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns))
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)
         assert run.node.worker.stats.snapshot().dropped == 1
         run.send_camera_info(camera)
         # Depth of another size than camera_info: rejected.
         run.send_depth(np.ones((HEIGHT // 2, WIDTH // 2), np.float32), frames[0].stamp_ns)
-        assert run.node.depth_rejected == 1 and run.node.depth_cache_size == 0
+        assert run.node.depth.rejected == 1 and len(run.node.depth) == 0
         for frame in frames[:6]:
             run.send_depth(frame.depth, frame.stamp_ns)
-        # Malformed cloud: a field missing.
-        bad = cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns)
-        bad.fields = [f for f in bad.fields if f.name != 'confidence']
-        run.send_cloud(bad)
-        # Malformed cloud: data of the wrong size.
-        bad = cloud(matches[1], frames[0].stamp_ns, frames[1].stamp_ns)
-        bad.data = bytes(bad.data)[:-3]
-        run.send_cloud(bad)
+        # An image of another size than camera_info; a truncated image.
+        run.send_image(frames[0].rgb[:HEIGHT // 2], frames[0].stamp_ns)
+        truncated = image_msg(frames[0].rgb, frames[0].stamp_ns)
+        truncated.data = bytes(truncated.data)[:-7]
+        run.publish_and_wait(run.publishers['image'], truncated)
         assert run.node.worker.stats.snapshot().dropped == 3
-        for i in range(1, 4):
-            run.send_cloud(cloud(matches[i], frames[i - 1].stamp_ns, frames[i].stamp_ns))
+        for i in range(0, 4):
+            run.send_image(frames[i].rgb, frames[i].stamp_ns)
         # Stamp going backwards (a little): skipped.
-        run.send_cloud(cloud(matches[2], frames[1].stamp_ns, frames[2].stamp_ns))
-        # Empty cloud: lost, nothing published; a gap then re-initialises.
-        run.send_cloud(cloud(Matches.empty(), frames[3].stamp_ns, frames[4].stamp_ns))
-        run.send_cloud(cloud(matches[5], frames[4].stamp_ns, frames[5].stamp_ns))
-        run.wait_odom(4)
+        run.send_image(frames[2].rgb, frames[2].stamp_ns)
+        # A black frame: lost, nothing published; the next frame relocalises.
+        run.send_image(np.zeros_like(frames[4].rgb), frames[4].stamp_ns)
+        run.send_image(frames[5].rgb, frames[5].stamp_ns)
+        run.wait_odom(5)
         assert [stamp_to_ns(m.header.stamp) for m in run.odom] == \
-            [frames[i].stamp_ns for i in (1, 2, 3, 5)]
-        assert dict(run.node.status_counts) == {'initialized': 1, 'tracking': 2, 'lost': 1,
+            [frames[i].stamp_ns for i in (0, 1, 2, 3, 5)]
+        assert dict(run.node.status_counts) == {'initialized': 1, 'tracking': 3, 'lost': 1,
                                                 'reinitialized': 1}
         snapshot = run.node.worker.stats.snapshot()
         assert snapshot.dropped == 4 and snapshot.errors == 0
-        assert wait_for(lambda: len(run.paths) == 4)
+        assert wait_for(lambda: len(run.paths) == 5)
         assert len(run.paths[-1].poses) == 3   # path_max_length
         # A jump back in time by more than a second (a bag restarted) starts over.
         back = 5_000_000_000
-        run.send_cloud(cloud(matches[1], frames[0].stamp_ns - back, frames[1].stamp_ns - back))
-        run.wait_odom(5)
+        run.send_image(frames[0].rgb, frames[0].stamp_ns - back)
+        run.wait_odom(6)
         assert run.node.status_counts['initialized'] == 2
-        assert wait_for(lambda: len(run.paths) == 5)
+        assert wait_for(lambda: len(run.paths) == 6)
         assert len(run.paths[-1].poses) == 1
         assert run.node.worker.running
 
-    def test_parameters(self, harness, context):
+    def test_parameters(self, harness, context, sequence):
+        camera, frames = sequence
         mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
         run = harness([Parameter('camera_mount_xyz_qxyzw', value=mount),
-                       Parameter('odometry.mode', value='mono'),
+                       Parameter('odometry.mode', value='rgbd'),
                        Parameter('odom_frame_id', value='vo_odom')])
         np.testing.assert_allclose(run.node.T_base_cam, make_transform(np.eye(3), mount[:3]))
-        assert run.node.odometry.conf['mode'] == 'mono' and run.node.odom_frame_id == 'vo_odom'
+        assert run.node.pipeline.odometry.conf['mode'] == 'rgbd'
+        assert run.node.odom_frame_id == 'vo_odom'
         rejected = run.node.set_parameters([Parameter('odometry.min_matches', value=2)])
-        assert not rejected[0].successful and run.node.odometry.conf['min_matches'] == 30
+        assert not rejected[0].successful
+        rejected = run.node.set_parameters([Parameter('ncc.patch_size', value=8)])
+        assert not rejected[0].successful
+        run.send_camera_info(camera)
+        for frame in frames[:6]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+        for frame in frames[:3]:
+            run.send_image(frame.rgb, frame.stamp_ns)
         accepted = run.node.set_parameters([Parameter('odometry.min_matches', value=50)])
         assert accepted[0].successful
+        for frame in frames[3:6]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(6)
+        assert run.node.pipeline.odometry.conf['min_matches'] == 50
+        # The rebuilt tracker continues from the last pose: no jump in the trajectory.
+        poses = camera_poses(run, run.node.T_base_cam)
+        T_world0 = invert_transform(frames[0].T_world_cam)
+        delta = invert_transform(T_world0 @ frames[5].T_world_cam) @ poses[5]
+        assert np.linalg.norm(delta[:3, 3]) < 0.03
         with pytest.raises(ValueError):
-            OdometryNode(context=context, namespace=unique_namespace(),
-                         parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
-                                                        value=[0.0] * 7)])
+            VisualOdometryNode(context=context, namespace=unique_namespace(),
+                               parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
+                                                              value=[0.0] * 7)])
 
 
 class TestCameraMount:

@@ -1,0 +1,164 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Subscribe to ``depth_in`` and look depth images up by stamp.
+
+``depth_in`` is a ``sensor_msgs/Image`` (16UC1 / mono16 millimetres or 32FC1 metres,
+registered to the colour image) or, with the read-only node-local parameter
+``depth_transport: compressedDepth``, a ``sensor_msgs/CompressedImage`` on
+``depth_in/compressedDepth`` as ``compressed_depth_image_transport`` writes it. The last
+:data:`DEPTH_CACHE_SIZE` messages are kept (decoded only when looked up, on the worker) and
+found by stamp, exact or nearest within a tolerance. Messages of a wrong encoding or size are
+rejected at once, logged (throttled) and counted in :attr:`DepthInput.rejected`.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Optional
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from relperception.config import ParameterSpec
+from relperception.core_types import Camera
+from relperception.data.messages import stamp_to_ns
+from relperception.imaging import compressed_to_numpy, depth_to_metres, image_to_numpy
+from relperception.nodes.parameters import declare_parameters
+from sensor_msgs.msg import CompressedImage, Image
+
+#: Number of depth images kept for the stamp lookup.
+DEPTH_CACHE_SIZE = 30
+
+#: Node-local parameter (not in the shared configuration schema).
+DEPTH_TRANSPORT = ParameterSpec(
+    'depth_transport', 'raw',
+    'transport of depth_in: raw (sensor_msgs/Image) or compressedDepth '
+    '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
+    'compressed_depth_image_transport writes it)',
+    choices=('raw', 'compressedDepth'), read_only=True)
+
+_RAW_DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
+
+
+class DepthCache:
+    """Thread-safe bounded store of depth messages, looked up by stamp.
+
+    Args:
+        size: number of messages kept (oldest evicted).
+    """
+
+    def __init__(self, size: int = DEPTH_CACHE_SIZE) -> None:
+        self._lock = threading.Lock()
+        self._items: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._size = int(size)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def put(self, stamp_ns: int, item: Any) -> None:
+        """Store ``item`` under ``stamp_ns`` (integer nanoseconds), evicting the oldest."""
+        with self._lock:
+            self._items[stamp_ns] = item
+            self._items.move_to_end(stamp_ns)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every item."""
+        with self._lock:
+            self._items.clear()
+
+    def nearest(self, stamp_ns: int, max_dt_ns: int) -> Optional[Any]:
+        """Return the item with the stamp closest to ``stamp_ns`` within ``max_dt_ns``, or None."""
+        with self._lock:
+            if stamp_ns in self._items:
+                return self._items[stamp_ns]
+            if not self._items:
+                return None
+            best = min(self._items, key=lambda stamp: abs(stamp - stamp_ns))
+            return self._items[best] if abs(best - stamp_ns) <= max_dt_ns else None
+
+
+class DepthInput:
+    """The ``depth_in`` subscription of a node and its stamp lookup.
+
+    Args:
+        node: the subscribing node (``depth_transport`` is declared on it).
+        camera: returns the camera of the latest valid ``camera_info`` (None before one), to
+            reject depth of another size early.
+    """
+
+    def __init__(self, node: Node, camera: Callable[[], Optional[Camera]]) -> None:
+        declare_parameters(node, [DEPTH_TRANSPORT.name],
+                           specs={DEPTH_TRANSPORT.name: DEPTH_TRANSPORT})
+        self.transport = node.get_parameter(DEPTH_TRANSPORT.name).value
+        self._node = node
+        self._camera = camera
+        self._cache = DepthCache()
+        #: depth messages rejected on arrival (encoding or size).
+        self.rejected = 0
+        overriding = QoSOverridingOptions.with_default_policies()
+        if self.transport == 'compressedDepth':
+            topic = node.resolve_topic_name('depth_in') + '/compressedDepth'
+            self._subscription = node.create_subscription(
+                CompressedImage, topic, self._on_depth, qos_profile_sensor_data,
+                qos_overriding_options=overriding)
+        else:
+            self._subscription = node.create_subscription(
+                Image, 'depth_in', self._on_depth, qos_profile_sensor_data,
+                qos_overriding_options=overriding)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def clear(self) -> None:
+        """Forget the cached depth images."""
+        self._cache.clear()
+
+    def _on_depth(self, msg) -> None:
+        if isinstance(msg, CompressedImage):
+            # Encoding and size are only known once decoded (on the worker, at lookup).
+            self._cache.put(stamp_to_ns(msg.header.stamp), msg)
+            return
+        camera = self._camera()
+        try:
+            stamp_ns = stamp_to_ns(msg.header.stamp)
+            if msg.encoding not in _RAW_DEPTH_ENCODINGS:
+                raise ValueError(f'encoding {msg.encoding!r} is not 16UC1 (mm) or 32FC1 (m)')
+            if camera is not None and (msg.width, msg.height) != (camera.width, camera.height):
+                raise ValueError(f'depth is {msg.width}x{msg.height} but camera_info says '
+                                 f'{camera.width}x{camera.height}')
+        except ValueError as error:
+            self.rejected += 1
+            self._node.get_logger().warning(f'skipping depth_in message: {error}',
+                                            throttle_duration_sec=1.0)
+            return
+        self._cache.put(stamp_ns, msg)
+
+    def lookup(self, stamp_ns: int, camera: Camera, max_dt_ns: int) -> Optional[np.ndarray]:
+        """Return the (H, W) float32 metres depth nearest ``stamp_ns``, or None.
+
+        None when no depth lies within ``max_dt_ns`` or the one found cannot be decoded or
+        does not match ``camera`` (logged, throttled).
+        """
+        msg = self._cache.nearest(stamp_ns, max_dt_ns)
+        if msg is None:
+            return None
+        logger = self._node.get_logger()
+        try:
+            if isinstance(msg, CompressedImage):
+                array, encoding = compressed_to_numpy(msg)
+            else:
+                array, encoding = image_to_numpy(msg), msg.encoding
+            depth = depth_to_metres(array, encoding)
+        except ValueError as error:
+            logger.warning(f'undecodable depth image: {error}', throttle_duration_sec=1.0)
+            return None
+        if depth.shape != (camera.height, camera.width):
+            logger.warning(f'depth {depth.shape[1]}x{depth.shape[0]} does not match camera_info '
+                           f'{camera.width}x{camera.height}; ignored', throttle_duration_sec=1.0)
+            return None
+        return depth

@@ -1,0 +1,306 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``visual_odometry_node``: matcher + visual odometry in one node, the tracker ``eval`` scores.
+
+Subscribes:
+    ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``),
+    ``camera_info`` (``sensor_msgs/CameraInfo``, latest kept) and the optional ``depth_in``
+    (:mod:`relperception.nodes.depth_input`; the depth nearest the image within
+    ``depth_max_dt_s``). Sensor-data QoS (best effort, keep last 5), overridable.
+
+Publishes:
+    ``odom`` (``nav_msgs/Odometry``, ``header.frame_id`` = ``odom_frame_id``,
+    ``child_frame_id`` = ``base_frame_id``, stamp = the image's), ``path`` (``nav_msgs/Path``,
+    the last ``path_max_length`` poses), TF ``odom -> base_link`` when ``tf2_ros`` is
+    importable and ``publish_tf`` is true, ``correspondences`` (``sensor_msgs/PointCloud2``,
+    layout in :mod:`relperception.data.correspondences`: the matches the tracker used, from
+    the keyframe (stamp in the points) to this frame (header)) and ``diagnostics``.
+
+Parameters:
+    ``matcher``, the matcher sections and ``odometry.*`` (the shared schema,
+    :mod:`relperception.config`), and the node-local ``camera_mount_xyz_qxyzw`` (read only),
+    ``odom_frame_id``, ``base_frame_id``, ``path_max_length``, ``depth_max_dt_s``,
+    ``publish_tf``, ``image_transport`` and ``depth_transport``.
+
+Each image runs through :class:`~relperception.pipeline.vo_pipeline.VOPipeline` — the same
+matcher and :class:`~relperception.odometry.vo.VisualOdometry` with the same configuration as
+``relperception eval``, so the robot runs what the evaluation scored (keyframes, the motion
+prior handed to the matcher, the monocular local map and its bundle adjustment). A parameter
+change applies between frames (a new matcher where its parameters changed); the trajectory and
+the map are kept.
+
+Frames (REP 103 / 105): with the mount ``T_base_cam`` (``camera_mount_xyz_qxyzw`` = x y z qx qy
+qz qw; default the optical-to-body rotation) the published pose is
+``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)``: odom = base_link at the first frame.
+
+Real time: the subscription callback only hands the message to a
+:class:`~relperception.nodes.processing.FrameWorker` that keeps the newest frame; tracking runs on
+its thread and bundle adjustment in a worker process. Bad input (undecodable image, no
+camera_info yet, an image of another size than camera_info, stamps going backwards) is logged
+(throttled), counted as dropped and skipped; a lost frame is logged and not published. A jump
+back in time of more than :data:`TIME_JUMP_RESET_S` (a bag restarted) resets the odometry and
+the path.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Dict, List, Optional
+
+from nav_msgs.msg import Odometry, Path
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from relperception.config import ParameterSpec, SPECS
+from relperception.core_types import Camera, Frame
+from relperception.data.messages import camera_from_camera_info
+from relperception.nodes.depth_input import DepthInput
+from relperception.nodes.diagnostics import DiagnosticsPublisher
+from relperception.nodes.entrypoint import spin_node
+from relperception.nodes.image_input import ImageInput
+from relperception.nodes.parameters import current_config, declare_parameters
+from relperception.nodes.processing import FrameWorker, SkipFrame
+from relperception.nodes.ros_messages import (
+    cloud_msg_from_matches,
+    odometry_msg,
+    pose_stamped_msg,
+    transform_stamped_msg,
+)
+from relperception.odometry.mount import camera_mount_transform, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+from relperception.odometry.mount import odom_from_camera
+from relperception.odometry.vo import STATUS_LOST
+from relperception.pipeline.realtime import RunningStats, VersionedConfig
+from relperception.pipeline.vo_pipeline import VOPipeline
+from relperception.transforms import invert_transform
+from sensor_msgs.msg import CameraInfo, PointCloud2
+
+#: The parameters of this node from the shared schema: the matchers and the odometry.
+VO_PARAMETERS: List[str] = ['matcher'] + [
+    name for name in SPECS if name.split('.')[0] in ('ncc', 'loftr', 'klt', 'orb', 'odometry')]
+
+CAMERA_MOUNT_PARAMETER = 'camera_mount_xyz_qxyzw'
+
+#: Node-local parameters (besides the camera mount, a double array).
+LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
+    ParameterSpec('odom_frame_id', 'odom', 'frame of the odometry (header.frame_id)',
+                  read_only=True),
+    ParameterSpec('base_frame_id', 'base_link', 'body frame (child_frame_id)', read_only=True),
+    ParameterSpec('path_max_length', 1000, 'number of poses kept in the published path',
+                  1, 100000),
+    ParameterSpec('depth_max_dt_s', 0.02,
+                  'largest stamp difference between a frame and the depth image used for it (s)',
+                  0.0, 1.0),
+    ParameterSpec('publish_tf', True, 'broadcast odom -> base_link on TF (needs tf2_ros)',
+                  read_only=True),
+)}
+
+#: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag).
+TIME_JUMP_RESET_S = 1.0
+
+
+def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
+    """Return the VO pipeline of a flat configuration (matchers and ``odometry.*``).
+
+    Raises:
+        ValueError: for an invalid configuration.
+    """
+    return VOPipeline({name: config[name] for name in VO_PARAMETERS if name in config},
+                      max_history=1000)
+
+
+class VisualOdometryNode(Node):
+    """Track each image with the VO pipeline and publish ``odom``, ``path`` and TF.
+
+    Args:
+        node_name: the node name.
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``namespace``,
+            ``parameter_overrides``, ...).
+    """
+
+    def __init__(self, node_name: str = 'visual_odometry_node', **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self._config: Optional[VersionedConfig] = None
+        declare_parameters(self, VO_PARAMETERS, on_change=self._on_parameters,
+                           check=lambda config: build_pipeline(config).odometry.close())
+        declare_parameters(self, list(LOCAL_SPECS), on_change=self._on_parameters,
+                           specs=LOCAL_SPECS)
+        self.declare_parameter(CAMERA_MOUNT_PARAMETER, list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
+                               ParameterDescriptor(
+                                   name=CAMERA_MOUNT_PARAMETER,
+                                   type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
+                                   description='camera optical frame in the base frame: '
+                                               'x y z (m) qx qy qz qw'))
+        self.T_base_cam = camera_mount_transform(
+            self.get_parameter(CAMERA_MOUNT_PARAMETER).value)
+        self._config = VersionedConfig({**current_config(self, VO_PARAMETERS),
+                                        **current_config(self, list(LOCAL_SPECS), LOCAL_SPECS)})
+        config, self._config_version = self._config.get()
+        self.pipeline = build_pipeline(config)
+        self.odom_frame_id = config['odom_frame_id']
+        self.base_frame_id = config['base_frame_id']
+        self._path_poses: collections.deque = collections.deque(
+            maxlen=config['path_max_length'])
+        self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
+
+        self._camera: Optional[Camera] = None
+        self._last_stamp_ns: Optional[int] = None
+        self.status_counts: collections.Counter = collections.Counter()
+
+        self._tf_broadcaster = None
+        if config['publish_tf']:
+            try:
+                from tf2_ros import TransformBroadcaster
+            except ImportError:
+                self.get_logger().info('tf2_ros is not importable: TF '
+                                       f'{self.odom_frame_id} -> {self.base_frame_id} is disabled '
+                                       '(odom and path are still published)')
+            else:
+                self._tf_broadcaster = TransformBroadcaster(self)
+
+        self.stats = RunningStats()
+        self._worker: FrameWorker = FrameWorker(f'{node_name} tracking', self._process,
+                                                self.get_logger(), self.stats)
+        self._odom = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
+        self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
+        self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
+                                                      QoSProfile(depth=5))
+        self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)])
+        self._input = ImageInput(self, self._worker.submit)
+        self.depth = DepthInput(self, lambda: self._camera)
+        self._camera_info_subscription = self.create_subscription(
+            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
+            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+        self.get_logger().info(
+            f'visual odometry ({config["matcher"]}, {config["odometry.mode"]}) on '
+            f'{self.resolve_topic_name(self._input.topic)}, publishing '
+            f'{self.resolve_topic_name("odom")} in {self.odom_frame_id}')
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def worker(self) -> FrameWorker:
+        """The worker thread that tracks frames (its ``stats`` feed the diagnostics)."""
+        return self._worker
+
+    @property
+    def camera(self) -> Optional[Camera]:
+        """The camera of the latest valid ``camera_info``, or None."""
+        return self._camera
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _on_parameters(self, changes: Dict[str, Any]) -> None:
+        if self._config is not None:
+            self._config.update(changes)
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        try:
+            camera = camera_from_camera_info(msg)
+        except ValueError as error:
+            self.get_logger().warning(f'ignoring camera_info: {error}', throttle_duration_sec=5.0)
+            return
+        self._camera = camera
+
+    # ------------------------------------------------------------------ worker thread
+
+    def _apply_parameters(self) -> None:
+        config, version = self._config.get()
+        if version == self._config_version:
+            return
+        self._config_version = version
+        if self._path_poses.maxlen != config['path_max_length']:
+            self._path_poses = collections.deque(self._path_poses,
+                                                 maxlen=config['path_max_length'])
+        self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
+        self.pipeline.reconfigure({name: config[name] for name in VO_PARAMETERS})
+        self.get_logger().info(f'parameters updated (version {version}); the trajectory '
+                               'continues')
+
+    def _reset(self) -> None:
+        self.pipeline.reset()
+        self._path_poses.clear()
+        self.depth.clear()
+
+    def _process(self, msg) -> None:
+        self._apply_parameters()
+        try:
+            image = self._input.decode(msg)
+        except ValueError as error:
+            raise SkipFrame(f'undecodable image: {error}') from None
+        camera = self._camera
+        if camera is None:
+            raise SkipFrame('no valid camera_info received yet')
+        if image.gray.shape != (camera.height, camera.width):
+            raise SkipFrame(f'image is {image.gray.shape[1]}x{image.gray.shape[0]} but '
+                            f'camera_info says {camera.width}x{camera.height}')
+        stamp_ns = image.stamp_ns
+        last = self._last_stamp_ns
+        if last is not None and stamp_ns <= last:
+            if last - stamp_ns > TIME_JUMP_RESET_S * 1e9:
+                self.get_logger().warning(
+                    f'time jumped back by {(last - stamp_ns) * 1e-9:.3f} s: resetting the '
+                    'odometry and the path')
+                self._reset()
+            else:
+                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
+        self._last_stamp_ns = stamp_ns
+        depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns)
+        result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth))
+        self.status_counts[result.status] += 1
+        self._diagnostics.hardware_id = image.header.frame_id
+        if result.keyframe_stamp_ns is not None and len(result.matches):
+            self._correspondences.publish(cloud_msg_from_matches(
+                result.matches, result.keyframe_stamp_ns, image.header))
+        if result.status == STATUS_LOST:
+            self.get_logger().warning(f'odometry lost at {stamp_ns} ns: {result.message}',
+                                      throttle_duration_sec=1.0)
+            return
+        if result.status != 'tracking':
+            self.get_logger().info(f'odometry {result.status}: {result.message}')
+        self._publish(result.T_world_cam, image.header.stamp)
+        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
+        self.stats.record_latency(latency_ns / 1e6)
+
+    def odom_from_camera(self, T_world_cam: np.ndarray) -> np.ndarray:
+        """Return ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)`` (4, 4)."""
+        return odom_from_camera(T_world_cam, self.T_base_cam)
+
+    def camera_from_odom(self, T_odom_base: np.ndarray) -> np.ndarray:
+        """Return ``T_world_cam`` of a published ``T_odom_base`` (4, 4)."""
+        return invert_transform(self.T_base_cam) @ T_odom_base @ self.T_base_cam
+
+    def _publish(self, T_world_cam: np.ndarray, stamp) -> None:
+        T_odom_base = self.odom_from_camera(T_world_cam)
+        self._odom.publish(odometry_msg(T_odom_base, stamp, self.odom_frame_id,
+                                        self.base_frame_id))
+        self._path_poses.append(pose_stamped_msg(T_odom_base, stamp, self.odom_frame_id))
+        path = Path()
+        path.header.stamp = stamp
+        path.header.frame_id = self.odom_frame_id
+        path.poses = list(self._path_poses)
+        self._path.publish(path)
+        if self._tf_broadcaster is not None:
+            self._tf_broadcaster.sendTransform(transform_stamped_msg(
+                T_odom_base, stamp, self.odom_frame_id, self.base_frame_id))
+
+    def destroy_node(self) -> None:
+        """Stop the worker (joining its thread), then destroy the node."""
+        self._worker.stop()
+        self.pipeline.odometry.close()
+        self._diagnostics.destroy()
+        super().destroy_node()
+
+
+def main(args=None) -> None:
+    """Run ``visual_odometry_node`` until Ctrl-C (console script ``visual_odometry_node``).
+
+    Args:
+        args: command-line arguments for ``rclpy.init`` (None: ``sys.argv``).
+    """
+    spin_node(VisualOdometryNode, args)
+
+
+if __name__ == '__main__':
+    main()
