@@ -241,7 +241,7 @@ class LocalMap:
                 T_world_new = nearest_rigid(invert_transform(T))
                 corrections[int(k)] = T_world_new @ invert_transform(keyframe.T_world_cam)
                 keyframe.T_world_cam = T_world_new
-        adjusted = set(int(pid) for pid in problem.point_ids)
+        adjusted = {int(pid) for pid in problem.point_ids}
         for pid, views in self.observations.items():
             if pid in adjusted:
                 continue
