@@ -20,7 +20,8 @@ from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 from relperception.data.synthetic import iter_sequence
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.evaluation.trajectory import evaluate_trajectory, read_tum
-from relperception.pipeline.offline_eval import evaluate_bag, METRIC_KEYS
+from relperception.evaluation.vo_report import METRIC_KEYS
+from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.vo_pipeline import VOPipeline
 
 FRAMES = 24

@@ -50,7 +50,8 @@ def _dense_report(bag: Path, output: Path, config, args: argparse.Namespace) -> 
     """Score the shipped dense model on the synthetic recording; return its summary."""
     from relperception.config import validate
     from relperception.data.bag import BagReader
-    from relperception.pipeline.offline_eval import ErrorLog, evaluate_dense
+    from relperception.data.error_log import ErrorLog
+    from relperception.pipeline.dense_eval import evaluate_dense
 
     # synthetic class ids are not CamVid's: score depth only, still draw the labels
     config = validate({'topics.ground_truth_labels': ''}, config)

@@ -245,8 +245,9 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
     from relperception.config import load_config
     from relperception.data.bag import BagReader
     from relperception.evaluation.trajectory import interpolate_poses
-    from relperception.pipeline.offline_eval import (_FrameAssembler, _require_topic, ErrorLog,
-                                                     GT_TOLERANCE_S, read_ground_truth)
+    from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S,
+                                               read_ground_truth, require_topic)
+    from relperception.data.error_log import ErrorLog
 
     gaps = _check_gaps(gaps)
     if int(stride) < 1:
@@ -260,15 +261,15 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
     counts = dict.fromkeys(gaps, 0)
     with BagReader(bag_path) as reader:
         topics = reader.topics
-        image_topic = _require_topic(topics, config['topics.image'], 'image', bag_path)
-        info_topic = _require_topic(topics, config['topics.camera_info'], 'camera_info',
-                                    bag_path)
-        gt_topic = _require_topic(topics, config['topics.ground_truth_pose'],
-                                  'ground_truth_pose', bag_path)
+        image_topic = require_topic(topics, config['topics.image'], 'image', bag_path)
+        info_topic = require_topic(topics, config['topics.camera_info'], 'camera_info',
+                                   bag_path)
+        gt_topic = require_topic(topics, config['topics.ground_truth_pose'],
+                                 'ground_truth_pose', bag_path)
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         if len(gt_stamps) == 0:
             raise ValueError(f'bag {bag_path} has no readable ground-truth pose on {gt_topic}')
-        assembler = _FrameAssembler(False, errors)
+        assembler = FrameAssembler(False, errors)
         window: deque = deque(maxlen=gaps[-1] + 1)  # (index, frame, T_world_cam or None)
         index = 0
         warned_distortion = False

@@ -113,7 +113,7 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     """
     from relperception.data.bag import BagReader
     from relperception.data.topics import compressed_topic
-    from relperception.pipeline.offline_eval import _require_topic, _resolve_mode
+    from relperception.data.bag_frames import require_topic, resolve_mode
 
     bag = Path(bag)
     namespace = namespace.strip().rstrip('/')
@@ -122,12 +122,12 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     with BagReader(bag) as reader:
         bag_topics = reader.topics
         counts = reader.message_counts
-    image_topic = _require_topic(bag_topics, config['topics.image'], 'image', bag)
-    info_topic = _require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
+    image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag)
+    info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
     depth_topic = config['topics.depth'] or None
     num_depth = counts.get(depth_topic, 0) if depth_topic in bag_topics else 0
-    mode = _resolve_mode(str(config['odometry.mode']), num_depth, counts.get(image_topic, 0),
-                         depth_topic)
+    mode = resolve_mode(str(config['odometry.mode']), num_depth, counts.get(image_topic, 0),
+                        depth_topic)
     transport = 'raw'
     if image_topic != config['topics.image'] and image_topic == compressed_topic(
             config['topics.image']):

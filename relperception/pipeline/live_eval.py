@@ -350,7 +350,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         ValueError: for an unknown mode or no ``odom`` role.
     """
     from relperception.data.bag import BagReader
-    from relperception.pipeline.offline_eval import ErrorLog, read_ground_truth, write_report
+    from relperception.data.bag_frames import read_ground_truth
+    from relperception.data.error_log import ErrorLog
+    from relperception.evaluation.vo_report import write_report
 
     started = time.perf_counter()
     if mode not in ('rgbd', 'mono'):

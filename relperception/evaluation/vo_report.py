@@ -1,0 +1,186 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The report of a visual-odometry run: trajectories, metrics, timing and plots.
+
+:func:`write_report` is shared by the offline evaluation and the live replay, so both write the
+same files (``trajectory.tum``, ``groundtruth.tum``, ``timing.csv``, ``trajectory.png``,
+``errors.png``) and the same summary keys (:data:`METRIC_KEYS`, frame counts, timing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+import csv
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from relperception.data.bag_frames import GT_TOLERANCE_S
+from relperception.data.error_log import ErrorLog
+from relperception.evaluation.report import plot_errors, plot_trajectories
+from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
+                                                 PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.transforms import invert_transform
+
+logger = logging.getLogger(__name__)
+
+#: Metric keys of the summary (None when they cannot be computed, e.g. no ground truth).
+METRIC_KEYS = ('ate_rmse_m', 'ate_mean_m', 'ate_median_m', 'ate_max_m', 'rpe_trans_rmse_m',
+               'rpe_rot_rmse_deg', 'drift_percent', 'rot_drift_deg_per_m', 'scale',
+               'num_poses_matched', 'path_length_m', 'alignment')
+
+_NS_PER_S = 1_000_000_000
+
+
+def write_timing_csv(path: Path, rows: list) -> None:
+    """Write one row per processed frame (``timing.csv``) from the run's row dicts."""
+    dense = any(row.get('dense_ms') is not None for row in rows)
+    fields = ('frame', 'stamp_ns', 'status', 'num_matches', 'num_inliers', 'is_keyframe',
+              'depth', 'process_ms', 'decode_ms', 'scale_source') + (
+                  ('dense_ms',) if dense else ())
+    with open(path, 'w', newline='', encoding='utf-8') as stream:
+        writer = csv.writer(stream)
+        writer.writerow(fields)
+        for index, row in enumerate(rows):
+            values = [index, row['stamp_ns'], row['status'], row['num_matches'],
+                      row['num_inliers'], int(row['is_keyframe']), int(row['depth']),
+                      f"{row['process_ms']:.3f}", f"{row['decode_ms']:.3f}",
+                      row.get('scale_source', '')]
+            if dense:
+                dense_ms = row.get('dense_ms')
+                values.append('' if dense_ms is None else f'{dense_ms:.3f}')
+            writer.writerow(values)
+
+
+def percentile(values, q: float) -> float:
+    """Return the ``q``-th percentile of ``values``, NaN when there are none."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(values, q)) if len(values) else float('nan')
+
+
+def write_report(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
+                 gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses,
+                 errors: ErrorLog, plots: bool) -> dict[str, Any]:
+    """Write trajectories, metrics, timing and plots; return the summary (without errors).
+
+    Shared by the offline evaluation and the live replay (``live_eval``), so that both write
+    the same files.
+    """
+    output_dir.mkdir(parents=True, exist_ok=True)
+    statuses = [row['status'] for row in rows]
+    process_ms = [row['process_ms'] for row in rows]
+    alignment = 'se3' if resolved == 'rgbd' else 'sim3'
+    if resolved == 'rgbd':
+        scale_source = 'depth (metric RGB-D)'
+    elif gt_scale:
+        scale_source = ('ground-truth distance between consecutive frames (benchmark option '
+                        '--gt-scale; not available to a real monocular system)')
+    else:
+        scale_source = ('none metric: monocular trajectory in the unit of its first map '
+                        '(the local map carries it), Sim(3) alignment')
+    summary: dict[str, Any] = {
+        'bag': str(bag_path),
+        'output_dir': str(output_dir),
+        'requested_mode': requested,
+        'mode': resolved,
+        'gt_scale': bool(gt_scale),
+        'scale_source': scale_source,
+        'frames_processed': len(rows),
+        'frames_tracked': sum(s == 'tracking' for s in statuses),
+        'frames_lost': sum(s == 'lost' for s in statuses),
+        'reinitializations': sum(s == 'reinitialized' for s in statuses),
+        'keyframes': sum(bool(row['is_keyframe']) for row in rows),
+        'frames_tracked_against_map': sum(row.get('scale_source') == 'map' for row in rows),
+        'frames_by_scale_source': dict(Counter(
+            row['scale_source'] for row in rows if row.get('scale_source'))),
+        'timing_median_ms': percentile(process_ms, 50),
+        'timing_p95_ms': percentile(process_ms, 95),
+        'timing_mean_ms': float(np.mean(process_ms)) if process_ms else float('nan'),
+        'timing_max_ms': float(np.max(process_ms)) if process_ms else float('nan'),
+        'ground_truth_poses': len(gt_stamps),
+        'matcher': config['matcher'],
+    }
+    summary.update(dict.fromkeys(METRIC_KEYS))
+    summary['alignment'] = alignment
+    write_timing_csv(output_dir / 'timing.csv', rows)
+
+    keep = [i for i, row in enumerate(rows) if row['status'] != 'lost']
+    stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
+    poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
+    summary['outputs'] = {}
+    if len(stamps) == 0:
+        errors.add('no frame was tracked; no trajectory written', logging.ERROR)
+        return summary
+    gt_at_frames, valid = (interpolate_poses(gt_stamps, gt_poses, stamps, GT_TOLERANCE_S)
+                           if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
+    if valid.any():
+        first = int(np.flatnonzero(valid)[0])
+        T_gtworld_vo = gt_at_frames[first] @ invert_transform(poses[first])
+        poses = T_gtworld_vo[None] @ poses
+        summary['trajectory_frame'] = 'ground-truth world (VO anchored at the first frame)'
+    else:
+        summary['trajectory_frame'] = 'first camera (no ground truth at the frame stamps)'
+        if len(gt_stamps):
+            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns does not cover the '
+                       f'frames [{stamps[0]}, {stamps[-1]}] ns; no metrics', logging.ERROR)
+    write_tum(output_dir / 'trajectory.tum', stamps, poses)
+    summary['outputs']['trajectory'] = 'trajectory.tum'
+    if not valid.any():
+        return summary
+    write_tum(output_dir / 'groundtruth.tum', stamps[valid], gt_at_frames[valid])
+    summary['outputs']['groundtruth'] = 'groundtruth.tum'
+    try:
+        result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
+                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S)
+    except ValueError as exc:
+        errors.add(f'trajectory evaluation failed: {exc}', logging.ERROR)
+        return summary
+    summary.update(summary_metrics(result))
+    if plots:
+        _plot_run(output_dir, result, rows, resolved, alignment, summary, errors)
+    return summary
+
+
+def _plot_run(output_dir: Path, result: dict, rows: list, resolved: str, alignment: str,
+              summary: dict, errors: ErrorLog) -> None:
+    per_pose = result[PER_POSE_KEY]
+    title = (f'{resolved} VO, {alignment} aligned: ATE RMSE {result["ate_rmse_m"]:.4f} m, '
+             f'{result["num_poses_matched"]} poses')
+    origin_ns = int(per_pose['stamps_ns'][0])
+    events = {}
+    for status in ('lost', 'reinitialized'):
+        times = [(row['stamp_ns'] - origin_ns) / _NS_PER_S for row in rows
+                 if row['status'] == status]
+        if times:
+            events[status] = times
+    try:
+        plot_trajectories(output_dir / 'trajectory.png', per_pose['gt_xyz'], per_pose['est_xyz'],
+                          title, est_label=f'{resolved} VO')
+        plot_errors(output_dir / 'errors.png', per_pose['stamps_s'], per_pose['ape_m'],
+                    title=f'{resolved} VO: absolute position error ({alignment})',
+                    events=events)
+        summary['outputs'].update({'trajectory_plot': 'trajectory.png',
+                                   'errors_plot': 'errors.png'})
+    except (ValueError, RuntimeError, OSError) as exc:
+        errors.add(f'plotting failed: {exc}', logging.ERROR)
+
+
+def log_summary(summary: Mapping[str, Any]) -> None:
+    """Log the main figures of a run summary."""
+    def fmt(value, unit=''):
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return 'n/a'
+        return f'{value:.4g}{unit}' if isinstance(value, float) else f'{value}{unit}'
+
+    logger.info('%s: %s mode, %d frames processed, %d lost, %d re-initialisations, '
+                '%d errors', summary['bag'], summary['mode'], summary['frames_processed'],
+                summary['frames_lost'], summary['reinitializations'], summary['num_errors'])
+    logger.info('ATE RMSE %s, RPE %s / %s, drift %s, scale %s (%s); VO %s median, %s p95',
+                fmt(summary.get('ate_rmse_m'), ' m'), fmt(summary.get('rpe_trans_rmse_m'), ' m'),
+                fmt(summary.get('rpe_rot_rmse_deg'), ' deg'),
+                fmt(summary.get('drift_percent'), ' %'), fmt(summary.get('scale')),
+                summary.get('alignment'), fmt(summary.get('timing_median_ms'), ' ms'),
+                fmt(summary.get('timing_p95_ms'), ' ms'))

@@ -1,0 +1,310 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Dense evaluation of a recording: the dense model's depth and labels against ground truth.
+
+:func:`evaluate_dense` runs :class:`~relperception.pipeline.dense_pipeline.DensePipeline` (the
+``dense.*`` configuration) on every ``stride``-th image of a bag that has a ground-truth depth
+topic ``topics.ground_truth_depth`` (default: ``topics.depth``) and/or a label topic
+``topics.ground_truth_labels``. Depth is scored with :mod:`relperception.evaluation.depth` (a
+metric model as predicted; a relative model after a per-image least-squares scale and shift fit
+in inverse depth, the MiDaS / Depth Anything protocol) and labels with
+:mod:`relperception.evaluation.segmentation` (ground-truth ids the model does not have are
+ignored and counted). The output folder receives ``dense_samples/{depth,labels}_<n>.png``
+(input | prediction | ground truth) and ``confusion_matrix.png``.
+
+:func:`build_dense_depth` builds the model whose depth replaces a depth camera
+(``eval --depth-from dense``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+import logging
+from pathlib import Path
+import sys
+from typing import Any
+
+import numpy as np
+from relperception.config import section
+from relperception.data.bag_frames import (DEPTH_PAIRING_TOLERANCE_S, MAX_BUFFERED_DEPTHS,
+                                           message_stamp_ns)
+from relperception.data.error_log import ErrorLog
+from relperception.evaluation.vo_report import percentile
+
+logger = logging.getLogger(__name__)
+
+#: Sample strips written per kind (depth, labels) by the dense evaluation.
+DENSE_SAMPLES = 3
+#: Images waiting for their dense ground truth; older ones are evaluated with what arrived.
+_MAX_PENDING_DENSE = 8
+
+_NS_PER_S = 1_000_000_000
+
+
+def build_dense_depth(config: Mapping[str, Any]):
+    """Return the DensePipeline that predicts the VO depth; ValueError if it cannot be built.
+
+    A relative-depth model is accepted with a warning: its metres are only as good as
+    ``dense.depth_scale`` (``summary['dense_relative']`` says so).
+    """
+    from relperception.pipeline.dense_pipeline import DensePipeline, model_name
+
+    try:
+        pipeline = DensePipeline(config)
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f'cannot build the dense model for depth_source dense: {exc}') from exc
+    if pipeline.relative:
+        logger.warning('dense model %s predicts relative inverse depth: the odometry scale '
+                       'is only as good as dense.depth_scale (%g)', model_name(pipeline.conf),
+                       pipeline.conf['depth_scale'])
+    return pipeline
+
+
+class _DenseGroundTruth:
+    """Pairs sampled images with the ground-truth depth / label images of the same stamp."""
+
+    def __init__(self, topics: Mapping[str, str | None]):
+        self.topics = {kind: topic for kind, topic in topics.items() if topic}
+        self.buffers = {kind: deque(maxlen=MAX_BUFFERED_DEPTHS) for kind in self.topics}
+        self.newest = dict.fromkeys(self.topics)
+        self.pending: deque = deque()
+        self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
+
+    def add_ground_truth(self, kind: str, stamp: int, message) -> None:
+        self.buffers[kind].append((stamp, message))
+        newest = self.newest[kind]
+        self.newest[kind] = stamp if newest is None else max(newest, stamp)
+
+    def _settled(self, kind: str, stamp: int) -> bool:
+        newest = self.newest[kind]
+        return (any(s == stamp for s, _ in self.buffers[kind])
+                or (newest is not None and newest > stamp + self.tolerance_ns))
+
+    def _nearest(self, kind: str, stamp: int):
+        best = None
+        for gt_stamp, message in self.buffers[kind]:
+            gap = abs(gt_stamp - stamp)
+            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
+                best = (gap, message)
+        return None if best is None else best[1]
+
+    def ready(self, final: bool = False) -> list:
+        """Return ``(stamp, image message, {kind: gt message or None})`` of settled images."""
+        out = []
+        while self.pending:
+            stamp, message = self.pending[0]
+            settled = all(self._settled(kind, stamp) for kind in self.topics)
+            if not (final or settled or len(self.pending) > _MAX_PENDING_DENSE):
+                break
+            self.pending.popleft()
+            out.append((stamp, message, {kind: self._nearest(kind, stamp)
+                                         for kind in self.topics}))
+        return out
+
+
+def _dense_topics(reader, config: Mapping[str, Any]) -> dict:
+    depth_topic = config['topics.ground_truth_depth'] or config['topics.depth'] or None
+    labels_topic = config['topics.ground_truth_labels'] or None
+    present = reader.topics
+    return {'depth': depth_topic if depth_topic in present else None,
+            'labels': labels_topic if labels_topic in present else None}
+
+
+def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_dir: Path,
+                   errors: ErrorLog, max_frames: int | None = None, stride: int = 1,
+                   samples: int = DENSE_SAMPLES, plots: bool = True,
+                   progress: bool = False, pipeline=None) -> dict[str, Any]:
+    """Score the dense model of ``config`` against a bag's ground-truth depth and labels.
+
+    Args:
+        reader: an open :class:`relperception.data.bag.BagReader`.
+        image_topic: the image topic to run the model on (Image or CompressedImage).
+        config: flat validated configuration (``dense.*``, ``topics.ground_truth_depth``,
+            ``topics.depth``, ``topics.ground_truth_labels``).
+        output_dir: report folder (``dense_samples/``, ``confusion_matrix.png``).
+        errors: where problems are logged and counted.
+        max_frames: only the first ``max_frames`` images of the bag are considered.
+        stride: evaluate every ``stride``-th image.
+        samples: sample strips written per kind.
+        plots: write the confusion matrix plot and the sample strips.
+        progress: show a tqdm progress bar.
+        pipeline: an already built ``DensePipeline`` of the same ``dense.*`` configuration to
+            reuse (e.g. the one that predicts the VO depth), or None to build one.
+
+    Returns:
+        JSON-able dict: ``model``, ``relative``, ``depth_alignment``, ``topics``,
+        ``frames_evaluated``, ``depth`` (:class:`DepthMetricsAccumulator` result or None),
+        ``segmentation`` (:meth:`ConfusionMatrix.summary` or None), ``unknown_gt_label_pixels``,
+        ``timing_median_ms`` / ``timing_p95_ms`` and ``outputs`` (file names). With neither
+        ground-truth topic in the bag, or a model that cannot be built, the dict says why in
+        ``skipped`` and the error log has the reason.
+    """
+    from relperception.data.messages import decode_image_message
+    from relperception.evaluation.depth import align_inverse_depth, DepthMetricsAccumulator
+    from relperception.evaluation.segmentation import ConfusionMatrix
+    from relperception.imaging.image_encodings import depth_to_metres, to_rgb8
+    from relperception.pipeline.dense_pipeline import DensePipeline, model_name
+
+    topics = _dense_topics(reader, config)
+    result: dict[str, Any] = {'model': model_name(section(config, 'dense')), 'topics': topics,
+                              'frames_evaluated': 0, 'depth': None, 'segmentation': None,
+                              'outputs': {}}
+    if not any(topics.values()):
+        message = ('dense evaluation skipped: the bag has neither the ground-truth depth topic '
+                   f"{config['topics.ground_truth_depth'] or config['topics.depth']!r} nor the "
+                   f"label topic {config['topics.ground_truth_labels']!r}")
+        errors.add(message, logging.ERROR)
+        result['skipped'] = message
+        return result
+    try:
+        pipeline = pipeline if pipeline is not None else DensePipeline(config)
+    except (ValueError, OSError, RuntimeError) as exc:
+        message = f'dense evaluation skipped: cannot build the dense model: {exc}'
+        errors.add(message, logging.ERROR)
+        result['skipped'] = message
+        return result
+    result['relative'] = pipeline.relative
+    result['depth_alignment'] = ('per-image scale and shift in inverse depth (least squares)'
+                                 if pipeline.relative else 'none (metric prediction)')
+    min_depth = float(config['dense.min_depth_m']) or 1e-3
+    max_depth = float(config['dense.max_depth_m'])
+    depth_acc = DepthMetricsAccumulator(min_depth=min_depth, max_depth=max_depth)
+    confusion = None
+    if pipeline.has_segmentation and topics['labels']:
+        names = pipeline.class_names or None
+        num_classes = len(names) if names else None
+        confusion = ('pending', names, num_classes)
+    unknown_labels = 0
+    timings: list = []
+    written = {'depth': 0, 'labels': 0}
+    sample_dir = output_dir / 'dense_samples'
+    pairing = _DenseGroundTruth(topics)
+    kinds = {topic: kind for kind, topic in topics.items() if topic}
+
+    def evaluate(stamp: int, message, gt: dict) -> None:
+        nonlocal confusion, unknown_labels
+        where = f'{message.topic} at {stamp} ns'
+        try:
+            array, encoding = decode_image_message(message.msg, message.msgtype)
+            rgb = np.ascontiguousarray(to_rgb8(array, encoding))
+        except (ValueError, TypeError) as exc:
+            errors.add(f'{where}: undecodable image ({exc}); dense frame skipped')
+            return
+        out = pipeline.run(rgb, colors=False)
+        timings.append(out.timing_ms['total'])
+        result['frames_evaluated'] += 1
+        if gt.get('depth') is not None:
+            try:
+                gt_array, gt_encoding = decode_image_message(gt['depth'].msg,
+                                                             gt['depth'].msgtype)
+                gt_depth = depth_to_metres(gt_array, gt_encoding)
+                if gt_depth.shape != rgb.shape[:2]:
+                    raise ValueError(f'ground-truth depth is {gt_depth.shape[1]}x'
+                                     f'{gt_depth.shape[0]}, image {rgb.shape[1]}x'
+                                     f'{rgb.shape[0]}')
+                if pipeline.relative:
+                    pred, _, _ = align_inverse_depth(out.raw_depth, gt_depth,
+                                                     min_depth=min_depth, max_depth=max_depth)
+                else:
+                    pred = out.raw_depth
+                depth_acc.update(pred, gt_depth)
+                if plots and written['depth'] < samples:
+                    from relperception.evaluation.dense_plots import sample_strip
+
+                    name = f'depth_{written["depth"]}.png'
+                    sample_strip(rgb, pred, gt_depth, kind='depth',
+                                 path_png=sample_dir / name)
+                    result['outputs'][f'dense_sample_depth_{written["depth"]}'] = \
+                        f'dense_samples/{name}'
+                    written['depth'] += 1
+            except ValueError as exc:
+                errors.add(f'{where}: depth not scored ({exc})')
+        elif topics['depth']:
+            errors.add(f'{where}: no ground-truth depth within '
+                       f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms')
+        if out.labels is not None and gt.get('labels') is not None:
+            try:
+                gt_array, _ = decode_image_message(gt['labels'].msg, gt['labels'].msgtype)
+                gt_labels = np.asarray(gt_array)
+                if gt_labels.ndim == 3:
+                    gt_labels = gt_labels[..., 0]
+                if gt_labels.shape != out.labels.shape or gt_labels.dtype.kind not in 'iu':
+                    raise ValueError(f'ground-truth labels are {gt_labels.dtype} '
+                                     f'{gt_labels.shape}, prediction {out.labels.shape}')
+                if isinstance(confusion, tuple):
+                    _, names, num_classes = confusion
+                    num_classes = num_classes or int(out.logits.shape[0])
+                    confusion = ConfusionMatrix(num_classes, ignore_index=255,
+                                                class_names=names)
+                unknown = (gt_labels >= confusion.num_classes) & (gt_labels != 255)
+                if unknown.any():
+                    unknown_labels += int(unknown.sum())
+                    gt_labels = np.where(unknown, 255, gt_labels).astype(np.uint8)
+                confusion.update(out.labels, gt_labels)
+                if plots and written['labels'] < samples:
+                    from relperception.evaluation.dense_plots import sample_strip
+
+                    name = f'labels_{written["labels"]}.png'
+                    sample_strip(rgb, out.labels, gt_labels.astype(np.uint8), kind='labels',
+                                 path_png=sample_dir / name)
+                    result['outputs'][f'dense_sample_labels_{written["labels"]}'] = \
+                        f'dense_samples/{name}'
+                    written['labels'] += 1
+            except ValueError as exc:
+                errors.add(f'{where}: labels not scored ({exc})')
+
+    from tqdm import tqdm
+    total = reader.message_counts.get(image_topic, 0)
+    if max_frames is not None:
+        total = min(total, int(max_frames))
+    bar = tqdm(total=total, unit='frame', file=sys.stderr, disable=not progress,
+               desc='dense', dynamic_ncols=True)
+    images_seen = 0
+    try:
+        for message in reader.messages([image_topic] + list(kinds)):
+            try:
+                stamp = message_stamp_ns(message)
+            except ValueError as exc:
+                errors.add(f'{message.topic}: bad header stamp ({exc})')
+                continue
+            if message.topic == image_topic:
+                if max_frames is not None and images_seen >= int(max_frames):
+                    break
+                if images_seen % stride == 0:
+                    pairing.pending.append((stamp, message))
+                images_seen += 1
+                bar.update(1)
+            else:
+                pairing.add_ground_truth(kinds[message.topic], stamp, message)
+            for ready in pairing.ready():
+                evaluate(*ready)
+        for ready in pairing.ready(final=True):
+            evaluate(*ready)
+    except Exception as exc:  # noqa: BLE001 - keep and report what was computed so far
+        errors.add(f'dense evaluation stopped after {result["frames_evaluated"]} frames: '
+                   f'{type(exc).__name__}: {exc}', logging.ERROR)
+    finally:
+        bar.close()
+    if depth_acc.num_images or depth_acc.num_skipped:
+        result['depth'] = depth_acc.compute()
+    if isinstance(confusion, ConfusionMatrix):
+        result['segmentation'] = confusion.summary()
+        if plots and confusion.total:
+            from relperception.evaluation.dense_plots import plot_confusion_matrix
+
+            try:
+                plot_confusion_matrix(output_dir / 'confusion_matrix.png', confusion)
+                result['outputs']['confusion_matrix'] = 'confusion_matrix.png'
+            except (ValueError, RuntimeError, OSError) as exc:
+                errors.add(f'confusion matrix plot failed: {exc}', logging.ERROR)
+    result['unknown_gt_label_pixels'] = unknown_labels
+    result['timing_median_ms'] = percentile(timings, 50)
+    result['timing_p95_ms'] = percentile(timings, 95)
+    depth_text = 'n/a' if result['depth'] is None else \
+        f"abs_rel {result['depth']['abs_rel']:.4g}, delta1 {result['depth']['delta1']:.3f}"
+    seg_text = 'n/a' if result['segmentation'] is None else \
+        f"mIoU {result['segmentation']['miou']:.3f}"
+    logger.info('dense evaluation (%s): %d frames; depth %s; segmentation %s',
+                result['model'], result['frames_evaluated'], depth_text, seg_text)
+    return result
