@@ -199,9 +199,9 @@ PARAMETERS = (
                   0.0, 1.0),
     ParameterSpec('odometry.ba_window_keyframes', 6,
                   'keyframes in the windowed bundle adjustment (< 3: none)', 0, 100),
-    ParameterSpec('odometry.ba_max_iterations', 5,
+    ParameterSpec('odometry.ba_max_iterations', 3,
                   'Levenberg-Marquardt iterations per bundle adjustment', 1, 1000),
-    ParameterSpec('odometry.ba_max_points', 800,
+    ParameterSpec('odometry.ba_max_points', 500,
                   'map points per bundle adjustment (the most observed ones)', 1, 1000000),
     # --- bag topics (offline evaluation and replay) -----------------------------------------
     ParameterSpec('topics.image', '/camera/image_raw', 'image topic (Image or CompressedImage)'),

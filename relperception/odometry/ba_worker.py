@@ -45,13 +45,17 @@ def _pool() -> concurrent.futures.ProcessPoolExecutor:
             main = sys.modules.get('__main__')
             sys.modules['__main__'] = types.ModuleType('__main__')
             try:
-                warm = executor.submit(_warm_up)   # starts the process now
+                executor.submit(_warm_up)   # starts the process and imports gtsam there
             finally:
                 if main is not None:
                     sys.modules['__main__'] = main
-            warm.result()
             _executor = executor
         return _executor
+
+
+def start_worker() -> None:
+    """Start the worker process now (it imports gtsam, ~1 s) instead of at the first call."""
+    _pool()
 
 
 def submit_bundle_adjustment(*args, **kwargs) -> concurrent.futures.Future:

@@ -41,7 +41,7 @@ import cv2
 import numpy as np
 from relperception.core_types import Camera, Matches
 from relperception.odometry import geometry
-from relperception.odometry.ba_worker import submit_bundle_adjustment
+from relperception.odometry.ba_worker import start_worker, submit_bundle_adjustment
 from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
 from relperception.odometry.local_map import LocalMap, MapKeyframe, triangulate_checked
 from relperception.transforms import invert_transform
@@ -133,6 +133,8 @@ class MapTracker:
         self.scale_jumps = 0
         self._last_speed: float | None = None
         self._last_keyframe: tuple[int, np.ndarray] | None = None
+        if conf['mono_map'] and conf['mode'] != 'rgbd' and window >= 3:
+            start_worker()   # ready by the first keyframe, not a spike in the first second
 
     # ------------------------------------------------------------------ state
 

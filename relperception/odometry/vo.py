@@ -191,8 +191,8 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'keyframe_min_tracked_ratio': 0.6,  # new keyframe below this share of tracked landmarks
     'keyframe_max_flow_ratio': 0.05,  # ... or above this median flow (share of the diagonal)
     'ba_window_keyframes': 6,        # keyframes in the bundle-adjustment window (< 3: none)
-    'ba_max_iterations': 5,          # Levenberg-Marquardt iterations per bundle adjustment
-    'ba_max_points': 800,            # points per bundle adjustment (most observed first)
+    'ba_max_iterations': 3,          # Levenberg-Marquardt iterations per bundle adjustment
+    'ba_max_points': 500,            # points per bundle adjustment (most observed first)
 }
 
 #: Fallback for the monocular scale: () -> (translation norm in metres, where it came from).
