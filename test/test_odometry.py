@@ -586,11 +586,11 @@ class TestMonocularMap:
         assert all(r.status == 'tracking' and r.scale_source == 'map' for r in rotating)
         moved = [np.linalg.norm(r.T_world_cam[:3, 3] - centre) for r in rotating]
         assert max(moved) < 0.5 * typical_step   # a collapse or jump would be several steps
-        # A still camera stays put (the first still frame may still receive a bundle
-        # adjustment's correction as a keyframe).
-        for still in rotating[12:]:
-            assert not still.is_keyframe
-            np.testing.assert_allclose(still.T_world_cam, rotating[11].T_world_cam, atol=1e-9)
+        # A still camera stays put: no keyframe, the PnP poses within a fraction of a step.
+        still = rotating[10:]
+        assert not any(r.is_keyframe for r in still)
+        centres = np.array([r.T_world_cam[:3, 3] for r in still])
+        assert np.linalg.norm(centres - centres.mean(axis=0), axis=1).max() < 0.2 * typical_step
         T_rotation = invert_transform(rotating[9].T_world_cam) @ results[-1].T_world_cam
         assert abs(rotation_angle_deg(T_rotation) - np.degrees(0.2)) < 0.3
 
