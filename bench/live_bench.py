@@ -4,7 +4,7 @@
 
 Writes a synthetic RGB-D recording (640x480, 30 Hz, 150 frames = 5 s by default), evaluates it
 offline (``relperception eval``: no DDS) and replays it live (``relperception replay``: the
-bag published through DDS, matcher and odometry nodes each in their own process, Fast DDS
+bag published through DDS, the node set (``visual_odometry_node``) in its own process, Fast DDS
 profile applied), then prints both side by side: frames in/out, dropped %, median/p95
 end-to-end latency (image published -> output received), offline per-frame time and ATE.
 Target of the ROS layer issue: keep up with 30 Hz with < 2 % dropped frames and a median
@@ -101,7 +101,7 @@ def main(argv=None):
 
     odom = live['output_topics'][f'{live["live"]["namespace"]}/odom']
     corr = live['output_topics'][f'{live["live"]["namespace"]}/correspondences']
-    dropped_percent = 100.0 * odom['dropped_frames'] / max(odom['frames_in'] - 1, 1)
+    dropped_percent = 100.0 * odom['dropped_frames'] / max(odom['frames_in'], 1)
     corr_dropped_percent = 100.0 * corr['dropped_frames'] / max(corr['frames_in'] - 1, 1)
     rows = [
         ('frames in', str(offline['frames_read']), str(odom['frames_in'])),

@@ -614,3 +614,22 @@ class TestMonocularMap:
                     {'map_init_min_angle_deg': float('nan')}):
             with pytest.raises(ValueError):
                 VisualOdometry(NCCMatcher(), bad)
+
+    def test_matcher_without_repeatable_keypoints_uses_two_view_steps(self, sequence):
+        camera, frames = sequence
+
+        class GridLikeMatcher:
+            """The real NCC matcher, declaring keypoints that do not repeat (as LoFTR's)."""
+
+            repeatable_keypoints = False
+
+            def __init__(self):
+                self.inner = NCCMatcher()
+
+            def match(self, image0, image1, predict=None):
+                return self.inner.match(image0, image1, predict=predict)
+
+        vo = VisualOdometry(GridLikeMatcher(), {'mode': 'mono'})
+        results = _run(vo, camera, frames[:8], use_depth=False)
+        assert [r.scale_source for r in results[2:]] == ['constant speed'] * 6
+        assert vo.map_stats()['map_initializations'] == 0

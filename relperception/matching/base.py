@@ -5,6 +5,12 @@
 A matcher takes two (H, W) uint8 grey images and returns ``relperception.core_types.Matches``:
 pixel coordinates (x right, y down, pixel centre at integer) of corresponding points in
 image 0 and image 1 plus a confidence in [0, 1].
+
+A matcher may say ``repeatable_keypoints = False`` (class attribute; True when absent): its
+``keypoints0`` are not keypoints detected in image 0 that the same image would give again as
+image 0 of another pair, so points cannot be followed from pair to pair (LoFTR: coarse grid
+cells refined in image 1 only). Visual odometry's monocular local map needs repeatable
+keypoints; with other matchers it uses two-view steps.
 """
 
 from __future__ import annotations

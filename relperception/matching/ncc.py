@@ -449,6 +449,9 @@ class NCCMatcher:
     ``conf`` keys are the ROS parameter names under ``ncc.`` (see ``default_conf``).
     """
 
+    #: Keypoints are corners of image 0 (see ``relperception.matching.base``).
+    repeatable_keypoints = True
+
     default_conf = {
         'max_keypoints': 1000,          # keypoints per frame
         'cell_size_px': 32,             # grid cell for spreading keypoints (pixels)

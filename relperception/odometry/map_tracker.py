@@ -229,18 +229,33 @@ class MapTracker:
                         f'PnP: {num_inliers} inliers of {np.count_nonzero(hit)} matched map '
                         f'points ({num_landmarks} in the keyframe)')
 
-    def wants_keyframe(self, track: MapTrack, matches: Matches, camera: Camera) -> bool:
-        """Whether the tracked frame should become a keyframe (parallax and coverage)."""
+    def wants_keyframe(self, track: MapTrack, matches: Matches, camera: Camera,
+                       reference: MapKeyframe) -> bool:
+        """Whether the tracked frame should become a keyframe (coverage and parallax).
+
+        A keyframe is due when fewer than ``keyframe_min_tracked_ratio`` of the reference's
+        points are tracked or the median flow exceeds ``keyframe_max_flow_ratio`` of the image
+        diagonal, and the tracked points show ``map_min_angle_deg`` of median parallax (else
+        the new keyframe could not triangulate new points). Below ``2 * min_matches`` tracked
+        points (or a third of the reference's) it is inserted regardless, before tracking is
+        lost.
+        """
         conf = self.conf
         inliers = track.inlier_mask
         flow = np.linalg.norm(matches.keypoints1[inliers] - matches.keypoints0[inliers], axis=1)
         median_flow = float(np.median(flow)) if len(flow) else 0.0
         if median_flow < conf['keyframe_min_parallax_px']:
             return False
-        diagonal = float(np.hypot(camera.width, camera.height))
         tracked = int(np.count_nonzero(inliers))
-        return (tracked < conf['keyframe_min_tracked_ratio'] * track.num_landmarks
-                or median_flow >= conf['keyframe_max_flow_ratio'] * diagonal)
+        if tracked < max(2 * conf['min_matches'], track.num_landmarks / 3):
+            return True
+        diagonal = float(np.hypot(camera.width, camera.height))
+        if not (tracked < conf['keyframe_min_tracked_ratio'] * track.num_landmarks
+                or median_flow >= conf['keyframe_max_flow_ratio'] * diagonal):
+            return False
+        angles = _ray_angles_deg(self.map.points_world(track.point_ids[inliers]),
+                                 reference.T_world_cam, track.T_world_cam)
+        return bool(np.nanmedian(angles) >= conf['map_min_angle_deg'])
 
     # ------------------------------------------------------------------ initialisation
 

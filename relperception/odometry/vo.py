@@ -507,6 +507,7 @@ class VisualOdometry:
                 f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
         self.matcher = matcher
         self.conf = self._check_conf(conf)
+        self._check_matcher()
         self._map_tracker = MapTracker(self.conf)
         self.reset()
 
@@ -547,6 +548,7 @@ class VisualOdometry:
                 f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
         self.conf = self._check_conf(conf)
         self.matcher = matcher
+        self._check_matcher()
         self._map_tracker.reconfigure(self.conf)
 
     def map_stats(self) -> dict:
@@ -713,8 +715,15 @@ class VisualOdometry:
 
     def _uses_map(self, kf: _Keyframe, depth: np.ndarray | None) -> bool:
         """Whether this frame is tracked by the monocular local map."""
-        return (self.conf['mono_map'] and self.conf['mode'] != 'rgbd' and kf.depth is None
-                and depth is None and self._hint_since_keyframe is None)
+        return (self.conf['mono_map'] and self._map_capable and self.conf['mode'] != 'rgbd'
+                and kf.depth is None and depth is None and self._hint_since_keyframe is None)
+
+    def _check_matcher(self) -> None:
+        """Note whether the matcher's keypoints can be followed by the local map."""
+        self._map_capable = bool(getattr(self.matcher, 'repeatable_keypoints', True))
+        if self.conf['mono_map'] and not self._map_capable:
+            logger.info('%s has no repeatable keypoints: monocular frames use two-view steps '
+                        '(constant-speed scale), not the local map', type(self.matcher).__name__)
 
     def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
         conf = self.conf
@@ -764,7 +773,8 @@ class VisualOdometry:
             track = tracker.track(reference, matches, frame.camera)
             if isinstance(track, MapTrack):
                 return _Estimate(track.T_world_cam, matches, track.inlier_mask,
-                                 tracker.wants_keyframe(track, matches, frame.camera), 'mono',
+                                 tracker.wants_keyframe(track, matches, frame.camera,
+                                                        reference), 'mono',
                                  track.message, 'map', track)
             note = f'map tracking failed ({track}); '
         finite = np.isfinite(matches.keypoints0).all(axis=1) \

@@ -71,6 +71,11 @@ def _to_gray(image: np.ndarray, name: str) -> np.ndarray:
 class LoFTRMatcher:
     """Learned detector-free matcher (LoFTR-style) implementing the ``Matcher`` protocol."""
 
+    #: Matches start on a coarse grid of image 0 and are refined in image 1 only, so a point
+    #: found in image 1 is not a keypoint of that image when it becomes image 0: no tracks
+    #: from pair to pair (see ``relperception.matching.base``).
+    repeatable_keypoints = False
+
     default_conf: Dict[str, Any] = {
         'preset': 'loftr_lite',
         'weights': '',
