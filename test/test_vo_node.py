@@ -8,6 +8,8 @@ with the offline :class:`~relperception.pipeline.vo_pipeline.VOPipeline` on the 
 """
 
 
+import time
+
 from conftest import wait_for
 import cv2
 import numpy as np
@@ -186,6 +188,31 @@ class TestVisualOdometryNode:
             matches, stamp0_ns = matches_from_cloud(msg)
             assert stamp0_ns in stamps and stamp0_ns < stamp_to_ns(msg.header.stamp)
             assert len(matches) >= 30
+
+    def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        run.send_depth(frames[0].depth, frames[0].stamp_ns)   # depth is in use from now on
+        stats = run.node.worker.stats
+        for frame in frames[:6]:
+            before = stats.snapshot().received
+            run.publishers['image'].publish(image_msg(frame.rgb, frame.stamp_ns))
+            assert wait_for(lambda: stats.snapshot().received == before + 1)
+            time.sleep(0.02)   # the depth image comes later than its colour image
+            if frame is not frames[0]:
+                run.send_depth(frame.depth, frame.stamp_ns)
+            assert wait_for(lambda: run.node.worker.idle, timeout=30.0)
+        run.wait_odom(6)
+        assert run.node.frames_without_depth == 0
+        offline = offline_poses(camera, frames[:6], {}, use_depth=True)
+        poses = camera_poses(run, camera_mount_transform(DEFAULT_CAMERA_MOUNT))
+        for pose, expected in zip(poses, offline):
+            np.testing.assert_allclose(pose, expected, atol=1e-6)
+        # Depth stops arriving: frames run monocular after the wait, and are counted.
+        for frame in frames[6:8]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        assert run.node.frames_without_depth == 2
 
     def test_monocular_local_map_equals_offline(self, harness, sequence):
         camera, frames = sequence

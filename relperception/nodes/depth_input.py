@@ -50,7 +50,7 @@ class DepthCache:
     """
 
     def __init__(self, size: int = DEPTH_CACHE_SIZE) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._items: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._size = int(size)
 
@@ -65,21 +65,34 @@ class DepthCache:
             self._items.move_to_end(stamp_ns)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+            self._lock.notify_all()
 
     def clear(self) -> None:
         """Forget every item."""
         with self._lock:
             self._items.clear()
 
-    def nearest(self, stamp_ns: int, max_dt_ns: int) -> Optional[Any]:
-        """Return the item with the stamp closest to ``stamp_ns`` within ``max_dt_ns``, or None."""
+    def nearest(self, stamp_ns: int, max_dt_ns: int, wait_s: float = 0.0) -> Optional[Any]:
+        """Return the item with the stamp closest to ``stamp_ns`` within ``max_dt_ns``, or None.
+
+        Args:
+            stamp_ns: the stamp looked for.
+            max_dt_ns: largest stamp difference accepted.
+            wait_s: wait up to this long for such an item to arrive (the depth image of a
+                frame may arrive after the colour image).
+        """
         with self._lock:
-            if stamp_ns in self._items:
-                return self._items[stamp_ns]
-            if not self._items:
-                return None
-            best = min(self._items, key=lambda stamp: abs(stamp - stamp_ns))
-            return self._items[best] if abs(best - stamp_ns) <= max_dt_ns else None
+            found = self._lock.wait_for(lambda: self._nearest(stamp_ns, max_dt_ns) is not None,
+                                        timeout=wait_s) if wait_s > 0 else True
+            return self._nearest(stamp_ns, max_dt_ns) if found else None
+
+    def _nearest(self, stamp_ns: int, max_dt_ns: int) -> Optional[Any]:
+        if stamp_ns in self._items:
+            return self._items[stamp_ns]
+        if not self._items:
+            return None
+        best = min(self._items, key=lambda stamp: abs(stamp - stamp_ns))
+        return self._items[best] if abs(best - stamp_ns) <= max_dt_ns else None
 
 
 class DepthInput:
@@ -100,6 +113,8 @@ class DepthInput:
         self._cache = DepthCache()
         #: depth messages rejected on arrival (encoding or size).
         self.rejected = 0
+        #: stamp (ns) of the newest depth message received, None before the first.
+        self.newest_stamp_ns: Optional[int] = None
         overriding = QoSOverridingOptions.with_default_policies()
         if self.transport == 'compressedDepth':
             topic = node.resolve_topic_name('depth_in') + '/compressedDepth'
@@ -121,7 +136,7 @@ class DepthInput:
     def _on_depth(self, msg) -> None:
         if isinstance(msg, CompressedImage):
             # Encoding and size are only known once decoded (on the worker, at lookup).
-            self._cache.put(stamp_to_ns(msg.header.stamp), msg)
+            self._store(stamp_to_ns(msg.header.stamp), msg)
             return
         camera = self._camera()
         try:
@@ -136,15 +151,23 @@ class DepthInput:
             self._node.get_logger().warning(f'skipping depth_in message: {error}',
                                             throttle_duration_sec=1.0)
             return
+        self._store(stamp_ns, msg)
+
+    def _store(self, stamp_ns: int, msg) -> None:
+        newest = self.newest_stamp_ns
+        self.newest_stamp_ns = stamp_ns if newest is None else max(newest, stamp_ns)
         self._cache.put(stamp_ns, msg)
 
-    def lookup(self, stamp_ns: int, camera: Camera, max_dt_ns: int) -> Optional[np.ndarray]:
+    def lookup(self, stamp_ns: int, camera: Camera, max_dt_ns: int,
+               wait_s: float = 0.0) -> Optional[np.ndarray]:
         """Return the (H, W) float32 metres depth nearest ``stamp_ns``, or None.
 
-        None when no depth lies within ``max_dt_ns`` or the one found cannot be decoded or
-        does not match ``camera`` (logged, throttled).
+        None when no depth lies within ``max_dt_ns`` (after waiting up to ``wait_s`` for it,
+        once depth has been received at all) or the one found cannot be decoded or does not
+        match ``camera`` (logged, throttled).
         """
-        msg = self._cache.nearest(stamp_ns, max_dt_ns)
+        wait_s = wait_s if self.newest_stamp_ns is not None else 0.0
+        msg = self._cache.nearest(stamp_ns, max_dt_ns, wait_s)
         if msg is None:
             return None
         logger = self._node.get_logger()

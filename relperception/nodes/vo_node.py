@@ -92,6 +92,9 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
     ParameterSpec('depth_max_dt_s', 0.02,
                   'largest stamp difference between a frame and the depth image used for it (s)',
                   0.0, 1.0),
+    ParameterSpec('depth_wait_s', 0.1,
+                  'once depth arrives, how long a frame waits for its depth image (s); a frame '
+                  'without one runs monocular and is counted', 0.0, 1.0),
     ParameterSpec('publish_tf', True, 'broadcast odom -> base_link on TF (needs tf2_ros)',
                   read_only=True),
 )}
@@ -143,6 +146,9 @@ class VisualOdometryNode(Node):
         self._path_poses: collections.deque = collections.deque(
             maxlen=config['path_max_length'])
         self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
+        self._depth_wait_s = config['depth_wait_s']
+        #: frames that had no depth image while depth was arriving (they run monocular).
+        self.frames_without_depth = 0
 
         self._camera: Optional[Camera] = None
         self._last_stamp_ns: Optional[int] = None
@@ -214,6 +220,7 @@ class VisualOdometryNode(Node):
             self._path_poses = collections.deque(self._path_poses,
                                                  maxlen=config['path_max_length'])
         self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
+        self._depth_wait_s = config['depth_wait_s']
         self.pipeline.reconfigure({name: config[name] for name in VO_PARAMETERS})
         self.get_logger().info(f'parameters updated (version {version}); the trajectory '
                                'continues')
@@ -246,7 +253,13 @@ class VisualOdometryNode(Node):
             else:
                 raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
         self._last_stamp_ns = stamp_ns
-        depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns)
+        depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns, self._depth_wait_s)
+        if depth is None and self.depth.newest_stamp_ns is not None:
+            self.frames_without_depth += 1
+            self.get_logger().warning(
+                f'no usable depth image within {self._depth_max_dt_ns * 1e-6:.0f} ms of the '
+                f'frame at {stamp_ns} ns: it runs monocular ({self.frames_without_depth} '
+                'frames so far)', throttle_duration_sec=1.0)
         result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth))
         self.status_counts[result.status] += 1
         self._diagnostics.hardware_id = image.header.frame_id
