@@ -282,6 +282,15 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     summary = write_report(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
                            poses_vo, gt_stamps, gt_poses, errors, plots)
     summary['local_map'] = map_stats
+    if map_stats['map_initializations']:
+        logger.info('local map: %d frames tracked against it, %d initialisation(s), %d keyframes, '
+                    '%d points now; %d bundle adjustments (median %s ms)',
+                    summary['frames_tracked_against_map'], map_stats['map_initializations'],
+                    map_stats['map_keyframes'], map_stats['map_points'], map_stats['ba_calls'],
+                    'n/a' if map_stats['ba_ms_median'] is None
+                    else f"{map_stats['ba_ms_median']:.0f}")
+    if map_stats['ba_unavailable']:
+        errors.add(f"no bundle adjustment: {map_stats['ba_unavailable']}")
     if map_stats['scale_jumps']:
         logger.info('the keyframe-to-keyframe speed changed more than %gx %d times (scale '
                     'jumps or real accelerations)', SCALE_JUMP_FACTOR, map_stats['scale_jumps'])
