@@ -633,3 +633,41 @@ class TestMonocularMap:
         results = _run(vo, camera, frames[:8], use_depth=False)
         assert [r.scale_source for r in results[2:]] == ['constant speed'] * 6
         assert vo.map_stats()['map_initializations'] == 0
+
+    def test_moving_object_and_dropped_frames(self, speed_changing_sequence):
+        camera, frames = speed_changing_sequence
+        frames = frames[:40]
+        rng = np.random.default_rng(0)
+        texture = cv2.GaussianBlur((rng.random((HEIGHT, 400)) * 255).astype(np.uint8),
+                                   (5, 5), 1.5)
+        texture = cv2.cvtColor(texture, cv2.COLOR_GRAY2RGB)
+
+        def steps(results, indices):
+            estimated = np.array([results[i].T_world_cam[:3, 3] for i in indices])
+            true = np.array([frames[i].T_world_cam[:3, 3] for i in indices])
+            return (np.linalg.norm(np.diff(estimated, axis=0), axis=1)
+                    / np.linalg.norm(np.diff(true, axis=0), axis=1))
+
+        # An object moving on its own covers the left half of the view from frame 15 on.
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = []
+        for i, frame in enumerate(frames):
+            rgb = frame.rgb.copy()
+            if i >= 15:
+                offset = 8 * (i - 15) % 200
+                rgb[:, :WIDTH // 2] = texture[:, offset:offset + WIDTH // 2]
+            results.append(vo.step(Frame(rgb, frame.stamp_ns, camera)))
+        assert all(r.status == 'tracking' for r in results[1:])
+        ratios = steps(results, range(5, 40))
+        assert abs(np.log(np.median(ratios[11:]) / np.median(ratios[:9]))) < 0.1
+        assert np.std(np.log(ratios[11:])) < 0.15
+        # Five frames dropped (1.2 s): lost, then a new map whose unit stays within 25 %.
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        kept = [i for i in range(40) if not 20 <= i <= 24]
+        by_index = {i: vo.step(Frame(frames[i].rgb, frames[i].stamp_ns, camera)) for i in kept}
+        assert by_index[25].status == 'lost' and by_index[26].status == 'reinitialized'
+        assert all(by_index[i].status == 'tracking' for i in range(27, 40))
+        assert vo.map_stats()['map_initializations'] == 2
+        before = np.median(steps(by_index, range(6, 20)))
+        after = np.median(steps(by_index, range(27, 40)))
+        assert abs(np.log(after / before)) < np.log(1.25)
