@@ -530,7 +530,7 @@ class TestVisualOdometry:
 
 @pytest.fixture(scope='module')
 def speed_changing_sequence():
-    """Render 60 frames at 5 Hz whose speed changes ~2x (speed_ratio 4), 320x240."""
+    """Render 60 frames at 5 Hz with the speed modulation of speed_ratio 4, 320x240."""
     camera, frames = iter_sequence(60, seed=1, width=WIDTH, height=HEIGHT, fps=5.0,
                                    speed_ratio=4.0)
     return camera, list(frames)

@@ -157,10 +157,6 @@ class FrameAssembler:
         self.frames_skipped = 0
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
-    @staticmethod
-    def _stamp(message) -> int:
-        return message_stamp_ns(message)
-
     def add_camera_info(self, message) -> list:
         from relperception.data.messages import camera_from_camera_info
 
@@ -174,7 +170,7 @@ class FrameAssembler:
 
     def add_depth(self, message) -> list:
         try:
-            stamp = self._stamp(message)
+            stamp = message_stamp_ns(message)
         except ValueError as exc:
             self.errors.add(f'{message.topic}: bad header stamp ({exc})')
             return []
@@ -185,7 +181,7 @@ class FrameAssembler:
 
     def add_image(self, message) -> list:
         try:
-            stamp = self._stamp(message)
+            stamp = message_stamp_ns(message)
         except ValueError as exc:
             self.errors.add(f'{message.topic}: bad header stamp ({exc})')
             self.frames_skipped += 1

@@ -32,27 +32,24 @@ backwards restarts the sequence and a change of image size starts over from the 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
-from relperception.config import section, SPECS
+from relperception.config import section
 from relperception.imaging.drawing import draw_matches
 from relperception.matching import build_matcher
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import GrayImage, ImageInput
-from relperception.nodes.parameters import current_config, declare_parameters
+from relperception.nodes.parameters import (current_config, declare_parameters,
+                                            MATCHER_PARAMETERS)
 from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import cloud_msg_from_matches, image_msg_from_array
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
 from relperception.visualization.relation import loftr_cell_attention, relation_panel
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
-
-#: The parameters of this node from the shared schema.
-MATCHER_PARAMETERS: List[str] = ['matcher'] + [
-    name for name in SPECS if name.split('.')[0] in ('ncc', 'loftr', 'klt', 'orb')]
 
 #: NCC patch side (pixels) of the ``relation_image`` surface.
 RELATION_PATCH_SIZE = 15

@@ -27,6 +27,10 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from relperception.config import ParameterSpec, SPECS
 
+#: The schema's parameters of the matcher choice and every matcher's section.
+MATCHER_PARAMETERS: List[str] = ['matcher'] + [
+    name for name in SPECS if name.split('.')[0] in SPECS['matcher'].choices]
+
 _TYPES = {
     bool: ParameterType.PARAMETER_BOOL,
     int: ParameterType.PARAMETER_INTEGER,

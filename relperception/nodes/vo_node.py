@@ -60,7 +60,8 @@ from relperception.nodes.depth_input import DepthInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput
-from relperception.nodes.parameters import current_config, declare_parameters
+from relperception.nodes.parameters import (current_config, declare_parameters,
+                                            MATCHER_PARAMETERS)
 from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import (
     cloud_msg_from_matches,
@@ -77,8 +78,8 @@ from relperception.transforms import invert_transform
 from sensor_msgs.msg import CameraInfo, PointCloud2
 
 #: The parameters of this node from the shared schema: the matchers and the odometry.
-VO_PARAMETERS: List[str] = ['matcher'] + [
-    name for name in SPECS if name.split('.')[0] in ('ncc', 'loftr', 'klt', 'orb', 'odometry')]
+VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
+    name for name in SPECS if name.startswith('odometry.')]
 
 CAMERA_MOUNT_PARAMETER = 'camera_mount_xyz_qxyzw'
 
@@ -109,8 +110,12 @@ def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
     Raises:
         ValueError: for an invalid configuration.
     """
-    return VOPipeline({name: config[name] for name in VO_PARAMETERS if name in config},
-                      max_history=1000)
+    return VOPipeline(_vo_config(config), max_history=1000)
+
+
+def _vo_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Return the matcher and odometry entries of a node's flat configuration."""
+    return {name: config[name] for name in VO_PARAMETERS if name in config}
 
 
 class VisualOdometryNode(Node):
@@ -221,7 +226,7 @@ class VisualOdometryNode(Node):
                                                  maxlen=config['path_max_length'])
         self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
         self._depth_wait_s = config['depth_wait_s']
-        self.pipeline.reconfigure({name: config[name] for name in VO_PARAMETERS})
+        self.pipeline.reconfigure(_vo_config(config))
         self.get_logger().info(f'parameters updated (version {version}); the trajectory '
                                'continues')
 

@@ -54,7 +54,7 @@ def _pool() -> concurrent.futures.ProcessPoolExecutor:
 
 
 def start_worker() -> None:
-    """Start the worker process now (it imports gtsam, ~1 s) instead of at the first call."""
+    """Start the worker process now (it imports gtsam) instead of at the first call."""
     _pool()
 
 

@@ -144,9 +144,14 @@ class LocalMap:
         found = np.full(np.count_nonzero(finite), -1, dtype=np.int64)
         found[hit] = keyframe.point_ids[index[hit]]
         ids[finite] = found
-        alive = np.array([i in self.points for i in ids]) if len(ids) else np.zeros(0, bool)
-        ids[~alive] = -1
+        ids[~self.known(ids)] = -1
         return ids
+
+    def known(self, point_ids) -> np.ndarray:
+        """Return the (N,) bool mask of ``point_ids`` (N,) that are points of the map."""
+        point_ids = np.asarray(point_ids, dtype=np.int64).reshape(-1)
+        return np.fromiter((int(i) in self.points for i in point_ids), dtype=bool,
+                           count=len(point_ids))
 
     # ------------------------------------------------------------------ points
 
@@ -290,16 +295,31 @@ def triangulate_checked(pixels_a, pixels_b, T_world_a: np.ndarray, T_world_b: np
     T_b_a = invert_transform(T_world_b) @ T_world_a
     points_a = geometry.triangulate(pixels_a, pixels_b, T_b_a, camera)
     points_b = points_a @ T_b_a[:3, :3].T + T_b_a[:3, 3]
+    points_world = points_a @ T_world_a[:3, :3].T + T_world_a[:3, 3]
     with np.errstate(invalid='ignore'):
         good = np.isfinite(points_a).all(axis=1) & (points_a[:, 2] > 0) & (points_b[:, 2] > 0)
-        rays_a = points_a / np.linalg.norm(points_a, axis=1, keepdims=True)
-        centre_b_in_a = invert_transform(T_b_a)[:3, 3]
-        to_b = points_a - centre_b_in_a
-        rays_b = to_b / np.linalg.norm(to_b, axis=1, keepdims=True)
-        cosine = np.sum(rays_a * rays_b, axis=1)
-        good &= cosine <= np.cos(np.deg2rad(min_angle_deg))
+        good &= ray_angles_deg(points_world, T_world_a, T_world_b) >= min_angle_deg
         error_a = np.linalg.norm(geometry.project(points_a, camera) - pixels_a, axis=1)
         error_b = np.linalg.norm(geometry.project(points_b, camera) - pixels_b, axis=1)
         good &= (error_a <= max_error_px) & (error_b <= max_error_px)
-    points_world = points_a @ T_world_a[:3, :3].T + T_world_a[:3, 3]
     return points_world, good
+
+
+def ray_angles_deg(points_world, T_world_a: np.ndarray, T_world_b: np.ndarray) -> np.ndarray:
+    """Return the parallax of points: the angle between their rays from two camera centres.
+
+    Args:
+        points_world: (N, 3) points in the world frame.
+        T_world_a: (4, 4) pose of view a.
+        T_world_b: (4, 4) pose of view b.
+
+    Returns:
+        (N,) float64 degrees in [0, 180]; NaN for non-finite points or a point at a centre.
+    """
+    points_world = as_rows('points_world', points_world, 3)
+    rays_a = points_world - T_world_a[:3, 3]
+    rays_b = points_world - T_world_b[:3, 3]
+    with np.errstate(invalid='ignore', divide='ignore'):
+        cosine = np.sum(rays_a * rays_b, axis=1) / (
+            np.linalg.norm(rays_a, axis=1) * np.linalg.norm(rays_b, axis=1))
+        return np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))

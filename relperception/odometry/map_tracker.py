@@ -43,7 +43,8 @@ from relperception.core_types import Camera, Matches
 from relperception.odometry import geometry
 from relperception.odometry.ba_worker import start_worker, submit_bundle_adjustment
 from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
-from relperception.odometry.local_map import LocalMap, MapKeyframe, triangulate_checked
+from relperception.odometry.local_map import (LocalMap, MapKeyframe, ray_angles_deg,
+                                              triangulate_checked)
 from relperception.transforms import invert_transform
 from scipy.spatial import cKDTree
 
@@ -99,16 +100,6 @@ class MapInit:
     points_world: np.ndarray | None
     good: np.ndarray | None
     message: str
-
-
-def _ray_angles_deg(points_world: np.ndarray, T_world_a: np.ndarray,
-                    T_world_b: np.ndarray) -> np.ndarray:
-    rays_a = points_world - T_world_a[:3, 3]
-    rays_b = points_world - T_world_b[:3, 3]
-    with np.errstate(invalid='ignore', divide='ignore'):
-        cosine = np.sum(rays_a * rays_b, axis=1) / (
-            np.linalg.norm(rays_a, axis=1) * np.linalg.norm(rays_b, axis=1))
-    return np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))
 
 
 class MapTracker:
@@ -205,7 +196,7 @@ class MapTracker:
         conf = self.conf
         ids = self.map.lookup(keyframe, matches.keypoints0)
         hit = ids >= 0
-        num_landmarks = int(np.count_nonzero(self.map.lookup(keyframe, keyframe.keypoints) >= 0))
+        num_landmarks = int(np.count_nonzero(self.map.known(keyframe.point_ids)))
         if np.count_nonzero(hit) < conf['min_matches']:
             return (f'only {np.count_nonzero(hit)} matches hit map points '
                     f'(of {num_landmarks} landmarks)')
@@ -253,8 +244,8 @@ class MapTracker:
         if not (tracked < conf['keyframe_min_tracked_ratio'] * track.num_landmarks
                 or median_flow >= conf['keyframe_max_flow_ratio'] * diagonal):
             return False
-        angles = _ray_angles_deg(self.map.points_world(track.point_ids[inliers]),
-                                 reference.T_world_cam, track.T_world_cam)
+        angles = ray_angles_deg(self.map.points_world(track.point_ids[inliers]),
+                                reference.T_world_cam, track.T_world_cam)
         return bool(np.nanmedian(angles) >= conf['map_min_angle_deg'])
 
     # ------------------------------------------------------------------ initialisation
@@ -287,7 +278,7 @@ class MapTracker:
             conf['map_min_angle_deg'], self.max_point_error_px)
         good &= inliers
         # Parallax angles do not depend on the baseline length.
-        angles = _ray_angles_deg(points, T_world_kf, T_world_kf @ T_kf_cur)
+        angles = ray_angles_deg(points, T_world_kf, T_world_kf @ T_kf_cur)
         wide = int(np.count_nonzero(good & (angles >= conf['map_init_min_angle_deg'])))
         median_angle = float(np.nanmedian(angles[good])) if np.any(good) else 0.0
         if baseline_m is None:
@@ -447,7 +438,7 @@ class MapTracker:
                                                        distance_upper_bound=_ASSOCIATION_PX)
                 hit = np.isfinite(distance) & (ids < 0)
                 ids[hit] = reference.point_ids[index[hit]]
-            ids[~np.isin(ids, list(self.map.points))] = -1
+            ids[~self.map.known(ids)] = -1
             # One keypoint per point, and only where the point reprojects onto it.
             first = np.zeros(len(ids), dtype=bool)
             _, unique_index = np.unique(ids, return_index=True)

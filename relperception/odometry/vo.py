@@ -71,6 +71,7 @@ import typing
 import cv2
 import numpy as np
 
+from relperception.config import SPECS
 from relperception.core_types import Camera, Frame, Matches
 from relperception.odometry import geometry
 from relperception.odometry.map_tracker import MapInit, MapTrack, MapTracker
@@ -173,6 +174,11 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
     return make_transform(cv2.Rodrigues(rotvec)[0], T_cam1_cam0[:3, 3] * ratio)
 
 
+#: The local map's numeric settings (``odometry.<key>`` in :mod:`relperception.config`).
+_MAP_NUMBERS = ('map_init_min_angle_deg', 'map_init_max_homography_ratio', 'map_min_angle_deg',
+                'keyframe_min_tracked_ratio', 'keyframe_max_flow_ratio', 'ba_window_keyframes',
+                'ba_max_iterations', 'ba_max_points')
+
 #: Defaults of the 'odometry.*' configuration (``VisualOdometry``).
 ODOMETRY_DEFAULT_CONF: dict = {
     'mode': 'auto',                  # 'auto' | 'rgbd' | 'mono'
@@ -183,16 +189,9 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'min_depth_m': 0.1,              # depth outside [min, max] is treated as invalid
     'max_depth_m': 40.0,
     'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
-    # Monocular local map (no depth, no translation hint): see map_tracker.py.
-    'mono_map': True,                # PnP against triangulated map points (else 2-view steps)
-    'map_init_min_angle_deg': 1.0,   # parallax of >= min_matches points to initialise
-    'map_init_max_homography_ratio': 0.95,  # homography / essential inliers allowed at init
-    'map_min_angle_deg': 0.5,        # smallest parallax of a new map point
-    'keyframe_min_tracked_ratio': 0.6,  # new keyframe below this share of tracked landmarks
-    'keyframe_max_flow_ratio': 0.05,  # ... or above this median flow (share of the diagonal)
-    'ba_window_keyframes': 6,        # keyframes in the bundle-adjustment window (< 3: none)
-    'ba_max_iterations': 3,          # Levenberg-Marquardt iterations per bundle adjustment
-    'ba_max_points': 500,            # points per bundle adjustment (most observed first)
+    'mono_map': True,                # monocular local map (map_tracker.py), else 2-view steps
+    # The local map's numbers: defaults, bounds and meanings in the schema.
+    **{key: SPECS[f'odometry.{key}'].default for key in _MAP_NUMBERS},
 }
 
 #: Fallback for the monocular scale: () -> (translation norm in metres, where it came from).
@@ -248,22 +247,15 @@ def check_odometry_conf(conf: dict | None,
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'{key} must be a bool, got {merged[key]!r}')
         merged[key] = bool(merged[key])
-    for key, low, high in (('map_init_min_angle_deg', 0.0, 90.0),
-                           ('map_init_max_homography_ratio', 0.0, 1.0),
-                           ('map_min_angle_deg', 0.0, 90.0),
-                           ('keyframe_min_tracked_ratio', 0.0, 1.0),
-                           ('keyframe_max_flow_ratio', 0.0, 1.0)):
+    for key in _MAP_NUMBERS:
         value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                or not low <= value <= high:
-            raise ValueError(f'{key} must be a number in [{low}, {high}], got {value!r}')
-        merged[key] = float(value)
-    for key, low in (('ba_window_keyframes', 0), ('ba_max_iterations', 1),
-                     ('ba_max_points', 1)):
-        value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ValueError(f'{key} must be an integer >= {low}, got {value!r}')
-        merged[key] = int(value)
+        if isinstance(value, numbers.Real) and not np.isfinite(value):
+            raise ValueError(f'{key} must be finite, got {value!r}')
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = int(value)
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            value = float(value)
+        merged[key] = SPECS[f'odometry.{key}'].validate(value)
     return merged
 
 

@@ -182,6 +182,17 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
     pairing = _DenseGroundTruth(topics)
     kinds = {topic: kind for kind, topic in topics.items() if topic}
 
+    def write_sample(kind: str, rgb, prediction, truth) -> None:
+        """Write the next sample strip of ``kind`` (depth / labels) while samples are due."""
+        if not plots or written[kind] >= samples:
+            return
+        from relperception.evaluation.dense_plots import sample_strip
+
+        name = f'{kind}_{written[kind]}.png'
+        sample_strip(rgb, prediction, truth, kind=kind, path_png=sample_dir / name)
+        result['outputs'][f'dense_sample_{kind}_{written[kind]}'] = f'dense_samples/{name}'
+        written[kind] += 1
+
     def evaluate(stamp: int, message, gt: dict) -> None:
         nonlocal confusion, unknown_labels
         where = f'{message.topic} at {stamp} ns'
@@ -209,15 +220,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
                 else:
                     pred = out.raw_depth
                 depth_acc.update(pred, gt_depth)
-                if plots and written['depth'] < samples:
-                    from relperception.evaluation.dense_plots import sample_strip
-
-                    name = f'depth_{written["depth"]}.png'
-                    sample_strip(rgb, pred, gt_depth, kind='depth',
-                                 path_png=sample_dir / name)
-                    result['outputs'][f'dense_sample_depth_{written["depth"]}'] = \
-                        f'dense_samples/{name}'
-                    written['depth'] += 1
+                write_sample('depth', rgb, pred, gt_depth)
             except ValueError as exc:
                 errors.add(f'{where}: depth not scored ({exc})')
         elif topics['depth']:
@@ -242,15 +245,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
                     unknown_labels += int(unknown.sum())
                     gt_labels = np.where(unknown, 255, gt_labels).astype(np.uint8)
                 confusion.update(out.labels, gt_labels)
-                if plots and written['labels'] < samples:
-                    from relperception.evaluation.dense_plots import sample_strip
-
-                    name = f'labels_{written["labels"]}.png'
-                    sample_strip(rgb, out.labels, gt_labels.astype(np.uint8), kind='labels',
-                                 path_png=sample_dir / name)
-                    result['outputs'][f'dense_sample_labels_{written["labels"]}'] = \
-                        f'dense_samples/{name}'
-                    written['labels'] += 1
+                write_sample('labels', rgb, out.labels, gt_labels.astype(np.uint8))
             except ValueError as exc:
                 errors.add(f'{where}: labels not scored ({exc})')
 
