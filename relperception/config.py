@@ -201,7 +201,7 @@ PARAMETERS = (
                   'keyframes in the windowed bundle adjustment (< 3: none)', 0, 100),
     ParameterSpec('odometry.ba_max_iterations', 3,
                   'Levenberg-Marquardt iterations per bundle adjustment', 1, 1000),
-    ParameterSpec('odometry.ba_max_points', 500,
+    ParameterSpec('odometry.ba_max_points', 350,
                   'map points per bundle adjustment (the most observed ones)', 1, 1000000),
     # --- bag topics (offline evaluation and replay) -----------------------------------------
     ParameterSpec('topics.image', '/camera/image_raw', 'image topic (Image or CompressedImage)'),

@@ -176,6 +176,36 @@ class TestLocalMap:
         np.testing.assert_array_equal(problem.fixed, [True, True, True, False, False])
         assert local_map.window_problem(window=2, max_points=50) is None
 
+    def test_adjustment_moves_later_keyframes_and_their_points_rigidly(self):
+        """A keyframe added while the adjustment ran follows the newest adjusted keyframe."""
+        T_cam_world, points, cams, pts, pixels = _problem(seed=3, num_cameras=4)
+        local_map = LocalMap(max_keyframes=10)
+        keyframes = [local_map.add_keyframe(c, invert_transform(T)) for c, T in
+                     enumerate(T_cam_world)]
+        views = {}
+        for c, p, pixel in zip(cams, pts, pixels):
+            views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
+        for p, v in views.items():
+            local_map.add_point(points[p], v)
+        problem = local_map.window_problem(window=4, max_points=1000)
+        later = local_map.add_keyframe(9, invert_transform(T_cam_world[-1]) @ make_transform(
+            np.eye(3), [0.0, 0.0, 0.5]))
+        T_world_later = later.T_world_cam.copy()
+        new_point = local_map.add_point([0.3, 0.2, 6.0], {later.keyframe_id: [5.0, 5.0]})
+        # The adjustment moved the newest keyframe by a known rigid motion.
+        shift = make_transform(_rotation([0.0, 0.01, 0.0]), [0.05, 0.0, -0.02])
+        adjusted = problem.T_cam_world.copy()
+        adjusted[-1] = invert_transform(shift @ invert_transform(adjusted[-1]))
+        correction = local_map.apply_adjustment(
+            problem, adjusted, problem.points_world, np.zeros(len(problem.pixels)), 2.0)
+        np.testing.assert_allclose(correction, shift, atol=1e-9)
+        np.testing.assert_allclose(later.T_world_cam, shift @ T_world_later, atol=1e-9)
+        np.testing.assert_allclose(local_map.points[new_point],
+                                   shift[:3, :3] @ [0.3, 0.2, 6.0] + shift[:3, 3], atol=1e-9)
+        # Keyframes that did not move keep their pose.
+        np.testing.assert_allclose(keyframes[0].T_world_cam, invert_transform(T_cam_world[0]),
+                                   atol=1e-12)
+
     def test_triangulate_checked(self):
         rng = np.random.default_rng(8)
         points = np.stack([rng.uniform(-2, 2, 50), rng.uniform(-1, 1, 50),
@@ -220,8 +250,8 @@ class TestWithoutGtsam:
         tracker = MapTracker(check_odometry_conf(None))
         failed = concurrent.futures.Future()
         failed.set_exception(BundleAdjustmentUnavailable('bundle adjustment needs gtsam'))
-        tracker._pending = (None, failed)
-        assert tracker.join_adjustment() is False
+        tracker._pending = (None, failed, 0)
+        assert tracker.join_adjustment() is None
         stats = tracker.stats()
         assert stats['ba_unavailable'] == 'bundle adjustment needs gtsam'
         assert stats['ba_calls'] == 0 and stats['ba_failures'] == 0

@@ -166,7 +166,14 @@ class TestEvaluateBag:
         local_map = summary['local_map']
         assert local_map['map_initializations'] == 1 and local_map['map_keyframes'] >= 2
         assert local_map['map_points'] > 0 and local_map['ba_calls'] >= 1
-        assert local_map['ba_ms_median'] > 0
+        assert local_map['ba_ms_median'] > 0 and local_map['keyframe_insertion_ms_median'] > 0
+        # Back to back, a frame after a keyframe waits for its background work: part of the
+        # timing, not of the tracking path.
+        with open(tmp_path / 'mono' / 'timing.csv', newline='') as stream:
+            rows = list(csv.DictReader(stream))
+        waits = [float(row['keyframe_wait_ms']) for row in rows]
+        assert max(waits) > 0 and all(float(row['process_ms']) >= w for row, w in zip(rows, waits))
+        assert summary['tracking_median_ms'] <= summary['timing_median_ms']
         by_source = summary['frames_by_scale_source']
         assert by_source['map'] == summary['frames_tracked_against_map'] >= FRAMES // 2
         assert sum(by_source.values()) == FRAMES - 1   # the first frame has no motion

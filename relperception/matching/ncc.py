@@ -47,6 +47,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_pair
+from relperception.matching.image_cache import ImageCache
 from relperception.matching.keypoints import detect_keypoints
 from relperception.validation import as_rows
 
@@ -446,7 +447,9 @@ def _symmetric_refinement(forward: _Tracks, backward: _Tracks) -> Tuple[np.ndarr
 class NCCMatcher:
     """Coarse-to-fine zero-mean NCC matcher with forward-backward check (see module doc).
 
-    ``conf`` keys are the ROS parameter names under ``ncc.`` (see ``default_conf``).
+    ``conf`` keys are the ROS parameter names under ``ncc.`` (see ``default_conf``). An image
+    passed as a read-only array that owns its data keeps its keypoints and pyramid for the next
+    calls (:mod:`relperception.matching.image_cache`): visual odometry passes its keyframe so.
     """
 
     #: Keypoints are corners of image 0 (see ``relperception.matching.base``).
@@ -474,6 +477,8 @@ class NCCMatcher:
                              f'known: {sorted(self.default_conf)}')
         self.conf = {**self.default_conf, **conf}
         self._validate()
+        #: Keypoints and pyramids of read-only images (a keyframe matched against every frame).
+        self.cache = ImageCache()
 
     def _validate(self) -> None:
         c = self.conf
@@ -530,8 +535,11 @@ class NCCMatcher:
         c = self.conf
         half = c['patch_size'] // 2
         radius = c['search_radius_px']
-        keypoints0 = detect_keypoints(image0, c['max_keypoints'], c['cell_size_px'],
-                                      c['min_corner_quality'], border_px=half)
+        keypoints0 = self.cache.get(
+            image0, ('keypoints', c['max_keypoints'], c['cell_size_px'],
+                     c['min_corner_quality'], half),
+            lambda: _read_only(detect_keypoints(image0, c['max_keypoints'], c['cell_size_px'],
+                                                c['min_corner_quality'], border_px=half)))
         if len(keypoints0) == 0:
             _LOGGER.debug('ncc: no keypoints')
             return Matches.empty()
@@ -545,8 +553,8 @@ class NCCMatcher:
         levels = usable_levels(image0.shape, c['pyramid_levels'], c['patch_size'])
         refine_radius = c['refine_radius_px']
         pad = 2 * (half + max(radius, refine_radius)) + 1
-        pyramid0 = [_Level(level, pad) for level in gaussian_pyramid(image0, levels)]
-        pyramid1 = [_Level(level, pad) for level in gaussian_pyramid(image1, levels)]
+        pyramid0 = self._pyramid(image0, levels, pad)
+        pyramid1 = self._pyramid(image1, levels, pad)
         points0 = keypoints0.astype(np.float64)
         forward = _track(pyramid0, pyramid1, points0, prior1, half, radius, refine_radius)
         forward_ok = (forward.found & (forward.score >= c['min_score'])
@@ -575,3 +583,12 @@ class NCCMatcher:
                       len(points0), int(forward_ok.sum()), len(index))
         return Matches(keypoints0[index], points1.astype(np.float32),
                        confidence.astype(np.float32))
+
+    def _pyramid(self, image: np.ndarray, levels: int, pad: int) -> List[_Level]:
+        return self.cache.get(image, ('pyramid', levels, pad), lambda: [
+            _Level(level, pad) for level in gaussian_pyramid(image, levels)])
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array

@@ -231,13 +231,18 @@ class LocalMap:
 
     def apply_adjustment(self, problem: WindowProblem, T_cam_world: np.ndarray,
                          points_world: np.ndarray, residuals_px: np.ndarray,
-                         max_error_px: float) -> int:
+                         max_error_px: float) -> np.ndarray | None:
         """Write refined poses and points back; drop observations above ``max_error_px``.
 
-        Points of the moved keyframes that were not in the problem (``max_points``) move
+        Keyframes added since the snapshot move rigidly with the newest keyframe of the
+        problem. Points that were not in the problem (``max_points``, or created since) move
         rigidly with the newest of their keyframes that moved, so they stay consistent with
         it. Keyframes or points removed since the snapshot are skipped. A point left with fewer
-        than two observations is dropped. Returns the number of points dropped.
+        than two observations is dropped.
+
+        Returns:
+            (4, 4) the rigid correction ``T_world_new @ T_old_world`` of the newest keyframe
+            of the problem (which the later keyframes received), None if it was removed.
         """
         corrections = {}
         for k, T in zip(problem.keyframe_ids, T_cam_world):
@@ -246,6 +251,13 @@ class LocalMap:
                 T_world_new = nearest_rigid(invert_transform(T))
                 corrections[int(k)] = T_world_new @ invert_transform(keyframe.T_world_cam)
                 keyframe.T_world_cam = T_world_new
+        newest = int(np.max(problem.keyframe_ids))
+        correction_newest = corrections.get(newest)
+        if correction_newest is not None:
+            for k, keyframe in self.keyframes.items():
+                if k > newest:
+                    keyframe.T_world_cam = correction_newest @ keyframe.T_world_cam
+                    corrections[k] = correction_newest
         adjusted = {int(pid) for pid in problem.point_ids}
         for pid, views in self.observations.items():
             if pid in adjusted:
@@ -263,12 +275,10 @@ class LocalMap:
             views = self.observations.get(pid)
             if views is not None:
                 views.pop(int(problem.keyframe_ids[problem.camera_index[obs]]), None)
-        dropped = 0
         for pid in {int(problem.point_ids[problem.point_index[o]]) for o in np.flatnonzero(bad)}:
             if pid in self.observations and len(self.observations[pid]) < 2:
                 self.remove_point(pid)
-                dropped += 1
-        return dropped
+        return correction_newest
 
 
 def triangulate_checked(pixels_a, pixels_b, T_world_a: np.ndarray, T_world_b: np.ndarray,

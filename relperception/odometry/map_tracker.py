@@ -16,7 +16,8 @@ arrive. Its steps (``matches`` are always reference keyframe -> current frame):
 2. **Tracking** (:meth:`MapTracker.track`): the matched keyframe keypoints are looked up in
    the keyframe's landmark table; the pose is ``cv2.solvePnPRansac`` against those map points
    (world frame). No scale is assumed: it comes from the map.
-3. **Keyframe insertion** (:meth:`MapTracker.insert_keyframe`): the new keyframe's own
+3. **Keyframe insertion** (:meth:`MapTracker.begin_keyframe`, then
+   :meth:`MapTracker.complete_keyframe` in the background): the new keyframe's own
    keypoints are matched back into the reference keyframe (the motion prior is the local
    flow of the forward matches); a keypoint that lands on a forward match of a map point, or
    on a landmark of the reference keyframe, observes that point again (checked by
@@ -24,9 +25,18 @@ arrive. Its steps (``matches`` are always reference keyframe -> current frame):
    :func:`~relperception.odometry.local_map.triangulate_checked`.
 4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
    keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`), in a worker
-   process (:mod:`~relperception.odometry.ba_worker`): it is joined at the next insertion
-   (never on the other frames' path), so a run is deterministic whatever the machine's
-   speed. Observations that stay above the reprojection limit are removed.
+   process (:mod:`~relperception.odometry.ba_worker`): it is joined ``BA_KEYFRAME_LAG``
+   insertions later, and the next one starts then; keyframes inserted meanwhile move rigidly
+   with the newest adjusted keyframe (:meth:`LocalMap.apply_adjustment
+   <relperception.odometry.local_map.LocalMap.apply_adjustment>`).
+
+**Off the per-frame path, deterministic.** :meth:`MapTracker.submit_keyframe` runs the
+insertion (and its wait for the previous adjustment) in a thread while the caller returns the
+frame's pose and waits for the next frame; :meth:`MapTracker.finish_keyframe` is called before
+the next frame touches the map. The order of every map change is therefore fixed by the frame
+sequence, not by the machine's speed: a live run at any rate gives the offline trajectory.
+When frames arrive faster than a keyframe is completed (offline, back to back), the next frame
+waits for it. Observations that stay above the reprojection limit are removed.
 
 Counters for the run summary are in :meth:`MapTracker.stats`.
 """
@@ -36,6 +46,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import time
 
 import cv2
 import numpy as np
@@ -58,6 +69,9 @@ _ASSOCIATION_PX = 1.0
 _POINT_ERROR_FACTOR = 2.0
 #: Radius (pixels) within which forward flow predicts a reverse match.
 _FLOW_PRIOR_RADIUS_PX = 40.0
+#: A bundle adjustment started at one keyframe is joined this many keyframes later (and the
+#: next one starts then): it has that many frame periods to run off the per-frame path.
+BA_KEYFRAME_LAG = 1
 #: A keyframe-to-keyframe speed change beyond this factor is reported as a scale jump.
 SCALE_JUMP_FACTOR = 2.0
 
@@ -102,6 +116,20 @@ class MapInit:
     message: str
 
 
+@dataclasses.dataclass
+class KeyframeInsertion:
+    """Outcome of :meth:`MapTracker.complete_keyframe`.
+
+    Attributes:
+        correction: (4, 4) rigid transform the finished bundle adjustment applied to the
+            reference keyframe (and so to the new keyframe and the frames after it), or None.
+        note: what the insertion did (points seen again, new points, a speed jump).
+    """
+
+    correction: np.ndarray | None
+    note: str
+
+
 class MapTracker:
     """Local map, its tracking and its bundle adjustment (see the module docstring).
 
@@ -114,7 +142,11 @@ class MapTracker:
         self.conf = conf
         window = conf['ba_window_keyframes']
         self.map = LocalMap(max(window, 2) + _EXTRA_KEYFRAMES)
-        self._pending = None   # (problem, future) of the running bundle adjustment
+        self._pending = None   # (problem, future, keyframe count) of the running adjustment
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        self._insertion: concurrent.futures.Future | None = None   # keyframe being completed
+        self._insertion_ms: list[float] = []
+        self._insertion_failures = 0
         self._ba_ms: list[float] = []
         self._ba_failures = 0
         self.ba_unavailable = ''   # why bundle adjustment cannot run, once found out
@@ -130,7 +162,10 @@ class MapTracker:
     # ------------------------------------------------------------------ state
 
     def reset(self) -> None:
-        """Drop the map (a re-initialisation follows); a running adjustment is discarded."""
+        """Drop the map (a re-initialisation follows); running work is discarded."""
+        if self._insertion is not None:
+            future, self._insertion = self._insertion, None
+            concurrent.futures.wait([future])   # it may start an adjustment: cancelled below
         if self._pending is not None:
             self._pending[1].cancel()
             try:
@@ -149,12 +184,20 @@ class MapTracker:
         self.map.max_keyframes = max(conf['ba_window_keyframes'], 2) + _EXTRA_KEYFRAMES
 
     def close(self) -> None:
-        """Drop the map and any running adjustment (the shared worker process stays)."""
+        """Drop the map and any running work (the shared worker process stays)."""
         self.reset()
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
 
     def stats(self) -> dict:
-        """Return counters for the run summary (bundle-adjustment times in milliseconds)."""
+        """Return counters for the run summary (times in milliseconds).
+
+        ``keyframe_insertion_ms_*`` is the background work per keyframe (:meth:`complete_keyframe`,
+        including the wait for the previous bundle adjustment).
+        """
         ba = np.asarray(self._ba_ms, dtype=np.float64)
+        insertion = np.asarray(self._insertion_ms, dtype=np.float64)
         return {
             'map_initializations': self.initializations,
             'map_keyframes': self.keyframes_inserted,
@@ -167,6 +210,10 @@ class MapTracker:
             'ba_ms_median': float(np.median(ba)) if len(ba) else None,
             'ba_ms_max': float(np.max(ba)) if len(ba) else None,
             'ba_ms_total': float(np.sum(ba)) if len(ba) else 0.0,
+            'keyframe_insertion_ms_median': float(np.median(insertion)) if len(insertion)
+            else None,
+            'keyframe_insertion_ms_max': float(np.max(insertion)) if len(insertion) else None,
+            'keyframe_insertion_failures': self._insertion_failures,
         }
 
     # ------------------------------------------------------------------ prediction
@@ -344,57 +391,100 @@ class MapTracker:
 
     # ------------------------------------------------------------------ keyframes
 
-    def join_adjustment(self) -> bool:
+    def join_adjustment(self) -> np.ndarray | None:
         """Wait for the running bundle adjustment; write its result into the map.
 
-        Returns whether the map changed.
+        Returns the (4, 4) rigid correction of the newest adjusted keyframe, which the
+        keyframes inserted since the adjustment started received too, or None when the map
+        did not change.
         """
         if self._pending is None:
-            return False
-        problem, future = self._pending
+            return None
+        problem, future, _ = self._pending
         self._pending = None
         try:
             result = future.result()
         except BundleAdjustmentUnavailable as error:
             self.ba_unavailable = str(error)
             logger.warning('%s: visual odometry runs without it', error)
-            return False
+            return None
         except (ValueError, RuntimeError, np.linalg.LinAlgError,
                 concurrent.futures.process.BrokenProcessPool) as error:
             self._ba_failures += 1
             logger.warning('bundle adjustment failed: %s', error)
-            return False
+            return None
         self._ba_ms.append(result.elapsed_ms)
         if not (np.all(np.isfinite(result.T_cam_world))
                 and np.all(np.isfinite(result.points_world))):
             self._ba_failures += 1
-            return False
-        self.map.apply_adjustment(problem, result.T_cam_world, result.points_world,
-                                  result.residuals_px, self.max_point_error_px)
-        return True
+            return None
+        return self.map.apply_adjustment(problem, result.T_cam_world, result.points_world,
+                                         result.residuals_px, self.max_point_error_px)
 
-    def insert_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
-                        gray: np.ndarray, stamp_ns: int, T_world_cam: np.ndarray,
-                        matches: Matches, point_ids: np.ndarray,
-                        camera: Camera) -> tuple[MapKeyframe, str]:
-        """Make the tracked frame a keyframe: new observations and points, then BA.
+    def begin_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray) -> MapKeyframe:
+        """Add the tracked frame to the map as a keyframe; :meth:`submit_keyframe` fills it."""
+        self.keyframes_inserted += 1
+        return self.map.add_keyframe(stamp_ns, T_world_cam)
+
+    def submit_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
+                        gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
+                        point_ids: np.ndarray, camera: Camera) -> None:
+        """Complete the keyframe in the background (:meth:`complete_keyframe`).
+
+        The work runs in this tracker's thread while the caller waits for the next frame;
+        :meth:`finish_keyframe` must be called before the map is used again. The images must
+        not change meanwhile.
+        """
+        self.finish_keyframe()
+        if self._thread is None:
+            self._thread = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix='relperception-keyframe')
+        self._insertion = self._thread.submit(
+            self.complete_keyframe, matcher, reference, gray_reference, gray, keyframe,
+            matches, point_ids, camera)
+
+    def finish_keyframe(self) -> KeyframeInsertion | None:
+        """Wait for the keyframe submitted last; None when there is none.
+
+        A failure inside the insertion is logged and drops the map (tracking re-initialises).
+        """
+        if self._insertion is None:
+            return None
+        future, self._insertion = self._insertion, None
+        try:
+            return future.result()
+        except (ValueError, RuntimeError, cv2.error, np.linalg.LinAlgError,
+                FloatingPointError) as error:
+            logger.warning('keyframe insertion failed (%s): the map is dropped', error)
+            self._insertion_failures += 1
+            self.reset()
+            return None
+
+    def complete_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
+                          gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
+                          point_ids: np.ndarray, camera: Camera) -> KeyframeInsertion:
+        """Fill a keyframe from :meth:`begin_keyframe`: new observations and points, then BA.
+
+        The keyframe's own keypoints are matched back into the reference keyframe (while the
+        previous bundle adjustment still runs); then that adjustment is written into the map
+        (the new keyframe moves with the newest adjusted keyframe), the matched keypoints
+        re-observe map points or become new points (see the module docstring), and the next
+        bundle adjustment starts.
 
         Args:
             matcher: the matcher (its ``match`` runs frame -> reference keyframe once).
             reference: the reference keyframe the frame was tracked against.
             gray_reference: (H, W) uint8 image of the reference keyframe.
             gray: (H, W) uint8 image of the frame.
-            stamp_ns: stamp of the frame.
-            T_world_cam: (4, 4) pose of the frame.
+            keyframe: the frame's keyframe from :meth:`begin_keyframe`.
             matches: the tracking matches reference -> frame.
             point_ids: (N,) map point of each tracking match that was a PnP inlier, -1 else.
             camera: intrinsics.
 
         Returns:
-            the new keyframe and a note for the result message.
+            :class:`KeyframeInsertion`.
         """
-        keyframe = self.map.add_keyframe(stamp_ns, T_world_cam)
-        self.keyframes_inserted += 1
+        started = time.perf_counter()
         forward1 = matches.keypoints1.astype(np.float64)
         forward0 = matches.keypoints0.astype(np.float64)
         flow_tree = cKDTree(forward1) if len(forward1) else None
@@ -423,6 +513,13 @@ class MapTracker:
         except (ValueError, cv2.error, np.linalg.LinAlgError, FloatingPointError) as error:
             logger.warning('keyframe matching failed: %s', error)
             reverse = Matches.empty()
+        # The match needs no pose, so it overlaps the running adjustment; the rest does.
+        correction = None
+        if self._pending is not None and \
+                self.keyframes_inserted - self._pending[2] >= BA_KEYFRAME_LAG:
+            correction = self.join_adjustment()
+        T_world_cam = keyframe.T_world_cam
+        stamp_ns = keyframe.stamp_ns
         own = reverse.keypoints0.astype(np.float64)
         in_reference = reverse.keypoints1.astype(np.float64)
         ids = np.full(len(own), -1, dtype=np.int64)
@@ -470,9 +567,12 @@ class MapTracker:
         self.points_created += created
         self.map.set_landmarks(keyframe, own[ids >= 0], ids[ids >= 0])
         note = self._speed_check(stamp_ns, T_world_cam)
-        self._start_adjustment(camera)
-        return keyframe, (f'keyframe: {reobserved} map points seen again, {created} new'
-                          + note)
+        if self._pending is None:
+            self._start_adjustment(camera)
+        self._insertion_ms.append(1e3 * (time.perf_counter() - started))
+        note = f'keyframe: {reobserved} map points seen again, {created} new' + note
+        logger.debug('keyframe %d: %s', stamp_ns, note)
+        return KeyframeInsertion(correction, note)
 
     def _speed_check(self, stamp_ns: int, T_world_cam: np.ndarray) -> str:
         """Count a keyframe-to-keyframe speed change beyond SCALE_JUMP_FACTOR."""
@@ -504,4 +604,4 @@ class MapTracker:
             problem.point_index, problem.pixels, camera, problem.fixed,
             huber_px=self.conf['ransac_threshold_px'],
             max_iterations=self.conf['ba_max_iterations'])
-        self._pending = (problem, future)
+        self._pending = (problem, future, self.keyframes_inserted)

@@ -73,9 +73,10 @@ import numpy as np
 
 from relperception.config import SPECS
 from relperception.core_types import Camera, Frame, Matches
+from relperception.matching.image_cache import frozen_copy
 from relperception.odometry import geometry
 from relperception.odometry.map_tracker import MapInit, MapTrack, MapTracker
-from relperception.transforms import invert_transform, make_transform, nearest_rigid
+from relperception.transforms import invert_transform, make_transform
 
 logger = logging.getLogger(__name__)
 
@@ -520,9 +521,13 @@ class VisualOdometry:
         self._last_step_m: float | None = None  # last keyframe-to-keyframe distance
         self._hint_since_keyframe: float | None = None
         self._map_tracker.reset()
+        #: Time the last :meth:`step` waited for the previous keyframe's background work (ms).
+        self.last_keyframe_wait_ms = 0.0
+        #: What the last completed keyframe insertion did.
+        self.last_keyframe_note = ''
 
     def close(self) -> None:
-        """Drop the running bundle adjustment (the object stays usable)."""
+        """Drop the running keyframe work and bundle adjustment (the object stays usable)."""
         self._map_tracker.close()
 
     def reconfigure(self, matcher, conf: dict | None) -> None:
@@ -538,13 +543,16 @@ class VisualOdometry:
         if not callable(getattr(matcher, 'match', None)):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'matcher must have a match(image0, image1, predict) method, got {type(matcher)}')
-        self.conf = self._check_conf(conf)
+        conf = self._check_conf(conf)
+        self._finish_keyframe()
+        self.conf = conf
         self.matcher = matcher
         self._check_matcher()
         self._map_tracker.reconfigure(self.conf)
 
     def map_stats(self) -> dict:
         """Return the local map's counters (see ``MapTracker.stats``) for a run summary."""
+        self._finish_keyframe()
         return self._map_tracker.stats()
 
     # ------------------------------------------------------------------ public API
@@ -572,8 +580,10 @@ class VisualOdometry:
         start = time.perf_counter()
         if translation_norm_m is not None:
             self._hint_since_keyframe = (self._hint_since_keyframe or 0.0) + translation_norm_m
-        gray = frame.gray
+        # Read-only and owned: a keyframe's keypoints and pyramid are computed once.
+        gray = frozen_copy(frame.gray)
         depth = self._sanitize_depth(frame.depth)
+        self._finish_keyframe()
         result = self._step(frame, gray, depth)
         logger.debug('VO %s %s in %.1f ms: %s', frame.stamp_ns, result.status,
                      1e3 * (time.perf_counter() - start), result.message)
@@ -632,7 +642,7 @@ class VisualOdometry:
                             message=f'{reason}; too little texture to (re)initialise')
         status = STATUS_REINITIALIZED if self._initialized else STATUS_INITIALIZED
         self._map_tracker.reset()
-        self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, self._T_world_last.copy(),
+        self._keyframe = _Keyframe(gray, depth, frame.camera, self._T_world_last.copy(),
                                    frame.stamp_ns)
         self._initialized = True
         self._lost = False
@@ -662,7 +672,7 @@ class VisualOdometry:
             self._last_step_m = distance
             if dt_kf > 0:
                 self._speed_mps = distance / dt_kf
-            self._keyframe = _Keyframe(gray.copy(), depth, frame.camera, T_world_cur.copy(),
+            self._keyframe = _Keyframe(gray, depth, frame.camera, T_world_cur.copy(),
                                        frame.stamp_ns, map_keyframe)
             self._hint_since_keyframe = None
         self._anchor = self._keyframe
@@ -671,25 +681,36 @@ class VisualOdometry:
         self._lost = False
 
     def _insert_map_keyframe(self, frame: Frame, gray: np.ndarray, estimate: _Estimate):
-        """Start the map (initialisation) or extend it; return the new map keyframe."""
+        """Start the map (initialisation) or extend it; return the new map keyframe.
+
+        The keyframe is completed in the background (``MapTracker.submit_keyframe``) and
+        joined by :meth:`_finish_keyframe` before the next frame.
+        """
         tracker, kf = self._map_tracker, self._keyframe
         if isinstance(estimate.map_step, MapInit):
             reference, point_ids = tracker.start_map(kf.stamp_ns, kf.T_world_cam,
                                                      estimate.matches, estimate.map_step)
         else:
             reference, point_ids = kf.map_keyframe, estimate.map_step.point_ids
-            # The finished bundle adjustment moves the reference; the frame moves with it.
-            T_world_reference = reference.T_world_cam.copy()
-            if tracker.join_adjustment():
-                correction = nearest_rigid(reference.T_world_cam
-                                           @ invert_transform(T_world_reference))
-                estimate.T_world_cam = correction @ estimate.T_world_cam
-                self._T_world_last = correction @ self._T_world_last
-        map_keyframe, note = tracker.insert_keyframe(
-            self.matcher, reference, kf.gray, gray, frame.stamp_ns, estimate.T_world_cam,
-            estimate.matches, point_ids, frame.camera)
-        estimate.message += f'; {note}'
+        map_keyframe = tracker.begin_keyframe(frame.stamp_ns, estimate.T_world_cam)
+        tracker.submit_keyframe(self.matcher, reference, kf.gray, gray, map_keyframe,
+                                estimate.matches, point_ids, frame.camera)
+        estimate.message += '; new keyframe (map points added in the background)'
         return map_keyframe
+
+    def _finish_keyframe(self) -> None:
+        """Wait for the keyframe completed in the background; apply its pose correction."""
+        started = time.perf_counter()
+        insertion = self._map_tracker.finish_keyframe()
+        self.last_keyframe_wait_ms = 1e3 * (time.perf_counter() - started)
+        if insertion is None:
+            return
+        if insertion.correction is not None:
+            # The finished bundle adjustment moved the reference; what followed moves with it.
+            self._T_world_last = insertion.correction @ self._T_world_last
+            if self._keyframe is not None and self._keyframe.map_keyframe is not None:
+                self._keyframe.T_world_cam = self._keyframe.map_keyframe.T_world_cam.copy()
+        self.last_keyframe_note = insertion.note
 
     # ------------------------------------------------------------------ estimation
 
