@@ -19,10 +19,12 @@ Each component takes its own section (``section(config, 'ncc')``) as its ``conf`
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
+import yaml.composer
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class ParameterSpec:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f'{self.name} must be a number, got {value!r}')
             value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f'{self.name} must be a finite number, got {value!r}')
         elif kind is str:
             if not isinstance(value, str):
                 raise ValueError(f'{self.name} must be a string, got {value!r}')
@@ -263,24 +267,92 @@ def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = N
     return config
 
 
+#: Largest configuration file read (bytes); parameter files are a few kilobytes.
+MAX_CONFIG_BYTES = 1 << 20
+#: Deepest nesting of mappings/lists in a configuration file.
+MAX_CONFIG_DEPTH = 16
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases, with a bounded nesting depth.
+
+    ROS 2 parameter files use no aliases, and refusing them bounds the work
+    (an alias "bomb" of a few hundred bytes expands to billions of entries).
+    """
+
+    def compose_node(self, parent, index):
+        if isinstance(self.peek_event(), yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, 'YAML aliases (*name) are not allowed in configuration files',
+                event.start_mark)
+        self._depth = getattr(self, '_depth', 0) + 1
+        try:
+            if self._depth > MAX_CONFIG_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f'nesting deeper than {MAX_CONFIG_DEPTH} levels',
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def read_config_file(path: Union[str, Path]) -> Mapping[str, Any]:
+    """Read a YAML configuration file into a mapping, safely and with bounded work.
+
+    Only regular files up to :data:`MAX_CONFIG_BYTES` are read (a FIFO or device would block or
+    never end); YAML is parsed with the safe loader (no Python tags), without aliases and
+    at most :data:`MAX_CONFIG_DEPTH` levels deep.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: not a regular file, too large, not valid YAML (with the line), a refused
+            construct, or not a mapping at the top level.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f'configuration file not found: {path}')
+    if not path.is_file():
+        raise ValueError(f'{path}: not a regular file (a configuration must be a YAML file)')
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f'{path}: {size} bytes, more than a configuration file can be '
+                         f'({MAX_CONFIG_BYTES} bytes)')
+    try:
+        with open(path, encoding='utf-8') as stream:
+            tree = yaml.load(stream, Loader=_ConfigLoader) or {}  # noqa: S506 (safe loader)
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{path}: not a UTF-8 text file ({error.reason})') from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, 'problem_mark', None)
+        where = f' (line {mark.line + 1}, column {mark.column + 1})' if mark else ''
+        problem = getattr(error, 'problem', None) or str(error)
+        raise ValueError(f'{path}: not a valid configuration file: {problem}{where}') from None
+    if not isinstance(tree, Mapping):
+        raise ValueError(f'{path}: expected a mapping at the top level, got '
+                         f'{type(tree).__name__}')
+    return tree
+
+
 def load_config(path: Optional[Union[str, Path]] = None,
                 overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Load a YAML configuration (flat, nested or ROS parameter file) over the defaults.
 
     Args:
-        path: YAML file, or None for the defaults.
+        path: YAML file (read by :func:`read_config_file`), or None for the defaults.
         overrides: flat or nested values applied last (e.g. from the command line).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: an unreadable file, an unknown key or an invalid value, named.
     """
     config = defaults()
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f'configuration file not found: {path}')
-        with open(path, encoding='utf-8') as stream:
-            tree = yaml.safe_load(stream) or {}
-        if not isinstance(tree, Mapping):
-            raise ValueError(f'{path}: expected a mapping at the top level')
-        config = validate(_strip_ros_wrapper(tree), config)
+        tree = read_config_file(path)
+        try:
+            config = validate(_strip_ros_wrapper(tree), config)
+        except ValueError as error:
+            raise ValueError(f'{path}: {error}') from None
     if overrides:
         config = validate(overrides, config)
     return config

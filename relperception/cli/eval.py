@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('bag', help='rosbag2 directory or .mcap / .db3 file')
     parser.add_argument('-o', '--output', required=True,
                         help='output folder (trajectory.tum, groundtruth.tum, summary.json, '
-                             'timing.csv, trajectory.png, errors.png)')
+                             'timing.csv, trajectory.png, errors.png); the files of an earlier '
+                             'run there (those its summary.json lists) are removed first')
     parser.add_argument('--config', help='YAML configuration (flat, nested or ROS params file)')
     parser.add_argument('--mode', choices=('auto', 'rgbd', 'mono'),
                         help='odometry mode (default: odometry.mode of the configuration; '

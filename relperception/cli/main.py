@@ -17,13 +17,29 @@ import argparse
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
 from typing import List, Optional
 
 import relperception
 import relperception.cli as cli_package
+from relperception.interruption import raise_on_sigterm, Terminated
 
 _NOT_VERBS = {'main', 'common'}
+
+#: Exit codes: success, a bad input or setting (one line names it), an internal error (a bug:
+#: the message asks for ``--debug``), interrupted by SIGINT (Ctrl-C) or SIGTERM.
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2   # argparse's own code for a malformed command line
+EXIT_INTERNAL_ERROR = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+_EPILOG = (f'exit codes: {EXIT_OK} done; {EXIT_BAD_INPUT} bad input or setting (one line names '
+           f'it); {EXIT_USAGE} malformed command line; {EXIT_INTERNAL_ERROR} internal error '
+           f'(run again with --debug for the traceback and report it); {EXIT_INTERRUPTED} '
+           f'interrupted (Ctrl-C); {EXIT_TERMINATED} terminated (SIGTERM)')
 
 
 def available_verbs() -> List[str]:
@@ -41,9 +57,12 @@ def build_parser(verb: Optional[str] = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='relperception',
         description='Compare -> score -> aggregate: NCC vs learned matching, conv vs ViT, '
-                    'visual odometry and rosbag evaluation for ROS 2.')
+                    'visual odometry and rosbag evaluation for ROS 2.',
+        epilog=_EPILOG)
     parser.add_argument('--version', action='version', version=relperception.__version__)
     parser.add_argument('-v', '--verbose', action='store_true', help='debug logging')
+    parser.add_argument('--debug', action='store_true',
+                        help='show the traceback of an error (for bug reports)')
     sub = parser.add_subparsers(dest='verb', metavar='VERB')
     for name in available_verbs():
         if verb is not None and name != verb:
@@ -67,13 +86,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.verb:
         parser.print_help()
         return 2
+    log = logging.getLogger('relperception')
+    previous = raise_on_sigterm()
     try:
         return int(_load(args.verb).run(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        log.error('interrupted')
+        return EXIT_INTERRUPTED
+    except Terminated:
+        log.error('terminated (SIGTERM)')
+        return EXIT_TERMINATED
     except (ValueError, OSError, RuntimeError) as exc:
-        logging.getLogger('relperception').error('%s', exc)
-        return 1
+        log.error('%s', exc, exc_info=args.debug)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 (the last resort: a bug, said as one)
+        log.error('internal error: %s: %s (run again with --debug for the traceback, and '
+                  'please report it)', type(exc).__name__, exc, exc_info=args.debug)
+        return EXIT_INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == '__main__':

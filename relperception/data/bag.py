@@ -317,6 +317,22 @@ def _register_bag_types(typestore, connections) -> None:
         typestore.register({k: v for k, v in missing.items() if k not in typestore.types})
 
 
+def _refuse_special_files(path: Path) -> None:
+    """Raise ValueError when the bag, or a file of a bag directory, is not a regular file.
+
+    A FIFO, socket or device would block the reader or never end.
+    """
+    if path.is_dir():
+        entries = [p for p in path.iterdir()
+                   if p.name == 'metadata.yaml' or p.suffix in _BAG_FILE_SUFFIXES]
+    else:
+        entries = [path]
+    for entry in entries:
+        if not entry.is_file():
+            raise ValueError(f'{entry} is not a regular file (a FIFO, socket or device?): '
+                             'a bag is a directory of regular files or a .mcap/.db3 file')
+
+
 class BagReader:
     """Read a rosbag2 bag; use as a context manager.
 
@@ -353,6 +369,7 @@ class BagReader:
         path = self.path
         if not path.exists():
             raise FileNotFoundError(f'bag {path} does not exist')
+        _refuse_special_files(path)
         if path.is_dir() and not (path / 'metadata.yaml').exists():
             files = sorted(p for p in path.iterdir() if p.suffix in _BAG_FILE_SUFFIXES)
             if len(files) != 1:

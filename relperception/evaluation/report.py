@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,9 @@ def to_jsonable(value: Any) -> Any:
 def write_json(path: str | Path, data: Mapping[str, Any]) -> Path:
     """Write ``data`` as indented JSON (numpy values converted, NaN and inf as null).
 
+    The text goes to a temporary file next to ``path`` that then replaces it, so an interrupted
+    write never leaves a truncated file.
+
     Args:
         path: output file (parent folders are created).
         data: mapping of JSON-able values, numpy scalars and arrays.
@@ -180,7 +184,9 @@ def write_json(path: str | Path, data: Mapping[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
-    path.write_text(text + '\n', encoding='utf-8')
+    temporary = path.with_name(f'.{path.name}.partial')
+    temporary.write_text(text + '\n', encoding='utf-8')
+    os.replace(temporary, path)
     return path
 
 
@@ -205,3 +211,37 @@ def format_metrics_table(rows: Mapping[str, Mapping[str, Any]],
         lines.append(cells)
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     return '\n'.join('  '.join(cell.rjust(w) for cell, w in zip(row, widths)) for row in lines)
+
+
+#: Files every run summary lists besides its ``outputs``.
+_RUN_FILES = ('summary.json', 'timing.csv')
+
+
+def remove_earlier_outputs(output_dir: str | Path) -> list[str]:
+    """Remove the files an earlier run wrote into ``output_dir``, so none is left stale.
+
+    The earlier run is known by its ``summary.json``: its ``outputs`` (file names relative to
+    the folder) and the summary and timing files go; nothing else in the folder is touched.
+
+    Returns:
+        the removed names (empty when the folder holds no earlier run).
+    """
+    output_dir = Path(output_dir)
+    summary_path = output_dir / 'summary.json'
+    if not summary_path.is_file():
+        return []
+    try:
+        earlier = json.loads(summary_path.read_text(encoding='utf-8'))
+        outputs = earlier.get('outputs') or {}
+        names = [str(v) for v in outputs.values() if isinstance(v, str)]
+    except (ValueError, OSError, AttributeError):
+        names = []
+    removed = []
+    root = output_dir.resolve()
+    for name in [*names, *_RUN_FILES]:
+        path = (output_dir / name).resolve()
+        if root not in path.parents or not path.is_file():
+            continue   # outside the folder, or already gone
+        path.unlink()
+        removed.append(name)
+    return removed

@@ -235,13 +235,10 @@ def build_dense_backend(dense_conf: Mapping[str, Any], model_conf: Mapping[str, 
 
     backend_name = dense_conf.get('backend', 'torch')
     if backend_name == 'torch':
-        import torch
         from relperception.models.dense import build_dense_model
+        from relperception.runtime.devices import torch_device
 
-        device = str(dense_conf.get('device', 'cpu'))
-        if device.startswith('cuda') and not torch.cuda.is_available():
-            raise ValueError(f'dense.device is {device!r} but this torch has no CUDA device '
-                             f'(torch {torch.__version__}); use cpu')
+        device = str(torch_device(str(dense_conf.get('device', 'cpu')), 'dense.device'))
         # build_dense_model applies the preset's key_map (e.g. Depth Anything V2 files).
         module = build_dense_model(model_conf, weights=str(resolve_weights(dense_conf,
                                                                            model_conf)))

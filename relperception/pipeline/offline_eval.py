@@ -74,9 +74,10 @@ from relperception.config import load_config
 from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S, MODES,
                                            read_ground_truth, require_topic, resolve_mode)
 from relperception.data.error_log import ErrorLog
-from relperception.evaluation.report import write_json
+from relperception.evaluation.report import remove_earlier_outputs, write_json
 from relperception.evaluation.trajectory import interpolate_poses
 from relperception.evaluation.vo_report import log_summary, percentile, write_report
+from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.odometry.map_tracker import SCALE_JUMP_FACTOR
 from relperception.pipeline.dense_eval import build_dense_depth, DENSE_SAMPLES, evaluate_dense
 
@@ -178,6 +179,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     frames_read = 0
 
     with BagReader(bag_path) as reader:
+        removed = remove_earlier_outputs(output_dir)
+        if removed:
+            logger.info('%s: replaced the %d files of an earlier run', output_dir, len(removed))
         bag_topics = reader.topics
         counts = reader.message_counts
         image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag_path)
@@ -252,6 +256,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                     logger.debug('frame %d lost: %s', stamp, result.message)
             return max_frames is None or frames_read < int(max_frames)
 
+        interrupted = None
         try:
             keep_going = True
             for message in reader.messages(wanted):
@@ -266,6 +271,11 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                     break
             if keep_going:
                 consume(assembler.flush())
+        except INTERRUPTIONS as exc:
+            interrupted = exc
+            complete = False
+            errors.add(f'{interruption_reason(exc)} after {frames_read} frames: the results '
+                       'of those frames are written', logging.ERROR)
         except Exception as exc:  # noqa: BLE001 - keep and report what was computed so far
             complete = False
             errors.add(f'processing stopped after {frames_read} frames: '
@@ -276,7 +286,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             complete = False
         errors.add_new(reader.errors, seen_reader_errors)
         dense_summary = None
-        if dense:
+        if dense and interrupted is None:
             dense_summary = evaluate_dense(reader, image_topic, config, output_dir, errors,
                                            max_frames=max_frames, stride=int(dense_stride),
                                            samples=int(dense_samples), plots=plots,
@@ -332,6 +342,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     if dense_summary is not None:
         summary['dense'] = dense_summary
         summary['outputs'].update(dense_summary.pop('outputs', {}))
+    summary['interrupted'] = None if interrupted is None else interruption_reason(interrupted)
     write_json(output_dir / 'summary.json', summary)
     log_summary(summary)
+    if interrupted is not None:
+        raise interrupted
     return summary

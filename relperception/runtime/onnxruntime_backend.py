@@ -30,6 +30,17 @@ _ORT_DTYPES = {
 SIZE_KEYS = ('min_height', 'max_height', 'min_width', 'max_width', 'size_multiple')
 
 
+def _ort_errors() -> tuple:
+    """Return onnxruntime's own exception classes (they derive from Exception only)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+    return tuple(value for value in vars(state).values()
+                 if isinstance(value, type) and issubclass(value, Exception))
+
+
+#: Exceptions onnxruntime raises for a bad model or a failed run.
+ORT_ERRORS = _ort_errors()
+
+
 class OnnxRuntimeBackend:
     """Run an ONNX model with onnxruntime as an ``InferenceBackend``.
 
@@ -51,7 +62,8 @@ class OnnxRuntimeBackend:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: ``num_threads`` < 1.
+        ValueError: ``num_threads`` < 1, or a file onnxruntime cannot load (not ONNX, empty,
+            an invalid graph), with onnxruntime's reason.
     """
 
     def __init__(self, path, providers: Optional[Sequence[Any]] = None,
@@ -71,8 +83,12 @@ class OnnxRuntimeBackend:
             options.intra_op_num_threads = int(num_threads)
             options.inter_op_num_threads = 1
         providers = list(providers) if providers else ['CPUExecutionProvider']
-        self.session = ort.InferenceSession(str(self.path), sess_options=options,
-                                            providers=providers)
+        try:
+            self.session = ort.InferenceSession(str(self.path), sess_options=options,
+                                                providers=providers)
+        except ORT_ERRORS as error:
+            raise ValueError(f'{self.path}: not a usable ONNX model: '
+                             f'{_ort_message(error)}') from None
         wanted = [p if isinstance(p, str) else p[0] for p in providers]
         missing = [p for p in wanted if p not in self.session.get_providers()]
         if missing:
@@ -143,12 +159,25 @@ class OnnxRuntimeBackend:
 
         Raises:
             ValueError: inputs that do not fit the model (see ``check_inputs``).
+            RuntimeError: onnxruntime failed to run the model, with its reason.
         """
         self.check_inputs(inputs)
         feed = {n: np.ascontiguousarray(inputs[n]) for n in self.input_names}
-        outputs = self.session.run(list(self.output_names), feed)
+        try:
+            outputs = self.session.run(list(self.output_names), feed)
+        except ORT_ERRORS as error:
+            raise RuntimeError(f'{self.path.name}: onnxruntime failed: '
+                               f'{_ort_message(error)}') from None
         return dict(zip(self.output_names, outputs))
 
 
 def _shape_str(shape) -> str:
     return '(' + ','.join(str(d) if d is not None else '?' for d in shape) + ')'
+
+
+def _ort_message(error: Exception) -> str:
+    """Return onnxruntime's reason without its ``[ONNXRuntimeError] : N : CODE :`` prefix."""
+    text = str(error).strip()
+    if text.startswith('[ONNXRuntimeError]'):
+        text = text.split(':', 3)[-1].strip()
+    return text[:300]

@@ -8,6 +8,7 @@ from typing import Dict, Sequence
 
 import numpy as np
 from relperception.runtime.base import check_input_names
+from relperception.runtime.devices import torch_device
 import torch
 
 
@@ -38,7 +39,7 @@ class TorchBackend:
             raise ValueError('TorchBackend needs input_names and output_names')
         self.input_names = tuple(input_names)
         self.output_names = tuple(output_names)
-        self.device = torch.device(device)
+        self.device = torch_device(device)
         self.module = module.to(self.device).eval()
 
     def run(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:

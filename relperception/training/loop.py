@@ -39,11 +39,13 @@ import logging
 import math
 import os
 from pathlib import Path
+import pickle
 import random
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from relperception.runtime.devices import torch_device
 import torch
 
 logger = logging.getLogger(__name__)
@@ -222,7 +224,7 @@ class Trainer:
         if warmup_steps < 0 or checkpoint_every < 1 or validate_every < 0:
             raise ValueError('warmup_steps and validate_every must be >= 0, checkpoint_every >= 1')
         seed_everything(seed)
-        self.device = torch.device(device)
+        self.device = torch_device(device)
         self.model = model.to(self.device)
         self.loss_fn = loss_fn
         self.output_dir = Path(output_dir)
@@ -309,7 +311,16 @@ class Trainer:
         path = Path(path) if path is not None else self.checkpoint_path
         if not path.is_file():
             raise FileNotFoundError(f'no checkpoint {path}')
-        state = torch.load(path, map_location='cpu', weights_only=True)
+        try:
+            state = torch.load(path, map_location='cpu', weights_only=True)
+        except pickle.UnpicklingError:
+            raise ValueError(f'{path} was refused: it holds Python objects beyond tensors and '
+                             'plain containers, which a checkpoint of this trainer never does '
+                             '(only such files are loaded, never arbitrary pickles)') from None
+        except (RuntimeError, EOFError, OSError) as error:
+            raise ValueError(f'{path} is not a readable checkpoint: {error}') from None
+        if not isinstance(state, dict):
+            raise ValueError(f'{path} is no training checkpoint (a {type(state).__name__})')
         missing = {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'rng'} - set(state)
         if missing:
             raise ValueError(f'{path} is no training checkpoint (missing {sorted(missing)})')

@@ -30,6 +30,7 @@ from relperception.matching.base import check_gray_image, check_gray_pair, Predi
 from relperception.matching.loftr.model import (check_compute_dtype, LoFTR, ONNX_INPUT_NAMES,
                                                 ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
+from relperception.runtime.devices import torch_device
 import torch
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class LoFTRMatcher:
         self.model: Optional[LoFTR] = None
         self.backend = None
         if c['backend'] == 'torch':
-            self.device = torch.device(c['device'])
+            self.device = torch_device(c['device'], 'loftr.device')
             if model is None:
                 model_conf = {'compute_dtype': c['compute_dtype']}
                 if c['max_matches']:
