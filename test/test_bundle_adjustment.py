@@ -47,6 +47,20 @@ def _problem(seed=0, num_cameras=6, num_points=300, pixel_noise=0.0):
             np.array(pixels))
 
 
+def _filled_map(seed, num_cameras):
+    """Return a LocalMap holding a :func:`_problem`: map, keyframes, views, T_cam_world."""
+    T_cam_world, points, cams, pts, pixels = _problem(seed=seed, num_cameras=num_cameras)
+    local_map = LocalMap(max_keyframes=10)
+    keyframes = [local_map.add_keyframe(c, invert_transform(T)) for c, T in
+                 enumerate(T_cam_world)]
+    views = {}
+    for c, p, pixel in zip(cams, pts, pixels):
+        views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
+    for p, v in views.items():
+        local_map.add_point(points[p], v)
+    return local_map, keyframes, views, T_cam_world
+
+
 class TestBundleAdjust:
     def test_recovers_points_and_poses(self):
         T_cam_world, points, cams, pts, pixels = _problem()
@@ -157,15 +171,7 @@ class TestLocalMap:
         assert set(local_map.observations[shared]) == {k1.keyframe_id}
 
     def test_window_problem_fixes_the_gauge_and_caps_points(self):
-        T_cam_world, points, cams, pts, pixels = _problem(seed=7, num_cameras=5)
-        local_map = LocalMap(max_keyframes=10)
-        keyframes = [local_map.add_keyframe(c, invert_transform(T)) for c, T in
-                     enumerate(T_cam_world)]
-        views = {}
-        for c, p, pixel in zip(cams, pts, pixels):
-            views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
-        for p, v in views.items():
-            local_map.add_point(points[p], v)
+        local_map, keyframes, views, _ = _filled_map(seed=7, num_cameras=5)
         problem = local_map.window_problem(window=4, max_points=50)
         assert len(problem.point_ids) == 50
         seen = [len(views[p]) for p in problem.point_ids]
@@ -178,15 +184,7 @@ class TestLocalMap:
 
     def test_adjustment_moves_later_keyframes_and_their_points_rigidly(self):
         """A keyframe added while the adjustment ran follows the newest adjusted keyframe."""
-        T_cam_world, points, cams, pts, pixels = _problem(seed=3, num_cameras=4)
-        local_map = LocalMap(max_keyframes=10)
-        keyframes = [local_map.add_keyframe(c, invert_transform(T)) for c, T in
-                     enumerate(T_cam_world)]
-        views = {}
-        for c, p, pixel in zip(cams, pts, pixels):
-            views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
-        for p, v in views.items():
-            local_map.add_point(points[p], v)
+        local_map, keyframes, _, T_cam_world = _filled_map(seed=3, num_cameras=4)
         problem = local_map.window_problem(window=4, max_points=1000)
         later = local_map.add_keyframe(9, invert_transform(T_cam_world[-1]) @ make_transform(
             np.eye(3), [0.0, 0.0, 0.5]))
