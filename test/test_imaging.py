@@ -13,9 +13,11 @@ import pytest
 from relperception.imaging import (
     CAMVID_CLASS_NAMES,
     CAMVID_PALETTE,
+    check_depth,
     colorize_depth,
     colorize_labels,
     compressed_to_numpy,
+    DEPTH_PROBLEMS,
     depth_to_metres,
     image_to_numpy,
     numpy_to_compressed_fields,
@@ -653,3 +655,61 @@ class TestRealFrames:
         np.testing.assert_array_equal(compressed_to_numpy(depth_msg)[0], raw)
         colour = colorize_depth(raw.astype(np.float32) / 5000.0)  # TUM: 5000 units per metre
         np.testing.assert_array_equal(colour[raw == 0], 0)
+
+
+class TestDepthChecks:
+    """check_depth: refused depth gets a named problem; real depth passes."""
+
+    @staticmethod
+    def _depth_m():
+        from relperception.data.synthetic import SyntheticScene
+
+        scene = SyntheticScene(seed=2, width=160, height=120)
+        return scene.render(scene.trajectory(1)[0])[1].astype(np.float32)
+
+    def test_good_depth_passes_in_both_encodings(self):
+        depth = self._depth_m()
+        millimetres = np.nan_to_num(depth * 1000).astype(np.uint16)
+        for values, encoding in ((depth, '32FC1'), (millimetres, '16UC1'),
+                                 (millimetres[..., None], 'mono16')):
+            check = check_depth(values, encoding, depth.shape)
+            assert check.problem is None and check.message == ''
+            np.testing.assert_allclose(check.depth, depth, atol=1e-3, equal_nan=True)
+
+    def test_each_problem_is_named(self):
+        depth = self._depth_m()
+        millimetres = np.nan_to_num(depth * 1000).astype(np.uint16)
+        cases = {
+            'undecodable': (millimetres, 'rgb8'),
+            'wrong_size': (depth[::2, ::2].copy(), '32FC1'),
+            'byte_swapped': (millimetres.byteswap(), '16UC1'),
+            'no_valid_pixel': (-depth, '32FC1'),
+            'implausible_range': (depth * 1000, '32FC1'),
+        }
+        assert set(cases) == set(DEPTH_PROBLEMS)
+        for problem, (values, encoding) in cases.items():
+            check = check_depth(values, encoding, depth.shape)
+            assert check.depth is None and check.problem == problem, (problem, check)
+            assert check.message
+        metres_as_mm = np.nan_to_num(depth).astype(np.uint16)   # 2, 3, 4 "millimetres"
+        assert check_depth(metres_as_mm, '16UC1', depth.shape).problem == 'implausible_range'
+        all_nan = np.full_like(depth, np.nan)
+        assert check_depth(all_nan, '32FC1', depth.shape).problem == 'no_valid_pixel'
+
+    def test_real_sensor_depth_passes(self):
+        from conftest import shared_dataset
+
+        tum = shared_dataset('tum_rgbd_fr3_long_office_household_1hz_17f')
+        nyu_sun = shared_dataset('rgbd_single_frames_nyu_sun')
+        for path in sorted((tum / 'depth').glob('*.png'))[:5] + [nyu_sun / 'SUN_depth.png']:
+            raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+            assert raw.dtype == np.uint16, path
+            check = check_depth(raw, '16UC1', raw.shape)
+            assert check.problem is None, (path, check.message)
+            # The same data with its bytes swapped is caught.
+            assert check_depth(raw.byteswap(), '16UC1', raw.shape).problem == 'byte_swapped'
+        # NYU_depth.pgm stores its samples little-endian, against the PGM format: OpenCV reads
+        # them swapped, and that is what the check says.
+        nyu = cv2.imread(str(nyu_sun / 'NYU_depth.pgm'), cv2.IMREAD_UNCHANGED)
+        assert check_depth(nyu, '16UC1', nyu.shape).problem == 'byte_swapped'
+        assert check_depth(nyu.byteswap(), '16UC1', nyu.shape).problem != 'byte_swapped'

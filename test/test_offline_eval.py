@@ -52,7 +52,7 @@ def _gt_from_bag(path):
 
 
 def _write_broken_bag(path, num_frames=10):
-    """Write a 320x240 RGB-D bag with one bad image, one wrong-size and one NaN depth.
+    """Write a 320x240 RGB-D bag with one bad image; wrong-size, NaN and millimetre depth.
 
     Depth messages come before their image for odd frames, and are stamped 5 ms late for
     frame 2 (nearest-stamp pairing).
@@ -66,6 +66,8 @@ def _write_broken_bag(path, num_frames=10):
                 depth = depth[::2, ::2].copy()  # wrong size
             elif index == 5:
                 depth = np.full_like(depth, np.nan)  # no valid pixel
+            elif index == 8:
+                depth = depth * 1000.0  # millimetres labelled 32FC1
             depth_stamp = stamp + (5_000_000 if index == 2 else 0)
 
             def write_depth(depth=depth, depth_stamp=depth_stamp):
@@ -200,19 +202,22 @@ class TestEvaluateBag:
         assert summary['frames_read'] == 10
         assert summary['frames_skipped'] == 1  # the undecodable image
         assert summary['frames_processed'] == 9
-        assert summary['frames_without_depth'] == 2  # wrong size, all NaN
+        assert summary['frames_without_depth'] == 3  # wrong size, all NaN, millimetres
+        assert summary['depth_problems'] == {'wrong_size': 1, 'no_valid_pixel': 1,
+                                             'implausible_range': 1}
         joined = '\n'.join(summary['errors'])
         assert 'undecodable image' in joined
         assert 'depth is 160x120' in joined
         assert 'no valid depth pixel' in joined
-        assert summary['num_errors'] == 3  # the 5 ms late depth is paired, not an error
+        assert 'millimetres labelled 32FC1' in joined
+        assert summary['num_errors'] == 4  # the 5 ms late depth is paired, not an error
         with open(tmp_path / 'out' / 'timing.csv', newline='') as stream:
             rows = list(csv.DictReader(stream))
         with_depth = [int(row['frame']) for row in rows if row['depth'] == '1']
         stamps = [int(row['stamp_ns']) for row in rows]
         assert len(stamps) == 9 and stamps == sorted(stamps)
-        # rows are bag frames 0-6, 8, 9 (7 skipped); 3 and 5 lose their depth, 2 pairs at 5 ms
-        assert with_depth == [0, 1, 2, 4, 6, 7, 8]
+        # rows are bag frames 0-6, 8, 9 (7 skipped); 3, 5 and 8 lose their depth, 2 pairs at 5 ms
+        assert with_depth == [0, 1, 2, 4, 6, 8]
         assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
 
     def test_truncated_bag(self, synthetic_bag, tmp_path):

@@ -271,6 +271,39 @@ class TestVisualOdometryNode:
         assert len(run.paths[-1].poses) == 1
         assert run.node.worker.running
 
+    def test_implausible_depth_and_camera_info_are_counted_in_diagnostics(
+            self, harness, sequence):
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        camera, frames = sequence
+        run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        broken = camera_info_msg(camera)
+        broken.k = [0.0] * 9   # no focal length
+        run.publishers['camera_info'].publish(broken)
+        assert wait_for(lambda: run.node.camera_info_refused == 1)
+        run.send_camera_info(camera)
+        for frame in frames[:4]:   # millimetres labelled 32FC1 metres
+            run.send_depth(frame.depth * 1000.0, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(4)
+        assert dict(run.node.depth.problems) == {'implausible_range': 4}
+        assert run.node.frames_without_depth == 4   # they ran monocular, and say so
+
+        def reported():
+            for report in reports:
+                for status in report.status:
+                    values = {kv.key: kv.value for kv in status.values}
+                    if values.get('depth_implausible_range') == '4' and \
+                            values.get('camera_info_refused') == '1':
+                        return status
+            return None
+
+        assert wait_for(lambda: reported() is not None, timeout=10.0)
+        assert any(s.level == b'\x01' and 'depth_implausible_range' in s.message
+                   for r in reports for s in r.status)
+
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence
         mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]

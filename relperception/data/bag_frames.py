@@ -14,7 +14,7 @@ other steps every reader of a recording takes (offline evaluation, live replay, 
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 import logging
 import time
@@ -154,6 +154,8 @@ class FrameAssembler:
         self.depths: deque = deque(maxlen=MAX_BUFFERED_DEPTHS)  # (stamp_ns, BagMessage)
         self.newest_depth_ns: int | None = None
         self.frames_without_depth = 0
+        #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`.
+        self.depth_problems: Counter = Counter()
         self.frames_skipped = 0
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
@@ -282,7 +284,7 @@ class FrameAssembler:
 
     def _depth_for(self, stamp: int, shape):
         from relperception.data.messages import decode_image_message
-        from relperception.imaging.image_encodings import depth_to_metres
+        from relperception.imaging.depth_checks import check_depth, DepthCheck
 
         message = self._nearest_depth(stamp)
         if message is None:
@@ -292,16 +294,12 @@ class FrameAssembler:
         where = f'{message.topic} for the image at {stamp} ns'
         try:
             array, encoding = decode_image_message(message.msg, message.msgtype)
-            depth = depth_to_metres(array, encoding)
         except (ValueError, TypeError) as exc:
-            self.errors.add(f'{where}: undecodable depth ({exc}); depth ignored')
-            return None
-        if depth.shape != tuple(shape):
-            self.errors.add(f'{where}: depth is {depth.shape[1]}x{depth.shape[0]}, image is '
-                            f'{shape[1]}x{shape[0]}; depth ignored')
-            return None
-        if not np.isfinite(depth).any():
-            self.errors.add(f'{where}: no valid depth pixel (all NaN, zero or negative); depth '
-                            'ignored')
-            return None
-        return depth
+            check = DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
+        else:
+            check = check_depth(array, encoding, shape)
+        if check.depth is None:
+            self.depth_problems[check.problem] += 1
+            self.errors.add(f'{where}: {check.message}; depth ignored (depth_problems.'
+                            f'{check.problem})')
+        return check.depth

@@ -14,6 +14,7 @@ from .compressed import (
     compressed_to_numpy,
     numpy_to_compressed_fields,
 )
+from .depth_checks import check_depth, DEPTH_PROBLEMS, DepthCheck
 from .image_encodings import (  # noqa: I101 (ruff's isort order)
     DEPTH_ENCODINGS,
     SUPPORTED_ENCODINGS,
@@ -30,8 +31,11 @@ __all__ = [
     'CAMVID_CLASS_NAMES',
     'CAMVID_PALETTE',
     'DEPTH_ENCODINGS',
+    'DEPTH_PROBLEMS',
+    'DepthCheck',
     'SUPPORTED_ENCODINGS',
     'check_array',
+    'check_depth',
     'colorize_depth',
     'colorize_labels',
     'compress_depth_32fc1',

@@ -8,7 +8,10 @@ registered to the colour image) or, with the read-only node-local parameter
 ``depth_in/compressedDepth`` as ``compressed_depth_image_transport`` writes it. The last
 :data:`DEPTH_CACHE_SIZE` messages are kept (decoded only when looked up, on the worker) and
 found by stamp, exact or nearest within a tolerance. Messages of a wrong encoding or size are
-rejected at once, logged (throttled) and counted in :attr:`DepthInput.rejected`.
+rejected at once; the others are checked when looked up
+(:func:`~relperception.imaging.depth_checks.check_depth`: byte order, valid pixels, plausible
+range). Every refusal is logged (throttled) and counted by problem in
+:attr:`DepthInput.problems`, which the node reports in its diagnostics.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import ParameterSpec
 from relperception.core_types import Camera
 from relperception.data.messages import stamp_to_ns
-from relperception.imaging import compressed_to_numpy, depth_to_metres, image_to_numpy
+from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
 from relperception.nodes.parameters import declare_parameters
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -40,6 +43,14 @@ DEPTH_TRANSPORT = ParameterSpec(
     choices=('raw', 'compressedDepth'), read_only=True)
 
 _RAW_DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
+
+
+class _Refused(Exception):
+    """A depth message refused on arrival, with its problem name."""
+
+    def __init__(self, problem: str, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class DepthCache:
@@ -113,6 +124,9 @@ class DepthInput:
         self._cache = DepthCache()
         #: depth messages rejected on arrival (encoding or size).
         self.rejected = 0
+        #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`
+        #: (on arrival or at lookup).
+        self.problems: collections.Counter = collections.Counter()
         #: stamp (ns) of the newest depth message received, None before the first.
         self.newest_stamp_ns: Optional[int] = None
         overriding = QoSOverridingOptions.with_default_policies()
@@ -142,12 +156,14 @@ class DepthInput:
         try:
             stamp_ns = stamp_to_ns(msg.header.stamp)
             if msg.encoding not in _RAW_DEPTH_ENCODINGS:
-                raise ValueError(f'encoding {msg.encoding!r} is not 16UC1 (mm) or 32FC1 (m)')
+                raise _Refused('undecodable', f'encoding {msg.encoding!r} is not 16UC1 (mm) '
+                                              'or 32FC1 (m)')
             if camera is not None and (msg.width, msg.height) != (camera.width, camera.height):
-                raise ValueError(f'depth is {msg.width}x{msg.height} but camera_info says '
-                                 f'{camera.width}x{camera.height}')
-        except ValueError as error:
+                raise _Refused('wrong_size', f'depth is {msg.width}x{msg.height} but '
+                                             f'camera_info says {camera.width}x{camera.height}')
+        except (ValueError, _Refused) as error:
             self.rejected += 1
+            self.problems[getattr(error, 'problem', 'undecodable')] += 1
             self._node.get_logger().warning(f'skipping depth_in message: {error}',
                                             throttle_duration_sec=1.0)
             return
@@ -163,25 +179,27 @@ class DepthInput:
         """Return the (H, W) float32 metres depth nearest ``stamp_ns``, or None.
 
         None when no depth lies within ``max_dt_ns`` (after waiting up to ``wait_s`` for it,
-        once depth has been received at all) or the one found cannot be decoded or does not
-        match ``camera`` (logged, throttled).
+        once depth has been received at all) or the one found is refused by
+        :func:`~relperception.imaging.depth_checks.check_depth` (logged, throttled, counted in
+        :attr:`problems`).
         """
         wait_s = wait_s if self.newest_stamp_ns is not None else 0.0
         msg = self._cache.nearest(stamp_ns, max_dt_ns, wait_s)
         if msg is None:
             return None
-        logger = self._node.get_logger()
         try:
             if isinstance(msg, CompressedImage):
                 array, encoding = compressed_to_numpy(msg)
             else:
                 array, encoding = image_to_numpy(msg), msg.encoding
-            depth = depth_to_metres(array, encoding)
         except ValueError as error:
-            logger.warning(f'undecodable depth image: {error}', throttle_duration_sec=1.0)
-            return None
-        if depth.shape != (camera.height, camera.width):
-            logger.warning(f'depth {depth.shape[1]}x{depth.shape[0]} does not match camera_info '
-                           f'{camera.width}x{camera.height}; ignored', throttle_duration_sec=1.0)
-            return None
-        return depth
+            check = DepthCheck(None, 'undecodable', f'undecodable depth ({error})')
+        else:
+            check = check_depth(array, encoding, (camera.height, camera.width))
+        if check.depth is None:
+            self.problems[check.problem] += 1
+            self._node.get_logger().warning(
+                f'depth image at {stamp_ns} ns refused ({check.problem}): {check.message}; '
+                f'the frame runs without depth ({sum(self.problems.values())} refused so far)',
+                throttle_duration_sec=1.0)
+        return check.depth

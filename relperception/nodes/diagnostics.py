@@ -6,18 +6,22 @@ One ``DiagnosticStatus`` per watched stage, named ``<node name>: <what>``, once 
 the relative topic ``diagnostics`` (remap it to ``/diagnostics`` in launch, where the
 diagnostic aggregator and ``rqt_runtime_monitor`` listen). The level is WARN when no input
 arrived for ``stale_after_s`` or when frames were dropped or failed since the last report;
-the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`. Reports
-follow steady (wall) time, also under ``use_sim_time``.
+the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`, plus the
+node's own input counters (``counters``: e.g. refused depth images by problem, refused
+``camera_info``), added to the first stage; any counter that grew since the last report makes it
+WARN and is named in its message. Reports follow steady (wall) time, also under
+``use_sim_time``.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from relperception.pipeline.realtime import diagnostic_report, RunningStats, StatsSnapshot
+from relperception.pipeline.realtime import (diagnostic_report, LEVEL_WARN, RunningStats,
+                                             StatsSnapshot)
 
 
 class DiagnosticsPublisher:
@@ -31,11 +35,14 @@ class DiagnosticsPublisher:
             e.g. to the camera's ``frame_id`` once images arrive.
         stale_after_s: seconds without input after which a stage is reported WARN.
         topic: relative topic name.
+        counters: optional function returning ``{name: count}`` of the node's refused inputs
+            (monotonic counts), reported with the first stage.
     """
 
     def __init__(self, node: Node, stages: List[Tuple[str, RunningStats]],
                  period_s: float = 1.0, hardware_id: str = '', stale_after_s: float = 2.0,
-                 topic: str = 'diagnostics') -> None:
+                 topic: str = 'diagnostics',
+                 counters: Optional[Callable[[], Mapping[str, int]]] = None) -> None:
         if not period_s > 0:
             raise ValueError(f'period_s must be > 0, got {period_s}')
         if not stages:
@@ -45,6 +52,8 @@ class DiagnosticsPublisher:
         self._stages = list(stages)
         self._stale_after_s = float(stale_after_s)
         self._previous: List[Optional[StatsSnapshot]] = [None] * len(self._stages)
+        self._counters = counters
+        self._previous_counts: Dict[str, int] = {}
         self._publisher = node.create_publisher(DiagnosticArray, topic, 10)
         # Steady time: with use_sim_time the node clock stops when /clock does (a bag ends),
         # and the last reports would never be published.
@@ -59,11 +68,25 @@ class DiagnosticsPublisher:
             level, message, values = diagnostic_report(snapshot, self._previous[index],
                                                        self._stale_after_s)
             self._previous[index] = snapshot
+            if index == 0 and self._counters is not None:
+                level, message, values = self._add_counters(level, message, values)
             statuses.append(DiagnosticStatus(
                 level=bytes([level]), name=f'{self._node.get_name()}: {what}',
                 message=message, hardware_id=self.hardware_id,
                 values=[KeyValue(key=key, value=value) for key, value in values]))
         return statuses
+
+    def _add_counters(self, level: int, message: str, values: list):
+        counts = {str(k): int(v) for k, v in self._counters().items()}
+        grown = {k: v - self._previous_counts.get(k, 0) for k, v in counts.items()
+                 if v > self._previous_counts.get(k, 0)}
+        self._previous_counts = counts
+        values = [*values, *((key, str(count)) for key, count in sorted(counts.items()))]
+        if grown:
+            note = ', '.join(f'{n} {k}' for k, n in sorted(grown.items()))
+            message = f'{message}; {note}' if level >= LEVEL_WARN else note
+            level = max(level, LEVEL_WARN)
+        return level, message, values
 
     def publish(self) -> None:
         """Publish the current statuses (called by the timer)."""

@@ -177,9 +177,12 @@ class VisualOdometryNode(Node):
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
-        self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)])
         self._input = ImageInput(self, self._worker.submit)
         self.depth = DepthInput(self, lambda: self._camera)
+        #: camera_info messages refused (malformed intrinsics or size).
+        self.camera_info_refused = 0
+        self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)],
+                                                 counters=self.input_problems)
         self._camera_info_subscription = self.create_subscription(
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
             qos_overriding_options=QoSOverridingOptions.with_default_policies())
@@ -200,6 +203,18 @@ class VisualOdometryNode(Node):
         """The camera of the latest valid ``camera_info``, or None."""
         return self._camera
 
+    def input_problems(self) -> Dict[str, int]:
+        """Refused inputs by kind, for the diagnostics (monotonic counts).
+
+        ``camera_info_refused``, ``frames_without_depth`` (while depth arrives) and
+        ``depth_<problem>`` for every :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`
+        met so far.
+        """
+        counts = {'camera_info_refused': self.camera_info_refused,
+                  'frames_without_depth': self.frames_without_depth}
+        counts.update({f'depth_{problem}': n for problem, n in self.depth.problems.items()})
+        return counts
+
     # ------------------------------------------------------------------ callbacks
 
     def _on_parameters(self, changes: Dict[str, Any]) -> None:
@@ -210,7 +225,10 @@ class VisualOdometryNode(Node):
         try:
             camera = camera_from_camera_info(msg)
         except ValueError as error:
-            self.get_logger().warning(f'ignoring camera_info: {error}', throttle_duration_sec=5.0)
+            self.camera_info_refused += 1
+            self.get_logger().warning(f'ignoring camera_info: {error} '
+                                      f'({self.camera_info_refused} refused so far)',
+                                      throttle_duration_sec=5.0)
             return
         self._camera = camera
 

@@ -316,6 +316,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         'frames_read': frames_read,
         'frames_skipped': assembler.frames_skipped,
         'frames_without_depth': assembler.frames_without_depth,
+        'depth_problems': dict(assembler.depth_problems),
         'topics': {'image': image_topic, 'camera_info': info_topic,
                    'depth': depth_topic if use_depth else None, 'ground_truth_pose': gt_topic},
         'errors': errors.kept,
@@ -323,6 +324,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         'elapsed_s': time.perf_counter() - started,
     })
     summary['depth_source'] = depth_source
+    if assembler.depth_problems:
+        logger.warning('%d depth images were refused and their frames ran without depth: %s',
+                       sum(assembler.depth_problems.values()),
+                       ', '.join(f'{k} {v}' for k, v in assembler.depth_problems.items()))
     if dense_depth is not None:
         from relperception.pipeline.dense_pipeline import model_name
 
