@@ -248,7 +248,7 @@ class TestWithoutGtsam:
         tracker = MapTracker(check_odometry_conf(None))
         failed = concurrent.futures.Future()
         failed.set_exception(BundleAdjustmentUnavailable('bundle adjustment needs gtsam'))
-        tracker._pending = (None, failed, 0)
+        tracker._pending = (None, failed)
         assert tracker.join_adjustment() is None
         stats = tracker.stats()
         assert stats['ba_unavailable'] == 'bundle adjustment needs gtsam'

@@ -54,8 +54,8 @@ class ImageCache:
         self._entries: collections.OrderedDict[int, tuple[weakref.ref, dict]] = \
             collections.OrderedDict()
         self._lock = threading.Lock()
+        #: results served from the cache.
         self.hits = 0
-        self.misses = 0
 
     def get(self, image: np.ndarray, key: Hashable, compute: Callable[[], Any]) -> Any:
         """Return ``compute()`` for ``image`` under ``key``, reusing a stored result.
@@ -76,7 +76,6 @@ class ImageCache:
                     return entry[1][key]
         value = compute()
         with self._lock:
-            self.misses += 1
             entry = self._entries.get(id(image))
             if entry is None or entry[0]() is not image:
                 entry = (weakref.ref(image), {})
@@ -86,8 +85,3 @@ class ImageCache:
             while len(self._entries) > self.max_images:
                 self._entries.popitem(last=False)
         return value
-
-    def clear(self) -> None:
-        """Drop every stored result."""
-        with self._lock:
-            self._entries.clear()

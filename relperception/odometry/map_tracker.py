@@ -25,9 +25,9 @@ arrive. Its steps (``matches`` are always reference keyframe -> current frame):
    :func:`~relperception.odometry.local_map.triangulate_checked`.
 4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
    keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`), in a worker
-   process (:mod:`~relperception.odometry.ba_worker`): it is joined ``BA_KEYFRAME_LAG``
-   insertions later, and the next one starts then; keyframes inserted meanwhile move rigidly
-   with the newest adjusted keyframe (:meth:`LocalMap.apply_adjustment
+   process (:mod:`~relperception.odometry.ba_worker`): it is joined at the next insertion, and
+   the next one starts then; the keyframe inserted meanwhile moves rigidly with the newest
+   adjusted keyframe (:meth:`LocalMap.apply_adjustment
    <relperception.odometry.local_map.LocalMap.apply_adjustment>`).
 
 **Off the per-frame path, deterministic.** :meth:`MapTracker.submit_keyframe` runs the
@@ -69,9 +69,6 @@ _ASSOCIATION_PX = 1.0
 _POINT_ERROR_FACTOR = 2.0
 #: Radius (pixels) within which forward flow predicts a reverse match.
 _FLOW_PRIOR_RADIUS_PX = 40.0
-#: A bundle adjustment started at one keyframe is joined this many keyframes later (and the
-#: next one starts then): it has that many frame periods to run off the per-frame path.
-BA_KEYFRAME_LAG = 1
 #: A keyframe-to-keyframe speed change beyond this factor is reported as a scale jump.
 SCALE_JUMP_FACTOR = 2.0
 
@@ -116,20 +113,6 @@ class MapInit:
     message: str
 
 
-@dataclasses.dataclass
-class KeyframeInsertion:
-    """Outcome of :meth:`MapTracker.complete_keyframe`.
-
-    Attributes:
-        correction: (4, 4) rigid transform the finished bundle adjustment applied to the
-            reference keyframe (and so to the new keyframe and the frames after it), or None.
-        note: what the insertion did (points seen again, new points, a speed jump).
-    """
-
-    correction: np.ndarray | None
-    note: str
-
-
 class MapTracker:
     """Local map, its tracking and its bundle adjustment (see the module docstring).
 
@@ -142,7 +125,7 @@ class MapTracker:
         self.conf = conf
         window = conf['ba_window_keyframes']
         self.map = LocalMap(max(window, 2) + _EXTRA_KEYFRAMES)
-        self._pending = None   # (problem, future, keyframe count) of the running adjustment
+        self._pending = None   # (problem, future) of the running bundle adjustment
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._insertion: concurrent.futures.Future | None = None   # keyframe being completed
         self._insertion_ms: list[float] = []
@@ -400,7 +383,7 @@ class MapTracker:
         """
         if self._pending is None:
             return None
-        problem, future, _ = self._pending
+        problem, future = self._pending
         self._pending = None
         try:
             result = future.result()
@@ -443,8 +426,12 @@ class MapTracker:
             self.complete_keyframe, matcher, reference, gray_reference, gray, keyframe,
             matches, point_ids, camera)
 
-    def finish_keyframe(self) -> KeyframeInsertion | None:
-        """Wait for the keyframe submitted last; None when there is none.
+    def finish_keyframe(self) -> np.ndarray | None:
+        """Wait for the keyframe submitted last; return its correction (see below) or None.
+
+        The correction is the (4, 4) rigid transform the finished bundle adjustment applied
+        to the newest adjusted keyframe, and so to the new keyframe and the frames after it;
+        None when no keyframe was pending or no adjustment changed the map.
 
         A failure inside the insertion is logged and drops the map (tracking re-initialises).
         """
@@ -462,7 +449,7 @@ class MapTracker:
 
     def complete_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
                           gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
-                          point_ids: np.ndarray, camera: Camera) -> KeyframeInsertion:
+                          point_ids: np.ndarray, camera: Camera) -> np.ndarray | None:
         """Fill a keyframe from :meth:`begin_keyframe`: new observations and points, then BA.
 
         The keyframe's own keypoints are matched back into the reference keyframe (while the
@@ -482,7 +469,7 @@ class MapTracker:
             camera: intrinsics.
 
         Returns:
-            :class:`KeyframeInsertion`.
+            the correction of :meth:`join_adjustment` (None when the map did not move).
         """
         started = time.perf_counter()
         forward1 = matches.keypoints1.astype(np.float64)
@@ -514,10 +501,7 @@ class MapTracker:
             logger.warning('keyframe matching failed: %s', error)
             reverse = Matches.empty()
         # The match needs no pose, so it overlaps the running adjustment; the rest does.
-        correction = None
-        if self._pending is not None and \
-                self.keyframes_inserted - self._pending[2] >= BA_KEYFRAME_LAG:
-            correction = self.join_adjustment()
+        correction = self.join_adjustment()
         T_world_cam = keyframe.T_world_cam
         stamp_ns = keyframe.stamp_ns
         own = reverse.keypoints0.astype(np.float64)
@@ -567,12 +551,11 @@ class MapTracker:
         self.points_created += created
         self.map.set_landmarks(keyframe, own[ids >= 0], ids[ids >= 0])
         note = self._speed_check(stamp_ns, T_world_cam)
-        if self._pending is None:
-            self._start_adjustment(camera)
+        self._start_adjustment(camera)
         self._insertion_ms.append(1e3 * (time.perf_counter() - started))
         note = f'keyframe: {reobserved} map points seen again, {created} new' + note
         logger.debug('keyframe %d: %s', stamp_ns, note)
-        return KeyframeInsertion(correction, note)
+        return correction
 
     def _speed_check(self, stamp_ns: int, T_world_cam: np.ndarray) -> str:
         """Count a keyframe-to-keyframe speed change beyond SCALE_JUMP_FACTOR."""
@@ -604,4 +587,4 @@ class MapTracker:
             problem.point_index, problem.pixels, camera, problem.fixed,
             huber_px=self.conf['ransac_threshold_px'],
             max_iterations=self.conf['ba_max_iterations'])
-        self._pending = (problem, future, self.keyframes_inserted)
+        self._pending = (problem, future)

@@ -523,8 +523,6 @@ class VisualOdometry:
         self._map_tracker.reset()
         #: Time the last :meth:`step` waited for the previous keyframe's background work (ms).
         self.last_keyframe_wait_ms = 0.0
-        #: What the last completed keyframe insertion did.
-        self.last_keyframe_note = ''
 
     def close(self) -> None:
         """Drop the running keyframe work and bundle adjustment (the object stays usable)."""
@@ -701,16 +699,13 @@ class VisualOdometry:
     def _finish_keyframe(self) -> None:
         """Wait for the keyframe completed in the background; apply its pose correction."""
         started = time.perf_counter()
-        insertion = self._map_tracker.finish_keyframe()
+        correction = self._map_tracker.finish_keyframe()
         self.last_keyframe_wait_ms = 1e3 * (time.perf_counter() - started)
-        if insertion is None:
-            return
-        if insertion.correction is not None:
+        if correction is not None:
             # The finished bundle adjustment moved the reference; what followed moves with it.
-            self._T_world_last = insertion.correction @ self._T_world_last
+            self._T_world_last = correction @ self._T_world_last
             if self._keyframe is not None and self._keyframe.map_keyframe is not None:
                 self._keyframe.T_world_cam = self._keyframe.map_keyframe.T_world_cam.copy()
-        self.last_keyframe_note = insertion.note
 
     # ------------------------------------------------------------------ estimation
 
