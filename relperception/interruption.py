@@ -13,8 +13,13 @@ import signal
 import threading
 
 
-class Terminated(Exception):
-    """SIGTERM arrived (raised in the main thread by :func:`raise_on_sigterm`'s handler)."""
+class Terminated(BaseException):  # noqa: N818 (named like KeyboardInterrupt)
+    """SIGTERM arrived (raised in the main thread by :func:`raise_on_sigterm`'s handler).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the ``except Exception`` that keeps a
+    damaged bag's readable part (e.g. in the bag reader) must not take it for a read failure
+    and carry on.
+    """
 
 
 #: What an interrupted run raises: Ctrl-C (SIGINT) and SIGTERM.

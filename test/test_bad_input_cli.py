@@ -222,6 +222,10 @@ class TestOutputs:
     def test_interrupted_eval_keeps_what_it_computed(self, long_bag, tmp_path):
         from relperception.pipeline.offline_eval import evaluate_bag
 
+        # Like KeyboardInterrupt: the bag reader's "keep what was read" handler (except
+        # Exception) must not swallow it, wherever the signal lands.
+        assert not issubclass(Terminated, Exception)
+
         previous = raise_on_sigterm()
         signal.setitimer(signal.ITIMER_REAL, 3.0)
         alarm = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
