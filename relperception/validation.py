@@ -21,3 +21,23 @@ def as_rows(name: str, value, columns: int, dtype=np.float64) -> np.ndarray:
     if value.ndim != 2 or value.shape[1] != columns:
         raise ValueError(f'{name} must have shape (N, {columns}), got {value.shape}')
     return value
+
+
+#: A problem that repeats (e.g. non-finite model outputs) is logged the first time and then
+#: once every this many occurrences; the count itself is always kept.
+REPORT_EVERY = 100
+
+
+def is_report_due(count: int) -> bool:
+    """Return whether the ``count``-th occurrence of a repeating problem should be logged."""
+    return count == 1 or count % REPORT_EVERY == 0
+
+
+def count_nonfinite(arrays) -> tuple[int, int]:
+    """Return ``(non-finite values, all values)`` over an iterable of numeric arrays."""
+    bad = total = 0
+    for array in arrays:
+        array = np.asarray(array)
+        total += array.size
+        bad += array.size - int(np.count_nonzero(np.isfinite(array)))
+    return bad, total

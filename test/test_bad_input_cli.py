@@ -56,6 +56,17 @@ def long_bag(tmp_path_factory):
     return bag
 
 
+@pytest.fixture(scope='module')
+def exports(tmp_path_factory):
+    """Small ONNX exports of conv_small and loftr_lite (random weights)."""
+    folder = tmp_path_factory.mktemp('exports')
+    for preset in ('conv_small', 'loftr_lite'):
+        assert cli_main(['export', '--config', preset, '--random-weights', '-o',
+                         str(folder / f'{preset}.onnx'), '--height', '64', '--width',
+                         '96']) == 0
+    return folder
+
+
 class TestConfigurationFiles:
     CASES = {
         'syntax': ('matcher: [ncc\n', 'not a valid configuration file'),
@@ -183,6 +194,80 @@ class TestModelFiles:
         with pytest.raises(ValueError, match='not a readable checkpoint'):
             trainer.load_checkpoint(truncated)
 
+    def test_onnx_of_another_dense_preset_is_refused(self, exports, tmp_path, caplog):
+        import cv2
+
+        image = tmp_path / 'image.png'
+        cv2.imwrite(str(image), np.zeros((64, 96, 3), np.uint8))
+        code, errors = _run_cli(['infer', str(image), '--config', 'vit_small', '--backend',
+                                 'onnxruntime', '--onnx', str(exports / 'conv_small.onnx'),
+                                 '-o', str(tmp_path / 'out')], caplog)
+        assert code == EXIT_BAD_INPUT
+        _one_clear_line(errors, 'conv_small.onnx', "preset 'conv_small'", "'vit_small'")
+        code, errors = _run_cli(['infer', str(image), '--config', 'conv_small', '--backend',
+                                 'onnxruntime', '--onnx', str(exports / 'conv_small.onnx'),
+                                 '-o', str(tmp_path / 'out')], caplog)
+        assert code == 0 and not errors
+
+    def test_onnx_of_another_loftr_preset_is_refused(self, exports, tmp_path, caplog):
+        import cv2
+
+        images = []
+        for i in range(2):
+            images.append(tmp_path / f'{i}.png')
+            cv2.imwrite(str(images[-1]), np.zeros((64, 96), np.uint8))
+        code, errors = _run_cli(['match', *map(str, images), '--config', 'loftr',
+                                 '--backend', 'onnxruntime', '--onnx',
+                                 str(exports / 'loftr_lite.onnx'), '-o', str(tmp_path / 'out')],
+                                caplog)
+        assert code == EXIT_BAD_INPUT
+        _one_clear_line(errors, 'loftr_lite.onnx', "preset 'loftr_lite'", "'loftr'")
+
+    def test_weights_with_nan_are_counted_and_marked(self, tmp_path, caplog):
+        import torch
+
+        from relperception.models.dense import build_dense_model
+        from relperception.models.presets import load_model_config
+        from relperception.models.weights import save_weights
+        from relperception.pipeline.dense_pipeline import DensePipeline, NONFINITE_LABEL
+
+        model = build_dense_model(load_model_config('conv_small'))
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.fill_(float('nan'))
+        weights = tmp_path / 'nan.safetensors'
+        save_weights(model, weights)
+        pipeline = DensePipeline({'dense.model': 'conv_small', 'dense.weights': str(weights),
+                                  'dense.input_width': 96, 'dense.input_height': 64})
+        rgb = np.full((64, 96, 3), 128, np.uint8)
+        with caplog.at_level(logging.WARNING):
+            results = [pipeline.run(rgb, colors=False) for _ in range(3)]
+        assert pipeline.frames_with_nonfinite_output == 3
+        assert all(r.nonfinite_fraction == 1.0 for r in results)
+        assert np.isnan(results[0].depth).all()
+        assert (results[0].labels == NONFINITE_LABEL).all()
+        warnings = [r for r in caplog.records if 'NaN/infinite' in r.getMessage()]
+        assert len(warnings) == 1   # the first frame; the count goes on
+
+    def test_loftr_with_nan_weights_is_counted(self, caplog):
+        import torch
+
+        from relperception.matching.loftr.matcher import LoFTRMatcher
+        from relperception.matching.loftr.model import LoFTR
+
+        model = LoFTR(preset='loftr_lite')
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.fill_(float('nan'))
+        matcher = LoFTRMatcher({'preset': 'loftr_lite', 'input_width': 96,
+                                'input_height': 64}, model=model)
+        image = np.random.default_rng(0).integers(0, 255, (64, 96), dtype=np.uint8)
+        with caplog.at_level(logging.WARNING):
+            matches = [matcher.match(image, image) for _ in range(2)]
+        assert all(len(m) == 0 for m in matches)
+        assert matcher.calls_with_nonfinite_output == 2
+        assert sum('NaN/infinite' in r.getMessage() for r in caplog.records) == 1
+
 
 class TestBags:
     def test_fifo_bag_is_refused(self, tmp_path, caplog):
@@ -201,6 +286,52 @@ class TestBags:
         code, errors = _run_cli(['--debug', 'eval', str(tmp_path / 'nope'), '-o',
                                  str(tmp_path)], caplog)
         assert code == EXIT_BAD_INPUT and errors[0].exc_info
+
+    @staticmethod
+    def _damaged_sqlite_bag(folder, start_fraction, pages):
+        """Write a 30-frame SQLite 3 bag; overwrite ``pages`` 4 KiB pages from a fraction on."""
+        bag = folder / 'bag'
+        write_synthetic_bag(bag, frames=30, seed=3, width=160, height=120, storage='sqlite3')
+        db_file = next(bag.glob('*.db3'))
+        data = bytearray(db_file.read_bytes())
+        first = int(len(data) // 4096 * start_fraction) * 4096
+        data[first:first + pages * 4096] = b'\xa5' * (pages * 4096)
+        db_file.write_bytes(bytes(data))
+        return bag
+
+    @pytest.mark.parametrize('start_fraction, pages', [(0.5, 3), (0.5, 8)],
+                             ids=['read_fails_midway', 'open_fails'])
+    def test_damaged_sqlite_bag_is_read_past_the_damage(self, start_fraction, pages, tmp_path):
+        from relperception.data.bag import BagReader
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = self._damaged_sqlite_bag(tmp_path, start_fraction, pages)
+        with BagReader(bag) as reader:
+            images = [m for m in reader.messages() if m.topic == '/camera/image_raw']
+            assert reader.storage_damaged
+            assert all('()' not in e for e in reader.errors), reader.errors
+        stamps = [m.log_time_ns for m in images]
+        assert len(images) >= 28 and stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+        summary = evaluate_bag(bag, tmp_path / 'eval', None, progress=False, plots=False)
+        assert summary['frames_read'] >= 28
+        # complete is false exactly when the topics eval reads met the damage
+        damaged = any('SQLite' in e or 'storage damaged' in e for e in summary['errors'])
+        assert summary['complete'] is not damaged
+        assert damaged or start_fraction == 0.5 and pages == 3   # the labels' pages only
+
+    def test_replay_reads_a_truncated_mcap_as_eval_does(self, small_bag, tmp_path):
+        from relperception.data.bag import BagReader
+        from relperception.pipeline.live_eval import iter_raw_messages
+
+        truncated = tmp_path / 'truncated.mcap'
+        original = next(Path(small_bag).glob('*.mcap')).read_bytes()
+        truncated.write_bytes(original[:len(original) * 6 // 10])
+        with BagReader(truncated) as reader:
+            expected = [(m.topic, m.log_time_ns) for m in reader.messages()]
+        damage = []
+        played = [(m.topic, m.log_time_ns) for m in iter_raw_messages(truncated, damage=damage)]
+        assert played == expected and len(expected) > 10
+        assert damage and any('damaged MCAP' in d for d in damage)
 
 
 class TestOutputs:

@@ -66,4 +66,7 @@ def run(args: argparse.Namespace) -> int:
                     topic, stats['frames_out'], stats['frames_in'], stats['dropped_frames'],
                     stats['latency_ms_median'], stats['latency_ms_p95'])
     logger.info('report written to %s', args.output)
+    if not summary['complete']:
+        logger.warning('the bag was damaged; the frames before (and, SQLite 3, past) the damage '
+                       'were replayed: results are partial (see summary.json "errors")')
     return 0 if summary['frames_processed'] > 0 else 1

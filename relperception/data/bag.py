@@ -9,17 +9,23 @@ log times of everything :class:`BagWriter` writes are the same integer nanosecon
 fails to deserialise is skipped and recorded in ``reader.errors``. A truncated MCAP file (a
 recording that was killed) has no summary and no footer; rosbags refuses it, so the reader falls
 back to a sequential scan of the intact records (``salvage=True``) and yields every message
-before the damage, recording the damage in ``reader.errors``.
+before the damage, recording the damage in ``reader.errors``. A SQLite 3 bag whose database is
+damaged is read by rosbags up to the damage (or not at all, when rosbags cannot open it), then
+row by row with Python's ``sqlite3``: every row that can still be read is yielded, in time
+order, and the unreadable ones are counted. ``reader.storage_damaged`` is True whenever any of
+this happened.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from logging import getLogger
 from pathlib import Path
 from shutil import rmtree
+import sqlite3
 from struct import error as StructError
 from struct import unpack
 from typing import Self
@@ -62,6 +68,24 @@ class BagMessage:
     msgtype: str
     log_time_ns: int
     msg: object
+
+
+@dataclass(frozen=True)
+class RawBagMessage:
+    """One serialised bag message.
+
+    Attributes:
+        topic: topic name.
+        msgtype: message type, e.g. ``sensor_msgs/msg/Image``.
+        log_time_ns: bag log time, integer nanoseconds.
+        data: the CDR bytes as stored (4-byte encapsulation header first), ready for
+            ``Publisher.publish(bytes)``.
+    """
+
+    topic: str
+    msgtype: str
+    log_time_ns: int
+    data: bytes
 
 
 class BagWriter:
@@ -295,6 +319,108 @@ class _SalvageMcapReader(McapReader):
             raise ReaderError(f'no intact channel records ({self.damage or "empty file"})')
 
 
+def _describe(exc: BaseException) -> str:
+    """Return ``'Type: message'`` (or the type alone when the message is empty)."""
+    text = str(exc).strip()
+    return f'{type(exc).__name__}: {text}' if text else type(exc).__name__
+
+
+class _SqliteRowReader:
+    """Read a damaged rosbag2 SQLite 3 storage row by row (Python's ``sqlite3``).
+
+    Every row is probed by id, so a damaged page costs only the rows stored in it. Rows are
+    yielded in log-time order. Used when rosbags fails in the middle of a SQLite bag, and to
+    open one that rosbags cannot open at all.
+    """
+
+    def __init__(self, files: list[Path], errors: list[str]):
+        self.files = list(files)
+        self.errors = errors
+        self.connections: list = []
+
+    @staticmethod
+    def _connect(db_file: Path) -> sqlite3.Connection:
+        return sqlite3.connect(f'{db_file.resolve().as_uri()}?mode=ro', uri=True)
+
+    def read_topics(self) -> None:
+        """Read the topics of every file; raise ValueError when none can be read."""
+        from rosbags.interfaces import (Connection, ConnectionExtRosbag2, MessageDefinition)
+
+        by_topic: dict = {}
+        for db_file in self.files:
+            try:
+                with closing(self._connect(db_file)) as db:
+                    rows = list(db.execute('SELECT name, type FROM topics'))
+            except sqlite3.DatabaseError as exc:
+                self.errors.append(f'{db_file}: topics unreadable ({_describe(exc)})')
+                continue
+            for name, msgtype in rows:
+                by_topic.setdefault(name, msgtype)
+        if not by_topic:
+            raise ValueError('no readable topics table')
+        self.connections = [
+            Connection(id=i + 1, topic=name, msgtype=msgtype,
+                       msgdef=MessageDefinition(MessageDefinitionFormat.NONE, ''), digest='',
+                       msgcount=0, ext=ConnectionExtRosbag2('cdr', []), owner=self)
+            for i, (name, msgtype) in enumerate(sorted(by_topic.items()))]
+
+    def _rows(self, db_file: Path, wanted: dict) -> tuple[list, int]:
+        """Return the readable ``(log time, row id, topic)`` rows and the unreadable count."""
+        rows, unreadable = [], 0
+        with closing(self._connect(db_file)) as db:
+            try:
+                topic_ids = {int(i): name for i, name in
+                             db.execute('SELECT id, name FROM topics') if name in wanted}
+                last = db.execute('SELECT max(id) FROM messages').fetchone()[0] or 0
+            except sqlite3.DatabaseError as exc:
+                self.errors.append(f'{db_file}: message table unreadable ({_describe(exc)})')
+                return rows, unreadable
+            for row_id in range(1, int(last) + 1):
+                try:
+                    row = db.execute('SELECT topic_id, timestamp FROM messages WHERE id = ?',
+                                     (row_id,)).fetchone()
+                except sqlite3.DatabaseError:
+                    unreadable += 1
+                    continue
+                if row is not None and int(row[0]) in topic_ids:
+                    rows.append((int(row[1]), row_id, topic_ids[int(row[0])]))
+        rows.sort()
+        return rows, unreadable
+
+    def count(self, connections) -> Counter:
+        """Return topic -> number of readable rows (no data is read)."""
+        wanted = {conn.topic: conn for conn in connections}
+        counts: Counter = Counter()
+        for db_file in self.files:
+            counts.update(topic for _, _, topic in self._rows(db_file, wanted)[0])
+        return counts
+
+    def messages(self, connections, skip: set | None = None) -> Iterator:
+        """Yield ``(connection, log time ns, bytes)`` of the readable rows of ``connections``.
+
+        ``skip``: ``(topic, log time)`` pairs already read (not yielded again).
+        """
+        wanted = {conn.topic: conn for conn in connections}
+        for db_file in self.files:
+            rows, unreadable = self._rows(db_file, wanted)
+            rows = [r for r in rows if (r[2], r[0]) not in (skip or ())]
+            message = (f'{db_file}: read row by row past the damage: {len(rows)} messages '
+                       f'readable, {unreadable} rows unreadable')
+            self.errors.append(message)
+            logger.warning('%s', message)
+            with closing(self._connect(db_file)) as db:
+                for log_time_ns, row_id, topic in rows:
+                    try:
+                        data = db.execute('SELECT data FROM messages WHERE id = ?',
+                                          (row_id,)).fetchone()[0]
+                    except (sqlite3.DatabaseError, TypeError):
+                        continue
+                    yield wanted[topic], log_time_ns, bytes(data)
+
+    def close(self) -> None:
+        """Close nothing: every read opens its own connection."""
+
+
 def _register_bag_types(typestore, connections) -> None:
     """Add message types that the bag defines but the typestore lacks."""
     missing = {}
@@ -345,6 +471,8 @@ class BagReader:
         errors: human-readable descriptions of everything that was skipped (undecodable
             messages, damaged storage).
         salvaged: True when the bag was opened by the salvage scanner.
+        storage_damaged: True once any read met damaged storage (the bag is then not
+            completely read, whatever was salvaged).
 
     Raises (on open):
         FileNotFoundError: if ``path`` does not exist.
@@ -358,6 +486,7 @@ class BagReader:
         self.typestore = default_typestore()
         self.errors: list[str] = []
         self.salvaged = False
+        self.storage_damaged = False
         self._reader = None
         self._storage = None
         self._connections: list = []
@@ -384,9 +513,13 @@ class BagReader:
             reader.open()
         except Exception as exc:
             mcap = self._mcap_file(path)
-            if not (self.salvage and mcap is not None):
+            db3_files = self._db3_files(path)
+            if self.salvage and mcap is not None:
+                self._open_salvage(mcap, exc)
+            elif self.salvage and db3_files:
+                self._open_sqlite_salvage(db3_files, exc)
+            else:
                 raise ValueError(f'cannot open bag {self.path}: {exc}') from exc
-            self._open_salvage(mcap, exc)
         else:
             self._reader = reader
             self._connections = list(reader.connections)
@@ -414,6 +547,7 @@ class BagReader:
         self._storage = storage
         self._connections = list(storage.connections)
         self.salvaged = True
+        self.storage_damaged = True
         self.errors.append(f'{mcap}: damaged MCAP ({cause}); salvaging the intact records')
         # Count what can actually be read (bytes only, no deserialisation).
         counts: Counter = Counter()
@@ -426,6 +560,23 @@ class BagReader:
         self._counts = {conn.topic: counts.get(conn.topic, 0) for conn in self._connections}
         logger.warning('bag %s is damaged (%s); %d messages before the damage are readable',
                        self.path, cause, sum(counts.values()))
+
+    def _open_sqlite_salvage(self, files: list[Path], cause: Exception) -> None:
+        storage = _SqliteRowReader(files, self.errors)
+        try:
+            storage.read_topics()
+        except ValueError as exc:
+            raise ValueError(f'cannot open bag {self.path}: {cause}; salvage failed: {exc}') \
+                from cause
+        self._storage = storage
+        self._connections = list(storage.connections)
+        self.salvaged = self.storage_damaged = True
+        self.errors.append(f'{self.path}: damaged SQLite 3 storage ({_describe(cause)}); '
+                           'reading the readable rows')
+        counts = storage.count(self._connections)
+        self._counts = {conn.topic: counts.get(conn.topic, 0) for conn in self._connections}
+        logger.warning('bag %s is damaged (%s); %d messages are readable', self.path, cause,
+                       sum(counts.values()))
 
     def close(self) -> None:
         """Close the bag; called by ``__exit__``."""
@@ -458,13 +609,45 @@ class BagReader:
         self._check_open()
         return dict(self._counts)
 
+    def _db3_files(self, path: Path | None = None) -> list[Path]:
+        path = self.path if path is None else path
+        if path.is_file():
+            return [path] if path.suffix == '.db3' else []
+        return sorted(path.glob('*.db3'))
+
+    def _resume_sqlite(self, connections: list, read: set) -> Iterator | None:
+        """Return an iterator over the rows not read yet of a damaged SQLite bag, or None."""
+        files = self._db3_files()
+        if not files:
+            return None
+        storage = _SqliteRowReader(files, self.errors)
+        return storage.messages(connections, skip=read)
+
     # -- messages -------------------------------------------------------------------------------
     def messages(self, topics: Iterable[str] | None = None) -> Iterator[BagMessage]:
         """Yield the deserialised messages of ``topics`` (all when None) in log-time order.
 
-        Requested topics that the bag does not have are logged and ignored. Undecodable messages
-        are skipped and recorded in ``errors``; damaged storage ends the iteration with an entry
-        in ``errors``.
+        Undecodable messages are skipped and recorded in ``errors``; the rest is as in
+        :meth:`raw_messages`.
+        """
+        for raw in self.raw_messages(topics):
+            try:
+                msg = self.typestore.deserialize_cdr(raw.data, raw.msgtype)
+            except Exception as exc:  # noqa: BLE001 - any serde failure skips one message
+                message = (f'{raw.topic} at {raw.log_time_ns} ns: cannot deserialise '
+                           f'{raw.msgtype} ({type(exc).__name__}: {exc})')
+                self.errors.append(message)
+                logger.warning('%s', message)
+                continue
+            yield BagMessage(raw.topic, raw.msgtype, raw.log_time_ns, msg)
+
+    def raw_messages(self, topics: Iterable[str] | None = None) -> Iterator[RawBagMessage]:
+        """Yield the serialised messages of ``topics`` (all when None) in log-time order.
+
+        Requested topics that the bag does not have are logged and ignored. Damaged storage
+        sets ``storage_damaged`` and adds an entry to ``errors``; a SQLite 3 bag then goes on
+        row by row with the rows that are still readable (see the module docstring), other
+        storage ends the iteration.
         """
         self._check_open()
         if topics is None:
@@ -480,30 +663,26 @@ class BagReader:
         source = (self._reader.messages(connections=connections) if self._reader is not None
                   else self._storage.messages(connections))
         count = 0
+        read: set = set()   # (topic, log time) of what was yielded, for a row-by-row resume
+        resuming = False
         while True:
             try:
                 conn, log_time_ns, rawdata = next(source)
             except StopIteration:
                 break
-            except (ReaderError, StructError, TypeError, ValueError, OSError) as exc:
+            except Exception as exc:  # noqa: BLE001 - rosbags, struct, apsw/sqlite3 errors
+                self.storage_damaged = True
                 message = (f'{self.path}: storage damaged after {count} messages '
-                           f'({type(exc).__name__}: {exc})')
+                           f'({_describe(exc)})')
                 if message not in self.errors and not self.salvaged:
                     self.errors.append(message)
                 logger.error('%s', message)
-                break
-            except Exception as exc:  # noqa: BLE001 - e.g. sqlite3.DatabaseError
-                message = f'{self.path}: reading failed after {count} messages ({exc})'
-                self.errors.append(message)
-                logger.error('%s', message)
-                break
-            count += 1
-            try:
-                msg = self.typestore.deserialize_cdr(rawdata, conn.msgtype)
-            except Exception as exc:  # noqa: BLE001 - any serde failure skips one message
-                message = (f'{conn.topic} at {log_time_ns} ns: cannot deserialise '
-                           f'{conn.msgtype} ({type(exc).__name__}: {exc})')
-                self.errors.append(message)
-                logger.warning('%s', message)
+                resumed = self._resume_sqlite(connections, read) \
+                    if self._reader is not None and not resuming else None
+                if resumed is None:
+                    break
+                source, resuming = resumed, True
                 continue
-            yield BagMessage(conn.topic, conn.msgtype, int(log_time_ns), msg)
+            count += 1
+            read.add((conn.topic, int(log_time_ns)))
+            yield RawBagMessage(conn.topic, conn.msgtype, int(log_time_ns), bytes(rawdata))

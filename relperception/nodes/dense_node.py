@@ -98,7 +98,10 @@ class DenseNode(Node):
         self._labels = self.create_publisher(Image, 'labels', QoSProfile(depth=5))
         self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))
         self._depth_color = self.create_publisher(Image, 'depth_color', QoSProfile(depth=1))
-        self._diagnostics = DiagnosticsPublisher(self, [('dense', self.stats)])
+        self._nonfinite_frames = 0
+        self._diagnostics = DiagnosticsPublisher(
+            self, [('dense', self.stats)],
+            counters=lambda: {'frames_with_nonfinite_output': self._nonfinite_frames})
         self._input = ImageInput(self, self._worker.submit)
         self._camera_info_subscription = self.create_subscription(
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data)
@@ -171,6 +174,7 @@ class DenseNode(Node):
             self._depth_color.get_subscription_count() > 0
             or self._labels_color.get_subscription_count() > 0)
         result = pipeline.run(rgb, colors=colors)
+        self._nonfinite_frames += result.nonfinite_fraction > 0
         self._depth.publish(image_msg_from_array(result.depth, '32FC1', header))
         if result.labels is not None:
             self._labels.publish(image_msg_from_array(result.labels, 'mono8', header))

@@ -353,6 +353,8 @@ class _Player:
         self.last_publish_ns = 0
         self._stop = threading.Event()
         self.error: Optional[BaseException] = None
+        #: Descriptions of damaged input storage (the bag is then played up to / past it).
+        self.input_damage: List[str] = []
 
     def wait_for_subscribers(self, expected: Mapping[str, int], timeout_s: float,
                              check_alive) -> None:
@@ -381,7 +383,8 @@ class _Player:
     def _prefetch(self, items: queue.Queue) -> None:
         try:
             for message in live_eval.iter_raw_messages(self._plan.bag,
-                                                       list(self._plan.published_topics)):
+                                                       list(self._plan.published_topics),
+                                                       damage=self.input_damage):
                 while not self._stop.is_set():
                     try:
                         items.put(message, timeout=0.1)
@@ -585,6 +588,7 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
             'messages_published': player.messages_published,
             'playback_s': player.playback_s,
             'drain_s': (time.time_ns() - end_of_input_ns) / 1e9,
+            'input_damage': list(player.input_damage),
         })
     finally:
         if player is not None:

@@ -294,6 +294,12 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
             except (ValueError, RuntimeError, OSError) as exc:
                 errors.add(f'confusion matrix plot failed: {exc}', logging.ERROR)
     result['unknown_gt_label_pixels'] = unknown_labels
+    result['frames_with_nonfinite_output'] = pipeline.frames_with_nonfinite_output
+    if pipeline.frames_with_nonfinite_output:
+        errors.add(f'the dense model output NaN/infinite values in '
+                   f'{pipeline.frames_with_nonfinite_output} of {result["frames_evaluated"]} '
+                   'frames (broken weights or export): that depth was not scored and those '
+                   'pixels count as wrong labels', logging.ERROR)
     result['timing_median_ms'] = percentile(timings, 50)
     result['timing_p95_ms'] = percentile(timings, 95)
     depth_text = 'n/a' if result['depth'] is None else \

@@ -36,6 +36,7 @@ import cv2
 import numpy as np
 from relperception.config import load_config, section
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
+from relperception.validation import count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class DenseResult:
             when colours were not asked for.
         labels_color: (H, W, 3) uint8 RGB label colours blended over the image, or None.
         timing_ms: ``preprocess``, ``inference``, ``postprocess`` and ``total`` in ms.
+        nonfinite_fraction: share of NaN / infinite values in the network's outputs (depth
+            and logits); > 0 marks a frame whose outputs are partly meaningless (such depth is
+            NaN, such pixels get the label :data:`NONFINITE_LABEL`).
     """
 
     depth: np.ndarray
@@ -78,6 +82,11 @@ class DenseResult:
     depth_color: Optional[np.ndarray] = None
     labels_color: Optional[np.ndarray] = None
     timing_ms: Dict[str, float] = field(default_factory=dict)
+    nonfinite_fraction: float = 0.0
+
+
+#: Label of pixels whose class scores are not finite (the usual "void / ignore" id).
+NONFINITE_LABEL = 255
 
 
 def model_name(dense_conf: Mapping[str, Any]) -> str:
@@ -251,7 +260,9 @@ def build_dense_backend(dense_conf: Mapping[str, Any], model_conf: Mapping[str, 
     if not path or not Path(path).is_file():
         raise ValueError(f'dense.backend {backend_name} needs dense.onnx_path to name an '
                          f'existing file, got {path!r}')
-    backend = build_backend(backend_name, path=str(path), device=dense_conf.get('device', 'cpu'))
+    preset = model_conf.get('name') or _weights_name(model_name(dense_conf))
+    backend = build_backend(backend_name, path=str(path), device=dense_conf.get('device', 'cpu'),
+                            preset=preset)
     if 'depth' not in backend.output_names:
         raise ValueError(f'{path}: the model has no output named "depth" (outputs: '
                          f'{list(backend.output_names)})')
@@ -302,7 +313,8 @@ def labels_from_logits(logits: np.ndarray, height: int, width: int) -> np.ndarra
         width: output width in pixels.
 
     Returns:
-        (height, width) uint8 argmax over the classes.
+        (height, width) uint8 argmax over the classes; :data:`NONFINITE_LABEL` where a
+        resized score is NaN or infinite.
 
     Raises:
         ValueError: wrong shape or more than 256 classes.
@@ -316,7 +328,12 @@ def labels_from_logits(logits: np.ndarray, height: int, width: int) -> np.ndarra
         hwc = _resize_bilinear(np.moveaxis(logits.astype(np.float32, copy=False), 0, -1),
                                height, width)
         logits = hwc[None] if hwc.ndim == 2 else np.moveaxis(hwc, -1, 0)
-    return np.argmax(logits, axis=0).astype(np.uint8)
+    finite = np.isfinite(logits)
+    if finite.all():
+        return np.argmax(logits, axis=0).astype(np.uint8)
+    labels = np.argmax(np.where(finite, logits, -np.inf), axis=0).astype(np.uint8)
+    labels[~finite.all(axis=0)] = NONFINITE_LABEL
+    return labels
 
 
 def depth_to_metres(raw: np.ndarray, relative: bool, depth_scale: float, min_depth_m: float,
@@ -389,6 +406,8 @@ class DensePipeline:
         else:
             self.backend = backend
             self.output_names = [n for n in backend.output_names if n in ('depth', 'logits')]
+        #: Frames whose network outputs held NaN or infinite values (see ``DenseResult``).
+        self.frames_with_nonfinite_output = 0
         self.class_names: List[str] = list(self.model_conf.get('class_names', []) or []) \
             if 'logits' in self.output_names else []
         logger.info('dense pipeline: model %s (%s depth%s), backend %s',
@@ -452,6 +471,7 @@ class DensePipeline:
             ValueError: not an (H, W, 3) uint8 image, or bad backend outputs.
         """
         outputs, (start, prepared, inferred) = self._forward(rgb)
+        nonfinite_fraction = self._count_nonfinite(outputs)
         height, width = rgb.shape[:2]
         raw = resize_depth(outputs['depth'], height, width)
         depth = depth_to_metres(raw, self.relative, self.conf['depth_scale'],
@@ -469,7 +489,21 @@ class DensePipeline:
                   'postprocess': 1e3 * (done - inferred), 'total': 1e3 * (done - start)}
         return DenseResult(depth=depth, raw_depth=raw, relative=self.relative, labels=labels,
                            logits=logits, depth_color=depth_color, labels_color=labels_color,
-                           timing_ms=timing)
+                           timing_ms=timing, nonfinite_fraction=nonfinite_fraction)
+
+    def _count_nonfinite(self, outputs: Mapping[str, np.ndarray]) -> float:
+        """Return the share of non-finite network outputs; count and warn when > 0."""
+        bad, total = count_nonfinite(outputs.values())
+        if not bad:
+            return 0.0
+        self.frames_with_nonfinite_output += 1
+        count = self.frames_with_nonfinite_output
+        if is_report_due(count):
+            logger.warning('the dense model output %d NaN/infinite values (%.1f %% of the '
+                           'outputs of the frame; %d such frames so far): broken weights or an '
+                           'export problem; that depth is invalid and those pixels are '
+                           'labelled %d', bad, 100.0 * bad / total, count, NONFINITE_LABEL)
+        return bad / total
 
 
 def check_rgb(rgb: Any) -> np.ndarray:
@@ -505,6 +539,6 @@ def dense_section(config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
 
 
 __all__: Sequence[str] = (
-    'DEFAULT_MODELS', 'DenseResult', 'DensePipeline', 'build_dense_backend', 'check_dense_config',
-    'check_rgb', 'colorize_raw_depth', 'dense_section', 'depth_to_metres', 'is_relative',
-    'labels_from_logits', 'model_name', 'resolve_model_config', 'resolve_weights')
+    'DEFAULT_MODELS', 'DenseResult', 'DensePipeline', 'NONFINITE_LABEL', 'build_dense_backend',
+    'check_dense_config', 'check_rgb', 'colorize_raw_depth', 'dense_section', 'depth_to_metres',
+    'is_relative', 'labels_from_logits', 'model_name', 'resolve_model_config', 'resolve_weights')

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 import csv
-from dataclasses import dataclass
 import logging
 import math
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 from relperception.config import load_config
+from relperception.data.bag import BagReader, RawBagMessage
 from relperception.evaluation.report import write_json
 from relperception.odometry.mount import (
     camera_from_odom,
@@ -67,33 +67,23 @@ _NS_PER_MS = 1_000_000
 _CDR_HEADER = 4
 
 
-@dataclass(frozen=True)
-class RawMessage:
-    """One serialised bag message.
-
-    Attributes:
-        topic: topic name.
-        msgtype: message type, e.g. ``sensor_msgs/msg/Image``.
-        log_time_ns: bag log time, integer nanoseconds.
-        data: the CDR bytes as stored (4-byte encapsulation header first), ready for
-            ``Publisher.publish(bytes)``.
-    """
-
-    topic: str
-    msgtype: str
-    log_time_ns: int
-    data: bytes
+#: One serialised bag message (``topic``, ``msgtype``, ``log_time_ns``, ``data``).
+RawMessage = RawBagMessage
 
 
-def iter_raw_messages(bag_path, topics: Iterable[str] | None = None) -> Iterator[RawMessage]:
+def iter_raw_messages(bag_path, topics: Iterable[str] | None = None,
+                      damage: list | None = None) -> Iterator[RawMessage]:
     """Yield the serialised messages of ``topics`` (all when None) in log-time order.
 
-    No deserialisation happens: the bytes go to DDS as they are (``BagReader`` only gives
-    deserialised messages).
+    No deserialisation happens: the bytes go to DDS as they are. A damaged bag is read as
+    ``eval`` reads it (:class:`~relperception.data.bag.BagReader`: a truncated MCAP up to the
+    damage, a damaged SQLite 3 bag row by row past it).
 
     Args:
         bag_path: rosbag2 directory or bare ``.mcap`` / ``.db3`` file.
         topics: topic names to read; None for every topic.
+        damage: when given, the reader's descriptions of damaged storage and skipped data are
+            appended to it once the iteration ends (empty for an intact bag).
 
     Yields:
         :class:`RawMessage` items.
@@ -102,27 +92,12 @@ def iter_raw_messages(bag_path, topics: Iterable[str] | None = None) -> Iterator
         FileNotFoundError: when the bag does not exist.
         ValueError: when it cannot be opened as a bag.
     """
-    from rosbags.rosbag2 import Reader
-
-    path = Path(bag_path)
-    if not path.exists():
-        raise FileNotFoundError(f'bag {path} does not exist')
-    try:
-        reader = Reader(path)
-        reader.open()
-    except Exception as exc:  # noqa: BLE001 - rosbags raises several types for a non-bag
-        raise ValueError(f'cannot open bag {path}: {exc}') from exc
-    try:
-        connections = list(reader.connections)
-        if topics is not None:
-            wanted = set(topics)
-            connections = [conn for conn in connections if conn.topic in wanted]
-        if not connections:
-            return
-        for conn, log_time_ns, data in reader.messages(connections=connections):
-            yield RawMessage(conn.topic, conn.msgtype, int(log_time_ns), bytes(data))
-    finally:
-        reader.close()
+    with BagReader(bag_path) as reader:
+        try:
+            yield from reader.raw_messages(topics)
+        finally:
+            if damage is not None and (reader.storage_damaged or reader.errors):
+                damage.extend(reader.errors or [f'{bag_path}: storage damaged'])
 
 
 def header_stamp_ns(data: bytes) -> int:
@@ -257,7 +232,6 @@ def _level(level) -> int | None:
 
 def _read_recording(recorded_bag, output_topics: Mapping[str, str]):
     """Return receipts per topic, odom poses and the last diagnostics of the recorded bag."""
-    from relperception.data.bag import BagReader
     from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 
     receipts: dict[str, list] = {topic: [] for topic in output_topics.values()}
@@ -349,7 +323,6 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         FileNotFoundError: when a bag or the publish-times file is missing.
         ValueError: for an unknown mode or no ``odom`` role.
     """
-    from relperception.data.bag import BagReader
     from relperception.data.bag_frames import read_ground_truth
     from relperception.data.error_log import ErrorLog
     from relperception.evaluation.vo_report import write_report
@@ -374,6 +347,10 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         frames_in_bag = reader.message_counts.get(config['topics.image'], 0)
 
+    # The player read the input as eval does; damage there makes the run incomplete.
+    input_damage = list((extra or {}).get('input_damage') or [])
+    for message in input_damage:
+        errors.add(f'input bag: {message}', logging.ERROR)
     receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
         recorded_bag, output_topics)
     for message in read_errors:
@@ -411,7 +388,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     odom_stats = stats[output_topics['odom']]
     summary.update({
         'timing_source': 'live: end-to-end latency, input image published -> odom received',
-        'complete': True,
+        'complete': not input_damage,
         'frames_in_bag': int(frames_in_bag),
         'frames_read': len(publish_times),
         'frames_skipped': odom_stats['dropped_frames'],

@@ -282,7 +282,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                        f'{type(exc).__name__}: {exc}', logging.ERROR)
         finally:
             bar.close()
-        if reader.salvaged or any('damaged' in e for e in reader.errors):
+        if reader.storage_damaged:
             complete = False
         errors.add_new(reader.errors, seen_reader_errors)
         dense_summary = None

@@ -15,9 +15,12 @@ executes it (torch eager, onnxruntime, TensorRT). The pipelines only see this in
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, Mapping, Optional, Protocol, runtime_checkable, Sequence, Tuple
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ('torch', 'onnxruntime', 'tensorrt')
 
@@ -69,7 +72,8 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
                   input_names: Sequence[str] = (), output_names: Sequence[str] = (),
                   device: str = 'cpu', providers: Optional[Sequence[Any]] = None,
                   num_threads: Optional[int] = None,
-                  allow_spinning: bool = True) -> InferenceBackend:
+                  allow_spinning: bool = True,
+                  preset: Optional[str] = None) -> InferenceBackend:
     """Return the backend called ``name`` (the ``dense.backend`` / ``loftr.backend`` value).
 
     Args:
@@ -87,12 +91,15 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
         providers: onnxruntime execution providers (default: from ``device``).
         num_threads: onnxruntime intra-op threads (default: onnxruntime's choice).
         allow_spinning: onnxruntime: idle threads spin-wait (see ``OnnxRuntimeBackend``).
+        preset: the model preset the caller asked for; an exported file whose metadata names
+            another preset is refused (see :func:`check_export_preset`).
 
     Returns:
         An object following ``InferenceBackend``.
 
     Raises:
-        ValueError: unknown name, missing module/path, or names that differ from the file's.
+        ValueError: unknown name, missing module/path, names that differ from the file's, or
+            a file exported from another preset.
         RuntimeError: the backend's library is not installed (TensorRT).
     """
     if name not in BACKENDS:
@@ -119,7 +126,34 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
         backend = TensorRTBackend(path, device=index)
     _check_names(backend, 'input', input_names, backend.input_names)
     _check_names(backend, 'output', output_names, backend.output_names)
+    if preset is not None:
+        check_export_preset(getattr(backend, 'metadata', None), preset, path)
     return backend
+
+
+def check_export_preset(metadata: Optional[Mapping[str, Any]], preset: str, path: Any) -> None:
+    """Refuse an exported model whose metadata names another preset than the one asked for.
+
+    Args:
+        metadata: the file's metadata (``relperception export`` stores ``preset``), or None
+            for a format without metadata (TensorRT engines): nothing to check then.
+        preset: the preset the configuration asks for.
+        path: the file (for the messages).
+
+    Raises:
+        ValueError: the file was exported from another preset.
+    """
+    if metadata is None:
+        return
+    found = metadata.get('preset')
+    if found is None:
+        logger.warning('%s carries no preset in its metadata (not written by relperception '
+                       'export?): cannot check that it is %s', path, preset)
+        return
+    if str(found) != str(preset):
+        raise ValueError(f'{path} is an export of the preset {found!r}, but the configuration '
+                         f'asks for {preset!r}: export {preset!r} (relperception export) or ask '
+                         f'for {found!r}')
 
 
 def _check_names(backend, kind: str, wanted: Sequence[str], actual: Sequence[str]) -> None:

@@ -111,7 +111,7 @@ class TwoStageLoFTRBackend:
 
 
 def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
-                       num_threads: Optional[int] = None):
+                       num_threads: Optional[int] = None, preset: Optional[str] = None):
     """Return the backend of an exported LoFTR file: single graph, or two-stage pair.
 
     Args:
@@ -121,16 +121,18 @@ def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
             above it).
         device: as ``build_backend``'s.
         num_threads: onnxruntime intra-op threads.
+        preset: the LoFTR preset asked for; a file exported from another one is refused.
 
     Raises:
-        ValueError: the file lacks the inputs / outputs of a LoFTR export.
+        ValueError: the file lacks the inputs / outputs of a LoFTR export, or is another
+            preset's.
         FileNotFoundError: missing files.
     """
     # no spin-waiting threads: the two graphs of a two-stage export take turns (measured: the
     # single graph runs as fast without)
     backend = build_backend(name, path=path, input_names=LOFTR_INPUTS,
                             output_names=LOFTR_OUTPUTS, device=device, num_threads=num_threads,
-                            allow_spinning=False)
+                            allow_spinning=False, preset=preset)
     if getattr(backend, 'metadata', {}).get('kind') == COARSE_KIND:
         return TwoStageLoFTRBackend(backend, threshold, device=device, num_threads=num_threads)
     return backend

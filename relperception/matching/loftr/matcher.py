@@ -31,6 +31,7 @@ from relperception.matching.loftr.model import (check_compute_dtype, LoFTR, ONNX
                                                 ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
 from relperception.runtime.devices import torch_device
+from relperception.validation import count_nonfinite, is_report_due
 import torch
 
 logger = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ class LoFTRMatcher:
             raise ValueError(f'loftr compute_dtype {c["compute_dtype"]} applies to backend '
                              f'torch only (exported models run in float32), not '
                              f'{c["backend"]}')
+        #: Image pairs whose network outputs held NaN or infinite values.
+        self.calls_with_nonfinite_output = 0
         self.threshold = float(c['threshold'])
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f'threshold must be in [0, 1], got {self.threshold}')
@@ -147,7 +150,7 @@ class LoFTRMatcher:
                 raise ValueError('a torch model can only be passed with backend torch')
             from relperception.runtime.loftr_two_stage import open_loftr_backend
             self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
-                                              device=c['device'])
+                                              device=c['device'], preset=c['preset'])
 
     @staticmethod
     def _load_state(weights: str, preset: str) -> Dict[str, torch.Tensor]:
@@ -214,6 +217,7 @@ class LoFTRMatcher:
         """
         check_gray_pair(image0, image1, same_size=False)
         out = self.infer(image0, image1)
+        self._check_finite(out)
         keep = out['mask'].astype(bool) & (out['confidence'] > self.threshold)
         kp0 = to_original(out['keypoints0'][keep], image0.shape, self.input_size)
         kp1 = to_original(out['keypoints1'][keep], image1.shape, self.input_size)
@@ -222,6 +226,18 @@ class LoFTRMatcher:
         inside = ((kp1[:, 0] >= -0.5) & (kp1[:, 0] <= w1 - 0.5)
                   & (kp1[:, 1] >= -0.5) & (kp1[:, 1] <= h1 - 0.5))
         return Matches(kp0[inside], kp1[inside], conf[inside])
+
+    def _check_finite(self, out: Mapping[str, np.ndarray]) -> None:
+        """Count and warn about NaN / infinite network outputs (such cells are never matches)."""
+        bad, _ = count_nonfinite(out[name] for name in ('confidence', 'keypoints0',
+                                                        'keypoints1'))
+        if not bad:
+            return
+        self.calls_with_nonfinite_output += 1
+        count = self.calls_with_nonfinite_output
+        if is_report_due(count):
+            logger.warning('LoFTR output %d NaN/infinite values (%d such image pairs so far): '
+                           'broken weights or export; those cells give no match', bad, count)
 
     def match_images(self, image0: np.ndarray, image1: np.ndarray) -> Matches:
         """Match two images given as grey (H, W) or BGR/BGRA (H, W, 3|4) uint8 arrays.
