@@ -319,6 +319,25 @@ class TestBags:
         assert summary['complete'] is not damaged
         assert damaged or start_fraction == 0.5 and pages == 3   # the labels' pages only
 
+    def test_repeated_image_stamps_are_named_not_tracked(self, tmp_path):
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.data.synthetic import iter_sequence
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, frames = iter_sequence(num_frames=6, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'bag') as writer:
+            for frame in frames:   # every frame carries the first frame's stamp
+                writer.write_camera_info(topics.CAMERA_INFO, 1_000_000_000, camera,
+                                         topics.CAMERA_FRAME)
+                writer.write_image(topics.IMAGE, 1_000_000_000, frame.rgb, 'rgb8',
+                                   topics.CAMERA_FRAME)
+        summary = evaluate_bag(tmp_path / 'bag', tmp_path / 'eval', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        assert summary['frames_read'] == 6 and summary['frames_processed'] == 1
+        assert summary['frames_skipped'] == 5
+        assert sum('stamps repeated or out of order' in e for e in summary['errors']) == 5
+
     def test_replay_reads_a_truncated_mcap_as_eval_does(self, small_bag, tmp_path):
         from relperception.data.bag import BagReader
         from relperception.pipeline.live_eval import iter_raw_messages

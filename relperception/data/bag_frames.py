@@ -157,6 +157,7 @@ class FrameAssembler:
         #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`.
         self.depth_problems: Counter = Counter()
         self.frames_skipped = 0
+        self.last_image_stamp_ns: int | None = None
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
     def add_camera_info(self, message) -> list:
@@ -232,6 +233,13 @@ class FrameAssembler:
         from relperception.imaging.image_encodings import to_mono8
 
         where = f'{message.topic} at {stamp} ns'
+        last = self.last_image_stamp_ns
+        if last is not None and stamp <= last:
+            self.errors.add(f'{where}: header stamp not after the previous image ({last} ns; '
+                            'stamps repeated or out of order in the recording); frame skipped')
+            self.frames_skipped += 1
+            return None
+        self.last_image_stamp_ns = stamp
         if self.camera is None:
             self.errors.add(f'{where}: no CameraInfo received yet; frame skipped')
             self.frames_skipped += 1
