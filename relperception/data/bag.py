@@ -537,18 +537,22 @@ class BagReader:
         files = sorted(path.glob('*.mcap'))
         return files[0] if len(files) == 1 else None
 
-    def _open_salvage(self, mcap: Path, cause: Exception) -> None:
-        storage = _SalvageMcapReader(mcap)
+    def _use_salvage_storage(self, storage, open_storage, cause: Exception, note: str) -> None:
+        """Open a salvage ``storage`` (``open_storage()``) in place of rosbags' reader."""
         try:
-            storage.open()
-        except Exception as exc:
+            open_storage()
+        except Exception as exc:  # noqa: BLE001 - whatever the scanner met
             raise ValueError(f'cannot open bag {self.path}: {cause}; salvage failed: {exc}') \
                 from exc
         self._storage = storage
         self._connections = list(storage.connections)
-        self.salvaged = True
-        self.storage_damaged = True
-        self.errors.append(f'{mcap}: damaged MCAP ({cause}); salvaging the intact records')
+        self.salvaged = self.storage_damaged = True
+        self.errors.append(note)
+
+    def _open_salvage(self, mcap: Path, cause: Exception) -> None:
+        storage = _SalvageMcapReader(mcap)
+        self._use_salvage_storage(storage, storage.open, cause,
+                                  f'{mcap}: damaged MCAP ({cause}); salvaging the intact records')
         # Count what can actually be read (bytes only, no deserialisation).
         counts: Counter = Counter()
         try:
@@ -563,16 +567,9 @@ class BagReader:
 
     def _open_sqlite_salvage(self, files: list[Path], cause: Exception) -> None:
         storage = _SqliteRowReader(files, self.errors)
-        try:
-            storage.read_topics()
-        except ValueError as exc:
-            raise ValueError(f'cannot open bag {self.path}: {cause}; salvage failed: {exc}') \
-                from cause
-        self._storage = storage
-        self._connections = list(storage.connections)
-        self.salvaged = self.storage_damaged = True
-        self.errors.append(f'{self.path}: damaged SQLite 3 storage ({_describe(cause)}); '
-                           'reading the readable rows')
+        self._use_salvage_storage(storage, storage.read_topics, cause,
+                                  f'{self.path}: damaged SQLite 3 storage ({_describe(cause)}); '
+                                  'reading the readable rows')
         counts = storage.count(self._connections)
         self._counts = {conn.topic: counts.get(conn.topic, 0) for conn in self._connections}
         logger.warning('bag %s is damaged (%s); %d messages are readable', self.path, cause,
