@@ -286,6 +286,12 @@ class BagWriter:
         self.write_message(topic, topics.POSE_STAMPED_MSGTYPE, stamp_ns, msg)
 
 
+def _describe(exc: BaseException) -> str:
+    """Return ``'Type: message'`` (or the type alone when the message is empty)."""
+    text = str(exc).strip()
+    return f'{type(exc).__name__}: {text}' if text else type(exc).__name__
+
+
 class _SalvageMcapReader(McapReader):
     """MCAP storage reader for files without summary/footer, e.g. truncated recordings.
 
@@ -311,18 +317,12 @@ class _SalvageMcapReader(McapReader):
         try:
             self.meta_scan()
         except (ReaderError, StructError, TypeError, ValueError) as exc:
-            self.damage = f'{type(exc).__name__}: {exc}'
+            self.damage = _describe(exc)
         if self.statistics is None:
             self.statistics = Statistics(0, len(self.schemas), len(self.channels), 0, 0, 0,
                                          0, 0, {})
         if not self.connections:
             raise ReaderError(f'no intact channel records ({self.damage or "empty file"})')
-
-
-def _describe(exc: BaseException) -> str:
-    """Return ``'Type: message'`` (or the type alone when the message is empty)."""
-    text = str(exc).strip()
-    return f'{type(exc).__name__}: {text}' if text else type(exc).__name__
 
 
 class _SqliteRowReader:
@@ -337,6 +337,7 @@ class _SqliteRowReader:
         self.files = list(files)
         self.errors = errors
         self.connections: list = []
+        self._probed: dict[Path, tuple[list, int]] = {}
 
     @staticmethod
     def _connect(db_file: Path) -> sqlite3.Connection:
@@ -364,17 +365,21 @@ class _SqliteRowReader:
                        msgcount=0, ext=ConnectionExtRosbag2('cdr', []), owner=self)
             for i, (name, msgtype) in enumerate(sorted(by_topic.items()))]
 
-    def _rows(self, db_file: Path, wanted: dict) -> tuple[list, int]:
-        """Return the readable ``(log time, row id, topic)`` rows and the unreadable count."""
+    def _rows(self, db_file: Path) -> tuple[list, int]:
+        """Return the readable ``(log time, row id, topic)`` rows and the unreadable count.
+
+        Probed once per file (the rows of every topic) and kept for the later reads.
+        """
+        if db_file in self._probed:
+            return self._probed[db_file]
         rows, unreadable = [], 0
         with closing(self._connect(db_file)) as db:
             try:
-                topic_ids = {int(i): name for i, name in
-                             db.execute('SELECT id, name FROM topics') if name in wanted}
+                topic_ids = {int(i): name for i, name in db.execute('SELECT id, name FROM topics')}
                 last = db.execute('SELECT max(id) FROM messages').fetchone()[0] or 0
             except sqlite3.DatabaseError as exc:
                 self.errors.append(f'{db_file}: message table unreadable ({_describe(exc)})')
-                return rows, unreadable
+                last = 0
             for row_id in range(1, int(last) + 1):
                 try:
                     row = db.execute('SELECT topic_id, timestamp FROM messages WHERE id = ?',
@@ -385,14 +390,15 @@ class _SqliteRowReader:
                 if row is not None and int(row[0]) in topic_ids:
                     rows.append((int(row[1]), row_id, topic_ids[int(row[0])]))
         rows.sort()
+        self._probed[db_file] = (rows, unreadable)
         return rows, unreadable
 
     def count(self, connections) -> Counter:
-        """Return topic -> number of readable rows (no data is read)."""
-        wanted = {conn.topic: conn for conn in connections}
+        """Return topic -> number of readable rows of ``connections`` (no data is read)."""
+        wanted = {conn.topic for conn in connections}
         counts: Counter = Counter()
         for db_file in self.files:
-            counts.update(topic for _, _, topic in self._rows(db_file, wanted)[0])
+            counts.update(topic for _, _, topic in self._rows(db_file)[0] if topic in wanted)
         return counts
 
     def messages(self, connections, skip: set | None = None) -> Iterator:
@@ -402,8 +408,8 @@ class _SqliteRowReader:
         """
         wanted = {conn.topic: conn for conn in connections}
         for db_file in self.files:
-            rows, unreadable = self._rows(db_file, wanted)
-            rows = [r for r in rows if (r[2], r[0]) not in (skip or ())]
+            rows, unreadable = self._rows(db_file)
+            rows = [r for r in rows if r[2] in wanted and (r[2], r[0]) not in (skip or ())]
             message = (f'{db_file}: read row by row past the damage: {len(rows)} messages '
                        f'readable, {unreadable} rows unreadable')
             self.errors.append(message)
@@ -560,7 +566,7 @@ class BagReader:
                 counts[conn.topic] += 1
         except (ReaderError, StructError, TypeError, ValueError) as exc:
             self.errors.append(f'{mcap}: data damaged after {sum(counts.values())} messages '
-                               f'({type(exc).__name__}: {exc})')
+                               f'({_describe(exc)})')
         self._counts = {conn.topic: counts.get(conn.topic, 0) for conn in self._connections}
         logger.warning('bag %s is damaged (%s); %d messages before the damage are readable',
                        self.path, cause, sum(counts.values()))
@@ -632,7 +638,7 @@ class BagReader:
                 msg = self.typestore.deserialize_cdr(raw.data, raw.msgtype)
             except Exception as exc:  # noqa: BLE001 - any serde failure skips one message
                 message = (f'{raw.topic} at {raw.log_time_ns} ns: cannot deserialise '
-                           f'{raw.msgtype} ({type(exc).__name__}: {exc})')
+                           f'{raw.msgtype} ({_describe(exc)})')
                 self.errors.append(message)
                 logger.warning('%s', message)
                 continue

@@ -171,11 +171,17 @@ class FrameAssembler:
             return []
         return self._ready()
 
-    def add_depth(self, message) -> list:
+    def _checked_stamp(self, message) -> int | None:
+        """Return the message's stamp (ns), or None after recording a bad header stamp."""
         try:
-            stamp = message_stamp_ns(message)
+            return message_stamp_ns(message)
         except ValueError as exc:
             self.errors.add(f'{message.topic}: bad header stamp ({exc})')
+            return None
+
+    def add_depth(self, message) -> list:
+        stamp = self._checked_stamp(message)
+        if stamp is None:
             return []
         self.depths.append((stamp, message))
         self.newest_depth_ns = stamp if self.newest_depth_ns is None else \
@@ -183,10 +189,8 @@ class FrameAssembler:
         return self._ready()
 
     def add_image(self, message) -> list:
-        try:
-            stamp = message_stamp_ns(message)
-        except ValueError as exc:
-            self.errors.add(f'{message.topic}: bad header stamp ({exc})')
+        stamp = self._checked_stamp(message)
+        if stamp is None:
             self.frames_skipped += 1
             return []
         self.pending.append((stamp, message))

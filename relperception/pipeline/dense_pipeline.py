@@ -322,15 +322,17 @@ def labels_from_logits(logits: np.ndarray, height: int, width: int) -> np.ndarra
     logits = np.asarray(logits)
     if logits.ndim != 3 or not 1 <= logits.shape[0] <= 256:
         raise ValueError(f'logits must be (C, h, w) with 1 <= C <= 256, got {logits.shape}')
+    # Checked at the (smaller) input resolution: bilinear resizing keeps finite scores finite.
+    all_finite = bool(np.isfinite(logits).all())
     if logits.shape[1:] != (height, width):
         # cv2.resize takes up to 512 channels as (h, w, C); the argmax of the upsampled
         # scores gives smooth class borders instead of network-resolution blocks.
         hwc = _resize_bilinear(np.moveaxis(logits.astype(np.float32, copy=False), 0, -1),
                                height, width)
         logits = hwc[None] if hwc.ndim == 2 else np.moveaxis(hwc, -1, 0)
-    finite = np.isfinite(logits)
-    if finite.all():
+    if all_finite:
         return np.argmax(logits, axis=0).astype(np.uint8)
+    finite = np.isfinite(logits)
     labels = np.argmax(np.where(finite, logits, -np.inf), axis=0).astype(np.uint8)
     labels[~finite.all(axis=0)] = NONFINITE_LABEL
     return labels

@@ -67,12 +67,8 @@ _NS_PER_MS = 1_000_000
 _CDR_HEADER = 4
 
 
-#: One serialised bag message (``topic``, ``msgtype``, ``log_time_ns``, ``data``).
-RawMessage = RawBagMessage
-
-
 def iter_raw_messages(bag_path, topics: Iterable[str] | None = None,
-                      damage: list | None = None) -> Iterator[RawMessage]:
+                      damage: list | None = None) -> Iterator[RawBagMessage]:
     """Yield the serialised messages of ``topics`` (all when None) in log-time order.
 
     No deserialisation happens: the bytes go to DDS as they are. A damaged bag is read as
@@ -82,11 +78,11 @@ def iter_raw_messages(bag_path, topics: Iterable[str] | None = None,
     Args:
         bag_path: rosbag2 directory or bare ``.mcap`` / ``.db3`` file.
         topics: topic names to read; None for every topic.
-        damage: when given, the reader's descriptions of damaged storage and skipped data are
-            appended to it once the iteration ends (empty for an intact bag).
+        damage: when given, the reader's descriptions of the damage are appended to it once
+            the iteration ends (nothing for an intact bag).
 
     Yields:
-        :class:`RawMessage` items.
+        :class:`~relperception.data.bag.RawBagMessage` items.
 
     Raises:
         FileNotFoundError: when the bag does not exist.
@@ -96,8 +92,8 @@ def iter_raw_messages(bag_path, topics: Iterable[str] | None = None,
         try:
             yield from reader.raw_messages(topics)
         finally:
-            if damage is not None and (reader.storage_damaged or reader.errors):
-                damage.extend(reader.errors or [f'{bag_path}: storage damaged'])
+            if damage is not None and reader.storage_damaged:
+                damage.extend(reader.errors)
 
 
 def header_stamp_ns(data: bytes) -> int:
