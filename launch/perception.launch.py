@@ -28,7 +28,8 @@ from launch.actions import (DeclareLaunchArgument, ExecuteProcess, OpaqueFunctio
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
-from relperception.nodes.graph import FASTDDS_PROFILE_ENV, FASTDDS_PROFILE_NAME, node_set
+from relperception.nodes.graph import (fastdds_environment, FASTDDS_PROFILE_ENV,
+                                       FASTDDS_PROFILE_NAME, node_set)
 
 PACKAGE = 'relperception'
 TRUE_WORDS = ('true', '1', 'yes', 'on')
@@ -59,7 +60,8 @@ def _launch_nodes(context, *args, **kwargs):
     actions = []
     profile = _value(context, 'fastdds_profile')
     if profile:
-        actions.append(SetEnvironmentVariable(FASTDDS_PROFILE_ENV, profile))
+        actions += [SetEnvironmentVariable(name, value)
+                    for name, value in fastdds_environment(profile).items()]
     if _flag(context, 'one_process') or _flag(context, 'use_composition'):
         command = [os.path.join(get_package_prefix(PACKAGE), 'lib', PACKAGE, PACKAGE), 'run',
                    '--image-topic', _value(context, 'image_topic'),

@@ -9,8 +9,14 @@ re-raise. Nothing is installed on import.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+import contextlib
+import logging
 import signal
 import threading
+from typing import Optional
+
+logger = logging.getLogger(__name__)
 
 
 class Terminated(BaseException):  # noqa: N818 (named like KeyboardInterrupt)
@@ -26,9 +32,67 @@ class Terminated(BaseException):  # noqa: N818 (named like KeyboardInterrupt)
 INTERRUPTIONS = (KeyboardInterrupt, Terminated)
 
 
+_REASONS = {signal.SIGINT: 'interrupted (SIGINT)', signal.SIGTERM: 'terminated (SIGTERM)'}
+
+
 def interruption_reason(error: BaseException) -> str:
     """Return 'interrupted (SIGINT)' or 'terminated (SIGTERM)' for an interruption."""
-    return 'terminated (SIGTERM)' if isinstance(error, Terminated) else 'interrupted (SIGINT)'
+    return _REASONS[signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT]
+
+
+def interruption_error(reason: str) -> BaseException:
+    """Return the exception an interruption of ``reason`` raises (see :func:`interruption_reason`).
+
+    Raises:
+        ValueError: for a reason :func:`interruption_reason` never returns.
+    """
+    if reason == _REASONS[signal.SIGINT]:
+        return KeyboardInterrupt()
+    if reason == _REASONS[signal.SIGTERM]:
+        return Terminated()
+    raise ValueError(f'unknown interruption reason {reason!r}; expected one of '
+                     f'{sorted(_REASONS.values())}')
+
+
+class PendingInterruption:
+    """What :func:`deferred_interruptions` recorded: the reason of the first signal, if any."""
+
+    def __init__(self) -> None:
+        """Start with nothing recorded."""
+        self.reason: Optional[str] = None
+
+
+@contextlib.contextmanager
+def deferred_interruptions() -> Iterator[PendingInterruption]:
+    """Record the first SIGINT or SIGTERM in the block instead of raising it.
+
+    For loops whose state must not be cut in the middle of a step (an optimiser step): the loop
+    checks ``pending.reason`` between steps, stops, saves and then raises
+    ``interruption_error(pending.reason)``. A second signal raises at once. The previous
+    handlers come back when the block ends. Outside the main thread nothing is installed and
+    signals behave as before.
+
+    Yields:
+        the :class:`PendingInterruption` the handler fills.
+    """
+    pending = PendingInterruption()
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+
+    def handler(signum, frame):
+        if pending.reason is not None:
+            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+        pending.reason = _REASONS[signal.Signals(signum)]
+        logger.warning('%s: stopping after the current step and saving (signal again to stop '
+                       'at once)', pending.reason)
+
+    previous = {signum: signal.signal(signum, handler) for signum in _REASONS}
+    try:
+        yield pending
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def raise_on_sigterm():

@@ -155,6 +155,21 @@ class TestModelFiles:
         assert code == EXIT_BAD_INPUT
         _one_clear_line(errors, 'loftr.onnx', 'not a usable ONNX model')
 
+    def test_bad_onnx_in_eval_dense_keeps_the_vo_pass(self, small_bag, tmp_path, caplog):
+        model = tmp_path / 'dense.onnx'
+        model.write_bytes(b'garbage')
+        config = tmp_path / 'dense.yaml'
+        config.write_text(f'dense:\n  backend: onnxruntime\n  onnx_path: {model}\n')
+        output = tmp_path / 'out'
+        code, _ = _run_cli(['eval', str(small_bag), '--dense', '--config', str(config), '-o',
+                            str(output), '--no-progress', '--no-plots'], caplog)
+        assert code == 0   # the VO pass is written; the dense part names why it is missing
+        summary = json.loads((output / 'summary.json').read_text())
+        assert summary['frames_processed'] == 12 and (output / 'trajectory.tum').is_file()
+        assert summary['dense']['frames_evaluated'] == 0
+        assert any('dense.onnx' in e and 'not a usable ONNX model' in e
+                   for e in summary['errors'])
+
     def test_missing_cuda_device(self, tmp_path, caplog):
         import cv2
         import torch
@@ -318,6 +333,35 @@ class TestBags:
         damaged = any('SQLite' in e or 'storage damaged' in e for e in summary['errors'])
         assert summary['complete'] is not damaged
         assert damaged or start_fraction == 0.5 and pages == 3   # the labels' pages only
+
+    def test_damaged_record_inside_an_mcap_chunk_is_reported(self, tmp_path):
+        import struct
+
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = tmp_path / 'bag'
+        write_synthetic_bag(bag, frames=30, seed=3, width=160, height=120)
+        mcap = next(bag.glob('*.mcap'))
+        data = bytearray(mcap.read_bytes())
+        chunks, offset = [], 8
+        while offset < len(data) - 9:   # walk the records: opcode (1 byte), length (8 bytes)
+            opcode, = struct.unpack_from('<B', data, offset)
+            length, = struct.unpack_from('<Q', data, offset + 1)
+            if opcode == 0x06:
+                chunks.append(offset)
+            if opcode == 0x0F or length > len(data):   # data end
+                break
+            offset += 9 + length
+        assert len(chunks) > 2
+        # the first records of a middle chunk (after its 40-byte uncompressed chunk header)
+        start = chunks[len(chunks) // 2] + 9 + 40
+        data[start:start + 80] = bytes(80)
+        mcap.write_bytes(bytes(data))
+        summary = evaluate_bag(bag, tmp_path / 'out', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        assert summary['complete'] is False
+        assert 0 < summary['frames_read'] < 30
+        assert any('could not be read (damaged storage)' in e for e in summary['errors'])
 
     def test_repeated_image_stamps_are_named_not_tracked(self, tmp_path):
         from relperception.data import topics

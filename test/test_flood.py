@@ -54,11 +54,14 @@ FLOOD_S = 20.0
 WINDOW_S = 5.0
 RSS_MARGIN_FRACTION = 0.15
 RSS_MARGIN_BYTES = 30 * 2**20
+BIG_WIDTH, BIG_HEIGHT = 8000, 6000    # one 144 MB rgb8 image
+BIG_RSS_FRACTION = 0.20               # RSS after it: within 20 % of before
 
 
 # --- the publisher (runs in a child process) -------------------------------------------------
 
-def publish_images(frames_path, topic, rate_hz, duration_s, frame_id, summary_path):
+def publish_images(frames_path, topic, rate_hz, duration_s, frame_id, summary_path,
+                   insert_path=None, insert_at=-1):
     """Publish the stacked rgb8 frames of ``frames_path`` cyclically, stamped with now.
 
     Args:
@@ -69,6 +72,8 @@ def publish_images(frames_path, topic, rate_hz, duration_s, frame_id, summary_pa
         frame_id: ``header.frame_id`` of every image.
         summary_path: JSON file written at the end: published count, start and end wall
             times (integer ns) and whether a subscriber was matched.
+        insert_path: optional ``.npy`` file of one (H, W, 3) uint8 image published, by the
+            same writer, as message number ``insert_at`` (0-based) instead of a frame.
 
     Returns:
         0 when a subscriber matched, 1 otherwise.
@@ -86,6 +91,14 @@ def publish_images(frames_path, topic, rate_hz, duration_s, frame_id, summary_pa
                     data=fields['data'].tobytes())
         msg.header.frame_id = frame_id
         messages.append(msg)
+    inserted = None
+    if insert_path:
+        fields = numpy_to_image_fields(np.load(insert_path), 'rgb8')
+        inserted = Image(height=fields['height'], width=fields['width'],
+                         encoding=fields['encoding'], is_bigendian=fields['is_bigendian'],
+                         step=fields['step'], data=fields['data'].tobytes())
+        inserted.header.frame_id = frame_id
+        del fields
     publisher = node.create_publisher(Image, topic, qos_profile_sensor_data)
     summary = {'published': 0, 'start_ns': 0, 'end_ns': 0, 'matched': False}
     try:
@@ -99,6 +112,8 @@ def publish_images(frames_path, topic, rate_hz, duration_s, frame_id, summary_pa
         start = next_time = time.monotonic()
         while summary['matched'] and time.monotonic() - start < duration_s:
             msg = messages[summary['published'] % len(messages)]
+            if summary['published'] == insert_at and inserted is not None:
+                msg = inserted
             msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(time.time_ns())
             publisher.publish(msg)
             summary['published'] += 1
@@ -147,7 +162,7 @@ def child_environment(tmp_path):
                    AMENT_PREFIX_PATH=os.environ.get('AMENT_PREFIX_PATH', sys.prefix),
                    PYTHONUNBUFFERED='1')
     environ.pop(graph.FASTDDS_PROFILE_ENV_NEW, None)
-    environ[graph.FASTDDS_PROFILE_ENV] = str(graph.fastdds_profile_path())
+    environ.update(graph.fastdds_environment(str(graph.fastdds_profile_path())))
     return environ
 
 
@@ -344,6 +359,86 @@ class TestFlood:
         # (b) memory does not grow
         assert rss_end - rss_5s <= max(RSS_MARGIN_FRACTION * rss_5s, RSS_MARGIN_BYTES), figures
 
+    @pytest.mark.slow
+    def test_oversized_image_is_accounted_for_and_released(self, tmp_path):
+        """One 144 MB image among 640x480 ones: received or counted lost, memory released."""
+        namespace = f'/test_big_{uuid.uuid4().hex[:10]}'
+        frame_id = f'big_camera_{uuid.uuid4().hex[:8]}'
+        description = graph.node_set(image_topic=f'{namespace}/image',
+                                     camera_info_topic=f'{namespace}/camera_info',
+                                     namespace=namespace)[0]
+        environ = child_environment(tmp_path)
+        node_log = open(tmp_path / 'matcher_node.log', 'w', encoding='utf-8')
+        node_process = subprocess.Popen(
+            [sys.executable, '-m', 'relperception.nodes.matcher_node']
+            + description.ros_arguments() + ['-r', f'__ns:={namespace}'],
+            cwd=REPO_ROOT, env=environ, stdout=node_log, stderr=subprocess.STDOUT)
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        probe = None
+
+        summary_path = tmp_path / 'publisher.json'
+
+        def settled_report():
+            deadline = time.monotonic() + 15.0
+            while time.monotonic() < deadline:
+                _, reports = probe.snapshot()
+                if len(reports) >= 2 and reports[-1][1] == reports[-2][1]:
+                    return reports[-1][1]
+                time.sleep(0.2)
+            return reports[-1][1] if reports else {}
+
+        try:
+            stack, _ = render_frames()
+            small_path, big_path = tmp_path / 'small.npy', tmp_path / 'big.npy'
+            np.save(small_path, stack)
+            big = np.zeros((BIG_HEIGHT, BIG_WIDTH, 3), np.uint8)
+            big[::7, ::5] = 255
+            np.save(big_path, big)
+            del stack, big
+            probe = Probe(context, namespace, frame_id)
+            # one camera (one writer): 8 s of 640x480 at 10 Hz, the big image as message 80,
+            # then 640x480 again; RSS sampled just before the big image and at the end
+            publisher = subprocess.Popen(
+                [sys.executable, __file__, '--frames', str(small_path),
+                 '--topic', f'{namespace}/image', '--rate', '10', '--duration', '16',
+                 '--frame-id', frame_id, '--summary', str(summary_path),
+                 '--insert', str(big_path), '--insert-at', '80'],
+                cwd=REPO_ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True)
+            rss_before = None
+            while publisher.poll() is None:
+                _, reports = probe.snapshot()
+                if reports and int(reports[-1][1].get('frames_received', 0)) < 75:
+                    rss_before = vm_rss_bytes(node_process.pid)
+                time.sleep(0.25)
+            output, _ = publisher.communicate(timeout=60)
+            assert publisher.returncode == 0, output[-3000:]
+            published = json.loads(summary_path.read_text(encoding='utf-8'))['published']
+            final = settled_report()
+            rss_after = vm_rss_bytes(node_process.pid)
+            node_alive = node_process.poll() is None
+        finally:
+            stop_process(node_process)
+            node_log.close()
+            if probe is not None:
+                probe.close()
+            context.try_shutdown()
+        log = (tmp_path / 'matcher_node.log').read_text(encoding='utf-8')
+        received = int(final.get('frames_received', 0))
+        lost = int(final.get('image_lost_in_transport', 0))
+        figures = (f'published {published}, received {received}, lost in transport {lost}; '
+                   f'RSS {rss_before / 2**20:.1f} MiB before the big image, '
+                   f'{rss_after / 2**20:.1f} MiB after; node log tail: {log[-1500:]}')
+        print(figures)
+        assert node_alive, figures
+        # nothing vanished silently: every image was received or counted lost in transport
+        assert received + lost == published, figures
+        if lost:
+            assert 'lost in transport' in log, figures
+        # the big image's buffers do not stay resident
+        assert rss_after <= (1.0 + BIG_RSS_FRACTION) * rss_before, figures
+
 
 def main(argv=None):
     """Run the image publisher of the flood test (``python test/test_flood.py --help``).
@@ -361,9 +456,12 @@ def main(argv=None):
     parser.add_argument('--duration', type=float, required=True)
     parser.add_argument('--frame-id', required=True)
     parser.add_argument('--summary', required=True)
+    parser.add_argument('--insert', help='.npy file of one image published as message '
+                                         'number --insert-at')
+    parser.add_argument('--insert-at', type=int, default=-1)
     args = parser.parse_args(argv)
     return publish_images(args.frames, args.topic, args.rate, args.duration, args.frame_id,
-                          args.summary)
+                          args.summary, args.insert, args.insert_at)
 
 
 if __name__ == '__main__':

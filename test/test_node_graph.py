@@ -146,9 +146,26 @@ class TestFastddsProfile:
     def test_apply_sets_the_variable(self):
         environ = {}
         path = graph.apply_fastdds_profile(environ)
-        assert environ == {graph.FASTDDS_PROFILE_ENV: path}
+        assert environ == {graph.FASTDDS_PROFILE_ENV: path, graph.FASTDDS_QOS_FROM_XML_ENV: '1'}
         # The source tree's file, or its installed copy under colcon.
         assert Path(path).read_bytes() == PROFILE_FILE.read_bytes()
+
+    def test_profile_frees_sample_buffers(self):
+        # The reader memory policy that returns an oversized sample's buffer; rmw_fastrtps
+        # applies it only with the variable that fastdds_environment sets for this profile.
+        root = ElementTree.parse(PROFILE_FILE).getroot()
+        readers = root.findall(f'.//{FASTDDS_NS}data_reader')
+        default = [r for r in readers if r.get('is_default_profile') == 'true']
+        assert len(default) == 1
+        assert default[0].find(FASTDDS_NS + 'historyMemoryPolicy').text == 'DYNAMIC'
+        builtin = root.find(f'.//{FASTDDS_NS}participant/{FASTDDS_NS}rtps/{FASTDDS_NS}builtin')
+        assert builtin.find(FASTDDS_NS + 'readerHistoryMemoryPolicy').text == \
+            'PREALLOCATED_WITH_REALLOC'   # discovery data larger than 5000 bytes
+        assert graph.fastdds_environment('/x/fastdds_profile.xml') == {
+            graph.FASTDDS_PROFILE_ENV: '/x/fastdds_profile.xml',
+            graph.FASTDDS_QOS_FROM_XML_ENV: '1'}
+        assert graph.fastdds_environment('/x/mine.xml') == {
+            graph.FASTDDS_PROFILE_ENV: '/x/mine.xml'}
 
     def test_user_choice_wins_and_opt_out(self):
         environ = {graph.FASTDDS_PROFILE_ENV: '/mine.xml'}

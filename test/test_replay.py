@@ -212,6 +212,32 @@ class TestReplay:
         assert summary['mode'] == 'rgbd' and summary['alignment'] == 'se3'
         assert summary['ate_rmse_m'] is not None and summary['ate_rmse_m'] < 0.5
 
+    def test_refused_depth_is_named_in_the_summary(self, tmp_path):
+        _ros_or_skip()
+        from relperception.data.synthetic import iter_sequence
+        from relperception.nodes.replay import replay_bag
+
+        camera, frames = iter_sequence(num_frames=12, seed=5, width=160, height=120, fps=10.0)
+        bag = tmp_path / 'mm_bag'
+        with BagWriter(bag) as writer:
+            for frame in frames:   # millimetres labelled 32FC1 (metres)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8',
+                                   topics.CAMERA_FRAME)
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera,
+                                         topics.CAMERA_FRAME)
+                writer.write_image(topics.DEPTH, frame.stamp_ns, frame.depth * 1000.0,
+                                   '32FC1', topics.CAMERA_FRAME)
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam,
+                                  topics.WORLD_FRAME)
+        summary = replay_bag(bag, tmp_path / 'out', namespace=f'/test_{uuid.uuid4().hex[:8]}',
+                             plots=False)
+        refused = summary['depth_problems'].get('implausible_range', 0)
+        assert refused >= 10, summary['depth_problems']   # every depth image that arrived
+        assert summary['frames_without_depth'] == refused
+        assert summary['input_problems']['depth_implausible_range'] == refused
+        assert any('depth_implausible_range' in e for e in summary['errors'])
+        assert summary['num_errors'] > 0
+
     def test_in_process_with_loftr(self, small_bag, tmp_path):
         """``matcher: loftr`` (shipped loftr_lite weights) through the live replay.
 

@@ -18,6 +18,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from relperception.atomic_files import write_text_atomic
+
 HELP = ('two-view relative pose evaluation (LoFTR protocol: pose AUC, epipolar precision, '
         'time per pair) of several matchers on pairs from bags, .npz files or synthetic scenes')
 
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if summaries:
         table = format_pairs_table(summaries)
         print(table)
-        (output / 'pairs_table.txt').write_text(table + '\n', encoding='utf-8')
+        write_text_atomic(output / 'pairs_table.txt', table + '\n')
         plot_pairs_summary(output / 'pairs_auc.png', summaries)
     write_json(output / 'pairs_results.json', {
         'matchers': list(args.matchers), 'groups': {g: len(p) for g, p in groups.items()},

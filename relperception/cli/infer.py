@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
         ValueError: bad configuration, weights or ONNX file.
     """
     import cv2
-    import numpy as np
-    from relperception.pipeline.dense_pipeline import colorize_raw_depth, DensePipeline
+    from relperception.interruption import INTERRUPTIONS, interruption_reason
+    from relperception.pipeline.dense_pipeline import DensePipeline
 
     images = collect_images(args.inputs)
     overrides = {'dense.model': args.config, 'dense.weights': args.weights,
@@ -124,32 +124,48 @@ def run(args: argparse.Namespace) -> int:
     pipeline = DensePipeline(overrides)
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
-    failed = 0
+    failed = done = 0
     stems: dict = {}
-    for path in images:
-        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            logger.error('%s: not a readable image; skipped', path)
-            failed += 1
-            continue
-        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-        result = pipeline.run(rgb, colors=True)
-        stem = path.stem
-        if stem in stems:  # same name in two folders: keep both
-            stems[stem] += 1
-            stem = f'{stem}_{stems[stem]}'
-        else:
-            stems[stem] = 0
-        np.save(output / f'{stem}_depth.npy', result.raw_depth.astype(np.float32))
-        depth_png = colorize_raw_depth(result.raw_depth, result.relative)
-        cv2.imwrite(str(output / f'{stem}_depth.png'), cv2.cvtColor(depth_png, cv2.COLOR_RGB2BGR))
-        if result.labels is not None:
-            cv2.imwrite(str(output / f'{stem}_labels.png'), result.labels)
-            cv2.imwrite(str(output / f'{stem}_labels_color.png'),
-                        cv2.cvtColor(result.labels_color, cv2.COLOR_RGB2BGR))
-        logger.info('%s: %dx%d, %.1f ms (inference %.1f ms)', path.name, rgb.shape[1],
-                    rgb.shape[0], result.timing_ms['total'], result.timing_ms['inference'])
-    logger.info('wrote %d of %d images to %s (%s depth%s)', len(images) - failed, len(images),
+    try:
+        for path in images:
+            bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if bgr is None:
+                logger.error('%s: not a readable image; skipped', path)
+                failed += 1
+                continue
+            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+            result = pipeline.run(rgb, colors=True)
+            stem = path.stem
+            if stem in stems:  # same name in two folders: keep both
+                stems[stem] += 1
+                stem = f'{stem}_{stems[stem]}'
+            else:
+                stems[stem] = 0
+            _write_outputs(output, stem, result, pipeline.relative)
+            done += 1
+            logger.info('%s: %dx%d, %.1f ms (inference %.1f ms)', path.name, rgb.shape[1],
+                        rgb.shape[0], result.timing_ms['total'], result.timing_ms['inference'])
+    except INTERRUPTIONS as exc:
+        logger.error('%s after %d of %d images: the outputs of those %d are complete in %s; '
+                     'the rest were not processed', interruption_reason(exc), done + failed,
+                     len(images), done, output)
+        raise
+    logger.info('wrote %d of %d images to %s (%s depth%s)', done, len(images),
                 output, 'relative inverse' if pipeline.relative else 'metric',
                 ', labels' if pipeline.has_segmentation else '')
     return 1 if failed else 0
+
+
+def _write_outputs(output: Path, stem: str, result, relative: bool) -> None:
+    """Write one image's depth (.npy, .png) and labels; each file whole or not at all."""
+    import numpy as np
+    from relperception.atomic_files import atomic_path
+    from relperception.imaging import write_image
+    from relperception.pipeline.dense_pipeline import colorize_raw_depth
+
+    with atomic_path(output / f'{stem}_depth.npy') as temporary:
+        np.save(temporary, result.raw_depth.astype(np.float32))
+    write_image(output / f'{stem}_depth.png', colorize_raw_depth(result.raw_depth, relative))
+    if result.labels is not None:
+        write_image(output / f'{stem}_labels.png', result.labels)
+        write_image(output / f'{stem}_labels_color.png', result.labels_color)

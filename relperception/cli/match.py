@@ -162,9 +162,10 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success.
     """
-    import cv2
     import numpy as np
 
+    from relperception.atomic_files import atomic_path
+    from relperception.imaging import write_image
     from relperception.imaging.drawing import draw_matches
 
     if args.runs < 1:
@@ -188,13 +189,12 @@ def run(args: argparse.Namespace) -> int:
         matches = matcher.match(image0, image1)
         times.append(time.perf_counter() - start)
 
-    np.savez(output / 'matches.npz',
-             keypoints0=np.asarray(matches.keypoints0, np.float32).reshape(-1, 2),
-             keypoints1=np.asarray(matches.keypoints1, np.float32).reshape(-1, 2),
-             confidence=np.asarray(matches.confidence, np.float32).reshape(-1))
-    drawing = draw_matches(image1, matches)
-    if not cv2.imwrite(str(output / 'matches.png'), cv2.cvtColor(drawing, cv2.COLOR_RGB2BGR)):
-        raise OSError(f'cannot write {output / "matches.png"}')
+    with atomic_path(output / 'matches.npz') as temporary:
+        np.savez(temporary,
+                 keypoints0=np.asarray(matches.keypoints0, np.float32).reshape(-1, 2),
+                 keypoints1=np.asarray(matches.keypoints1, np.float32).reshape(-1, 2),
+                 confidence=np.asarray(matches.confidence, np.float32).reshape(-1))
+    write_image(output / 'matches.png', draw_matches(image1, matches))
     label = args.config if name == 'loftr' else 'ncc'
     steady = (f', median of runs 2..{len(times)}: {1000.0 * np.median(times[1:]):.1f} ms'
               if len(times) > 1 else '')

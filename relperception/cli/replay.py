@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument('bag', help='rosbag2 directory or .mcap / .db3 file')
     parser.add_argument('-o', '--output', required=True, metavar='DIR',
-                        help='report folder (the eval files, latency.csv, recorded_bag/)')
+                        help='report folder (the eval files, latency.csv, recorded_bag/); the '
+                             'files of an earlier run there (those its summary.json lists, and '
+                             'its recorded_bag/) are replaced')
     parser.add_argument('--config', metavar='YAML',
                         help='parameter file (ROS 2 parameter file, nested or flat YAML)')
     parser.add_argument('--rate', type=float, default=1.0, metavar='K',

@@ -32,6 +32,8 @@ import shutil
 import sys
 import time
 
+from relperception.atomic_files import write_text_atomic
+
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
 
 logger = logging.getLogger(__name__)
@@ -145,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                                time_budget_min=args.time_budget_min,
                                image_size=args.image_size, init_weights=args.init,
                                progress=not args.no_progress, **extra)
+        _raise_if_interrupted(result)
         if args.ship:
             metrics = {k: v for k, v in result['validation'].items()
                        if isinstance(v, (int, float))}
@@ -157,10 +160,22 @@ def run(args: argparse.Namespace) -> int:
                     logger.info('%s: %s', key, result[key])
         return int(result) if isinstance(result, int) else 0
     summary = train_dense(args)
+    _raise_if_interrupted(summary)
     logger.info('weights: %s', summary['weights'])
     for key, value in summary['metrics'].items():
         logger.info('  %-24s %s', key, f'{value:.4f}' if isinstance(value, float) else value)
     return 0
+
+
+def _raise_if_interrupted(summary: dict) -> None:
+    """Raise the interruption that stopped training, once its results are written."""
+    from relperception.interruption import interruption_error
+
+    if summary.get('interrupted'):
+        logger.error('%s at step %d: weights %s and metrics.json hold that step (not shipped); '
+                     'continue with --resume', summary['interrupted'], summary['step'],
+                     summary['weights'])
+        raise interruption_error(summary['interrupted'])
 
 
 def train_dense(args: argparse.Namespace) -> dict:
@@ -287,11 +302,11 @@ def train_dense(args: argparse.Namespace) -> dict:
          'metrics': json.dumps(metrics)})
     summary = {'weights': str(weights_path), 'checkpoint': str(result.checkpoint),
                'step': result.step, 'epoch': result.epoch, 'finished': result.finished,
+               'interrupted': result.interrupted,
                'seconds_this_run': time.monotonic() - start, 'metrics': metrics,
                'history': result.history, 'config': config}
-    with open(output / 'metrics.json', 'w', encoding='utf-8') as stream:
-        json.dump(summary, stream, indent=2)
-    if args.ship:
+    write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
+    if args.ship and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
     return summary

@@ -88,14 +88,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help='pool the matrix to at most this many rows/columns')
 
 
-def _write_png(path: Path, rgb) -> None:
-    import cv2
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)):
-        raise OSError(f'cannot write {path}')
-
-
 class _LoFTRProbe:
     """A ``LoFTRMatcher`` (torch backend) plus access to its coarse attention, for pictures.
 
@@ -247,6 +239,7 @@ def run_match(args: argparse.Namespace) -> Path:
     import numpy as np
 
     from relperception.cli.match import read_gray
+    from relperception.imaging import write_image
     from relperception.visualization import relation as rel
 
     image0, image1 = read_gray(args.image0), read_gray(args.image1)
@@ -343,7 +336,7 @@ def run_match(args: argparse.Namespace) -> Path:
         panels, 'Both methods compare -> score -> aggregate. NCC scores raw pixels of a fixed '
                 'window; LoFTR scores learned, context-aware features against the whole image.')
     path = Path(args.output) / f'match_x{x:g}_y{y:g}.png'
-    _write_png(path, figure)
+    write_image(path, figure)
     return path
 
 
@@ -376,6 +369,7 @@ def run_attention(args: argparse.Namespace) -> Path:
     import numpy as np
 
     from relperception.cli.match import read_gray
+    from relperception.imaging import write_image
     from relperception.visualization import relation as rel
 
     image0, image1 = read_gray(args.image0), read_gray(args.image1)
@@ -432,7 +426,7 @@ def run_attention(args: argparse.Namespace) -> Path:
         panels, 'Attention = compare (query . key of learned features) -> score (normalised '
                 'weights over all keys) -> aggregate (weighted sum of values).')
     path = Path(args.output) / f'attention_layer{args.layer}.png'
-    _write_png(path, figure)
+    write_image(path, figure)
     return path
 
 

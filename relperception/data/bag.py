@@ -19,7 +19,7 @@ this happened.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from logging import getLogger
@@ -667,11 +667,13 @@ class BagReader:
                   else self._storage.messages(connections))
         count = 0
         read: set = set()   # (topic, log time) of what was yielded, for a row-by-row resume
+        per_topic: Counter = Counter()
         resuming = False
         while True:
             try:
                 conn, log_time_ns, rawdata = next(source)
             except StopIteration:
+                self._check_all_read(connections, per_topic)
                 break
             except Exception as exc:  # noqa: BLE001 - rosbags, struct, apsw/sqlite3 errors
                 self.storage_damaged = True
@@ -687,5 +689,23 @@ class BagReader:
                 source, resuming = resumed, True
                 continue
             count += 1
+            per_topic[conn.topic] += 1
             read.add((conn.topic, int(log_time_ns)))
             yield RawBagMessage(conn.topic, conn.msgtype, int(log_time_ns), bytes(rawdata))
+
+    def _check_all_read(self, connections: list, per_topic: Mapping[str, int]) -> None:
+        """Mark the storage damaged when a full read gave fewer messages than the bag counts.
+
+        E.g. a damaged record inside an MCAP chunk that the reader skips without an error.
+        """
+        if self.storage_damaged:
+            return   # already reported, with what was lost
+        for topic in sorted({conn.topic for conn in connections}):
+            expected, got = self._counts.get(topic, 0), per_topic.get(topic, 0)
+            if got < expected:
+                self.storage_damaged = True
+                message = (f'{self.path}: {expected - got} of {expected} messages on {topic} '
+                           'could not be read (damaged storage)')
+                if message not in self.errors:
+                    self.errors.append(message)
+                logger.error('%s', message)

@@ -27,6 +27,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 import cv2
 import numpy as np
+from relperception.atomic_files import atomic_path
 from relperception.transforms import check_transform, invert_transform
 
 logger = logging.getLogger(__name__)
@@ -204,13 +205,15 @@ def save_pairs_npz(path, pairs: Sequence[ImagePair]) -> Path:
         raise ValueError(f'save_pairs_npz needs images of one size, got {sorted(shapes)}; '
                          'write files and use paths0/paths1 instead')
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(
-        path, image0=np.stack([p.image0 for p in pairs]),
-        image1=np.stack([p.image1 for p in pairs]), K0=np.stack([p.K0 for p in pairs]),
-        K1=np.stack([p.K1 for p in pairs]), T_0to1=np.stack([p.T_0to1 for p in pairs]),
-        names=np.array([p.name for p in pairs]),
-        gaps=np.array([-1 if p.gap is None else p.gap for p in pairs]))
+    if path.suffix != '.npz':
+        raise ValueError(f'{path}: the pairs file name must end in .npz')
+    with atomic_path(path) as temporary:
+        np.savez_compressed(
+            temporary, image0=np.stack([p.image0 for p in pairs]),
+            image1=np.stack([p.image1 for p in pairs]), K0=np.stack([p.K0 for p in pairs]),
+            K1=np.stack([p.K1 for p in pairs]), T_0to1=np.stack([p.T_0to1 for p in pairs]),
+            names=np.array([p.name for p in pairs]),
+            gaps=np.array([-1 if p.gap is None else p.gap for p in pairs]))
     return path
 
 

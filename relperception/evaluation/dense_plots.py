@@ -16,6 +16,7 @@ import numpy as np
 from relperception.evaluation.report import _pyplot, _save_figure
 from relperception.evaluation.segmentation import ConfusionMatrix
 from relperception.imaging.colormap import colorize_depth, colorize_labels
+from relperception.imaging.image_files import write_image
 
 _SEPARATOR_PX = 4
 
@@ -138,8 +139,5 @@ def sample_strip(image: np.ndarray, prediction: np.ndarray, ground_truth: np.nda
     separator = np.full((shape[0], _SEPARATOR_PX, 3), 255, np.uint8)
     strip = np.concatenate([rgb, separator, pred_rgb, separator, gt_rgb], axis=1)
     if path_png is not None:
-        path_png = Path(path_png)
-        path_png.parent.mkdir(parents=True, exist_ok=True)
-        if not cv2.imwrite(str(path_png), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR)):
-            raise OSError(f'cannot write {path_png}')
+        write_image(path_png, strip)
     return strip

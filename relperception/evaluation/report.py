@@ -13,11 +13,11 @@ import itertools
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from relperception.atomic_files import atomic_path, write_text_atomic
 from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,8 @@ def _save_figure(fig, title: str, path_png) -> Path:
     fig.suptitle(title)
     fig.tight_layout()
     path_png = Path(path_png)
-    path_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path_png, dpi=100)
+    with atomic_path(path_png) as temporary:
+        fig.savefig(temporary, dpi=100)
     return path_png
 
 
@@ -181,13 +181,8 @@ def write_json(path: str | Path, data: Mapping[str, Any]) -> Path:
     """
     if not isinstance(data, Mapping):
         raise TypeError(f'write_json expects a mapping, got {type(data).__name__}')
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
-    temporary = path.with_name(f'.{path.name}.partial')
-    temporary.write_text(text + '\n', encoding='utf-8')
-    os.replace(temporary, path)
-    return path
+    return write_text_atomic(path, text + '\n')
 
 
 def format_metrics_table(rows: Mapping[str, Mapping[str, Any]],
@@ -244,4 +239,6 @@ def remove_earlier_outputs(output_dir: str | Path) -> list[str]:
             continue   # outside the folder, or already gone
         path.unlink()
         removed.append(name)
+    if removed:
+        logger.info('%s: replaced the %d files of an earlier run', output_dir, len(removed))
     return removed

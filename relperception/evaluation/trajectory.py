@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from relperception.atomic_files import write_text_atomic
 from relperception.transforms import quaternion_xyzw_from_transform
 
 logger = logging.getLogger(__name__)
@@ -144,14 +145,12 @@ def write_tum(path: str | Path, stamps_ns, T_world_cam) -> None:
         T_world_cam: (N, 4, 4) float64 rigid transforms (metres).
     """
     stamps, poses = _check_poses('write_tum', stamps_ns, T_world_cam)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = ['# timestamp tx ty tz qx qy qz qw']
     for stamp, T in zip(stamps, poses):
         q = quaternion_xyzw_from_transform(T)
         values = ' '.join(f'{v:.9f}' for v in (*T[:3, 3], *q))
         lines.append(f'{_format_stamp_ns(stamp)} {values}')
-    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    write_text_atomic(path, '\n'.join(lines) + '\n')
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from relperception.atomic_files import atomic_open
 from relperception.data.bag_frames import GT_TOLERANCE_S
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
@@ -41,7 +42,7 @@ def write_timing_csv(path: Path, rows: list) -> None:
     fields = ('frame', 'stamp_ns', 'status', 'num_matches', 'num_inliers', 'is_keyframe',
               'depth', 'process_ms', 'keyframe_wait_ms', 'decode_ms', 'scale_source') + (
                   ('dense_ms',) if dense else ())
-    with open(path, 'w', newline='', encoding='utf-8') as stream:
+    with atomic_open(path, newline='') as stream:
         writer = csv.writer(stream)
         writer.writerow(fields)
         for index, row in enumerate(rows):

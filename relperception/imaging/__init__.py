@@ -26,6 +26,7 @@ from .image_encodings import (  # noqa: I101 (ruff's isort order)
     to_mono8,
     to_rgb8,
 )
+from .image_files import write_image
 
 __all__ = [
     'CAMVID_CLASS_NAMES',
@@ -48,4 +49,5 @@ __all__ = [
     'overlay',
     'to_mono8',
     'to_rgb8',
+    'write_image',
 ]

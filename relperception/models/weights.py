@@ -25,6 +25,7 @@ from pathlib import Path
 import pickle
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
+from relperception.atomic_files import atomic_path, write_text_atomic
 import safetensors.torch
 import torch
 
@@ -275,8 +276,8 @@ def save_weights(module_or_state: Union[torch.nn.Module, Mapping[str, torch.Tens
     meta = None
     if metadata:
         meta = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    safetensors.torch.save_file(state, str(path), metadata=meta)
+    with atomic_path(path) as temporary:
+        safetensors.torch.save_file(state, str(temporary), metadata=meta)
     return path
 
 
@@ -368,7 +369,6 @@ def add_to_manifest(name: str, path: Union[str, Path],
     entry = {'file': path.name, 'sha256': file_sha256(path),
              'size_bytes': path.stat().st_size, **info}
     manifest[name] = entry
-    with open(folder / MANIFEST_NAME, 'w', encoding='utf-8') as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=True)
-        handle.write('\n')
+    write_text_atomic(folder / MANIFEST_NAME,
+                      json.dumps(manifest, indent=2, sort_keys=True) + '\n')
     return entry

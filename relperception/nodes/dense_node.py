@@ -33,11 +33,13 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
+from relperception.data.input_counters import FRAMES_WITH_NONFINITE_OUTPUT
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import to_rgb8
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput, message_to_array
+from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker
 from relperception.nodes.ros_messages import image_msg_from_array
@@ -99,12 +101,16 @@ class DenseNode(Node):
         self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))
         self._depth_color = self.create_publisher(Image, 'depth_color', QoSProfile(depth=1))
         self._nonfinite_frames = 0
+        #: messages lost in transport, per input (``message_lost`` events).
+        self.lost = LostMessages(self)
         self._diagnostics = DiagnosticsPublisher(
             self, [('dense', self.stats)],
-            counters=lambda: {'frames_with_nonfinite_output': self._nonfinite_frames})
-        self._input = ImageInput(self, self._worker.submit)
+            counters=lambda: {FRAMES_WITH_NONFINITE_OUTPUT: self._nonfinite_frames,
+                              **self.lost.counts()})
+        self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         self._camera_info_subscription = self.create_subscription(
-            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data)
+            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
+            event_callbacks=self.lost.callbacks('camera_info'))
         self.get_logger().info(
             f'dense model {model_name(section(config, "dense"))} '
             f'({"relative" if self._pipeline.relative else "metric"} depth'

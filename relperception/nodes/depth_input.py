@@ -28,6 +28,7 @@ from relperception.config import ParameterSpec
 from relperception.core_types import Camera
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
+from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import declare_parameters
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -113,9 +114,12 @@ class DepthInput:
         node: the subscribing node (``depth_transport`` is declared on it).
         camera: returns the camera of the latest valid ``camera_info`` (None before one), to
             reject depth of another size early.
+        lost: counts the depth images lost in transport (as input ``depth``); None: not
+            counted.
     """
 
-    def __init__(self, node: Node, camera: Callable[[], Optional[Camera]]) -> None:
+    def __init__(self, node: Node, camera: Callable[[], Optional[Camera]],
+                 lost: Optional[LostMessages] = None) -> None:
         declare_parameters(node, [DEPTH_TRANSPORT.name],
                            specs={DEPTH_TRANSPORT.name: DEPTH_TRANSPORT})
         self.transport = node.get_parameter(DEPTH_TRANSPORT.name).value
@@ -130,15 +134,16 @@ class DepthInput:
         #: stamp (ns) of the newest depth message received, None before the first.
         self.newest_stamp_ns: Optional[int] = None
         overriding = QoSOverridingOptions.with_default_policies()
+        events = None if lost is None else lost.callbacks('depth')
         if self.transport == 'compressedDepth':
             topic = node.resolve_topic_name('depth_in') + '/compressedDepth'
             self._subscription = node.create_subscription(
                 CompressedImage, topic, self._on_depth, qos_profile_sensor_data,
-                qos_overriding_options=overriding)
+                qos_overriding_options=overriding, event_callbacks=events)
         else:
             self._subscription = node.create_subscription(
                 Image, 'depth_in', self._on_depth, qos_profile_sensor_data,
-                qos_overriding_options=overriding)
+                qos_overriding_options=overriding, event_callbacks=events)
 
     def __len__(self) -> int:
         return len(self._cache)

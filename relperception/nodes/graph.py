@@ -41,6 +41,9 @@ FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
 # Fast DDS 3 (ROS 2 Kilted and later) reads this name; a user who set either keeps theirs.
 FASTDDS_PROFILE_ENV_NEW = 'FASTDDS_DEFAULT_PROFILES_FILE'
 FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
+#: rmw_fastrtps takes the history memory policy (and publication mode) from the XML profile
+#: only when this is '1'; the packaged profile needs it (see its comment).
+FASTDDS_QOS_FROM_XML_ENV = 'RMW_FASTRTPS_USE_QOS_FROM_XML'
 IMAGE_TRANSPORTS = ('raw', 'compressed')
 DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
 MATCHERS = ('ncc', 'loftr', 'klt', 'orb')
@@ -277,8 +280,23 @@ def apply_fastdds_profile(environ: Optional[MutableMapping[str, str]] = None,
     if not enabled:
         return None
     path = str(fastdds_profile_path())
-    environ[FASTDDS_PROFILE_ENV] = path
+    environ.update(fastdds_environment(path))
     return path
+
+
+def fastdds_environment(profile: str) -> Dict[str, str]:
+    """Return the environment variables that make Fast DDS use the XML profile ``profile``.
+
+    The profile file variable, plus ``RMW_FASTRTPS_USE_QOS_FROM_XML=1`` when ``profile`` is the
+    packaged one (named ``fastdds_profile.xml``): its reader history memory policy frees the
+    buffer of every sample, so one oversized image does not stay resident; rmw_fastrtps
+    overrides that policy unless the variable is set. Another profile gets the variable only
+    if the user sets it.
+    """
+    environ = {FASTDDS_PROFILE_ENV: str(profile)}
+    if Path(profile).name == FASTDDS_PROFILE_NAME:
+        environ[FASTDDS_QOS_FROM_XML_ENV] = '1'
+    return environ
 
 
 def ensure_ament_prefix(environ: Optional[MutableMapping[str, str]] = None) -> Optional[str]:

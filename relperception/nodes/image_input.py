@@ -16,7 +16,7 @@ topic with the standard ``qos_overrides.<topic>.subscription.*`` parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 from rclpy.node import Node
@@ -25,6 +25,7 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import ParameterSpec
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import compressed_to_numpy, image_to_numpy, to_mono8
+from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import declare_parameters
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -90,10 +91,12 @@ class ImageInput:
             ``FrameWorker.submit``).
         qos: subscription QoS (default: sensor data, best effort, keep last 5).
         topic: base topic name (relative).
+        lost: counts the images lost in transport (as input ``image``); None: not counted.
     """
 
     def __init__(self, node: Node, callback: Callable[[Any], Any],
-                 qos: QoSProfile = qos_profile_sensor_data, topic: str = 'image') -> None:
+                 qos: QoSProfile = qos_profile_sensor_data, topic: str = 'image',
+                 lost: Optional[LostMessages] = None) -> None:
         declare_parameters(node, [IMAGE_TRANSPORT.name],
                            specs={IMAGE_TRANSPORT.name: IMAGE_TRANSPORT})
         self.transport = node.get_parameter(IMAGE_TRANSPORT.name).value
@@ -106,7 +109,8 @@ class ImageInput:
         self._node = node
         self._subscription = node.create_subscription(
             message_type, self.topic, callback, qos,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+            event_callbacks=None if lost is None else lost.callbacks('image'))
 
     @staticmethod
     def decode(msg) -> GrayImage:

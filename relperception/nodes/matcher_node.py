@@ -43,6 +43,7 @@ from relperception.matching import build_matcher
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import GrayImage, ImageInput
+from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
 from relperception.nodes.processing import FrameWorker, SkipFrame
@@ -133,11 +134,15 @@ class MatcherNode(Node):
         #: number of relation images drawn and published.
         self.relation_images_drawn = 0
         self._relation_errors_logged: Set[str] = set()
+        #: messages lost in transport, per input (``message_lost`` events).
+        self.lost = LostMessages(self)
         self._diagnostics = DiagnosticsPublisher(
-            self, [('matching', self.stats), ('relation_image', self.relation_stats)])
-        self._input = ImageInput(self, self._worker.submit)
+            self, [('matching', self.stats), ('relation_image', self.relation_stats)],
+            counters=self.lost.counts)
+        self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         self._camera_info_subscription = self.create_subscription(
-            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data)
+            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
+            event_callbacks=self.lost.callbacks('camera_info'))
         self.get_logger().info(
             f'matching with {config["matcher"]} on {self.resolve_topic_name(self._input.topic)} '
             f'({self._input.transport})')

@@ -49,6 +49,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from relperception.config import load_config
+from relperception.evaluation.report import remove_earlier_outputs
+from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.nodes import graph
 from relperception.pipeline import live_eval
 
@@ -490,9 +492,11 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
     config = load_config(overrides=dict(config or {}))
     plan = plan_replay(bag, config, namespace)
     output_dir.mkdir(parents=True, exist_ok=True)
+    remove_earlier_outputs(output_dir)
 
     saved = {name: os.environ.get(name) for name in (graph.FASTDDS_PROFILE_ENV,
                                                      graph.FASTDDS_PROFILE_ENV_NEW,
+                                                     graph.FASTDDS_QOS_FROM_XML_ENV,
                                                      'AMENT_PREFIX_PATH')}
     profile = graph.apply_fastdds_profile(enabled=fastdds_profile)
     graph.ensure_ament_prefix()
@@ -500,9 +504,18 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
                 bag, plan.mode, plan.num_images, rate,
                 'in separate processes' if separate_processes else 'in this process',
                 profile or 'none')
+    record: Dict[str, Any] = {}
+    interrupted = None
     try:
-        record = _run_live(plan, config, output_dir, rate, separate_processes, startup_s,
-                           silence_s, drain_timeout_s, use_sim_time)
+        _run_live(plan, config, output_dir, rate, separate_processes, startup_s, silence_s,
+                  drain_timeout_s, use_sim_time, record)
+    except INTERRUPTIONS as exc:
+        if 'startup_s' not in record:
+            raise   # nothing was played yet: nothing to score
+        interrupted = exc
+        record['interrupted'] = interruption_reason(exc)
+        logger.error('%s after %d images: scoring what the nodes put out', record['interrupted'],
+                     record.get('images_published', 0))
     finally:
         for name, value in saved.items():
             if value is None:
@@ -517,10 +530,13 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
              'fastdds_profile': profile, 'namespace': plan.namespace,
              'use_sim_time': bool(use_sim_time), 'input_topics': plan.published_topics,
              **record}
-    return live_eval.evaluate_recording(
+    summary = live_eval.evaluate_recording(
         bag, output_dir / live_eval.RECORDED_BAG, output_dir / live_eval.PUBLISH_TIMES_CSV,
         output_dir, plan.output_topics, config=config, mode=plan.mode,
         camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra)
+    if interrupted is not None:
+        raise interrupted
+    return summary
 
 
 def _expected_subscribers(plan: ReplayPlan, use_sim_time: bool) -> Dict[str, int]:
@@ -537,9 +553,13 @@ def _expected_subscribers(plan: ReplayPlan, use_sim_time: bool) -> Dict[str, int
 
 
 def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_processes: bool,
-              startup_s: float, silence_s: float, drain_timeout_s: float,
-              use_sim_time: bool) -> Dict[str, Any]:
-    """Start nodes, recorder and player; play; drain; stop. Return the replay's figures."""
+              startup_s: float, silence_s: float, drain_timeout_s: float, use_sim_time: bool,
+              record: Dict[str, Any]) -> None:
+    """Start nodes, recorder and player; play; drain; stop. Fill ``record`` with the figures.
+
+    ``record`` is filled as the replay goes, so an interrupted replay keeps what it played
+    (``startup_s`` is set once playing starts).
+    """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
@@ -549,7 +569,6 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = executor = spin_thread = recorder = nodes = None
     player: Optional[_Player] = None
-    record: Dict[str, Any] = {}
     try:
         node = rclpy.create_node('relperception_replay', context=context)
         recorder = _Recorder(node, plan.output_topics, output_dir / live_eval.RECORDED_BAG)
@@ -583,16 +602,16 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
             if time.time_ns() - last > silence_s * 1e9:
                 break
             time.sleep(0.05)
-        record.update({
-            'images_published': len(player.image_stamps_ns),
-            'messages_published': player.messages_published,
-            'playback_s': player.playback_s,
-            'drain_s': (time.time_ns() - end_of_input_ns) / 1e9,
-            'input_damage': list(player.input_damage),
-        })
+        record['drain_s'] = (time.time_ns() - end_of_input_ns) / 1e9
     finally:
         if player is not None:
             player.stop()
+            record.update({
+                'images_published': len(player.image_stamps_ns),
+                'messages_published': player.messages_published,
+                'playback_s': player.playback_s,
+                'input_damage': list(player.input_damage),
+            })
             live_eval.write_publish_times(output_dir / live_eval.PUBLISH_TIMES_CSV,
                                           player.image_stamps_ns, player.image_publish_wall_ns)
         if nodes is not None:
@@ -607,4 +626,3 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
         if node is not None:
             node.destroy_node()
         context.try_shutdown()
-    return record

@@ -55,11 +55,14 @@ from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
+from relperception.data.input_counters import (CAMERA_INFO_REFUSED, depth_problem_counter,
+                                               FRAMES_WITHOUT_DEPTH)
 from relperception.data.messages import camera_from_camera_info
 from relperception.nodes.depth_input import DepthInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput
+from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
 from relperception.nodes.processing import FrameWorker, SkipFrame
@@ -177,15 +180,18 @@ class VisualOdometryNode(Node):
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
-        self._input = ImageInput(self, self._worker.submit)
-        self.depth = DepthInput(self, lambda: self._camera)
+        #: messages lost in transport, per input (``message_lost`` events).
+        self.lost = LostMessages(self)
+        self._input = ImageInput(self, self._worker.submit, lost=self.lost)
+        self.depth = DepthInput(self, lambda: self._camera, lost=self.lost)
         #: camera_info messages refused (malformed intrinsics or size).
         self.camera_info_refused = 0
         self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)],
                                                  counters=self.input_problems)
         self._camera_info_subscription = self.create_subscription(
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+            event_callbacks=self.lost.callbacks('camera_info'))
         self.get_logger().info(
             f'visual odometry ({config["matcher"]}, {config["odometry.mode"]}) on '
             f'{self.resolve_topic_name(self._input.topic)}, publishing '
@@ -206,13 +212,15 @@ class VisualOdometryNode(Node):
     def input_problems(self) -> Dict[str, int]:
         """Refused inputs by kind, for the diagnostics (monotonic counts).
 
-        ``camera_info_refused``, ``frames_without_depth`` (while depth arrives) and
+        ``camera_info_refused``, ``frames_without_depth`` (while depth arrives),
         ``depth_<problem>`` for every :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`
-        met so far.
+        met so far and ``<input>_lost_in_transport`` for inputs DDS lost messages of.
         """
-        counts = {'camera_info_refused': self.camera_info_refused,
-                  'frames_without_depth': self.frames_without_depth}
-        counts.update({f'depth_{problem}': n for problem, n in self.depth.problems.items()})
+        counts = {CAMERA_INFO_REFUSED: self.camera_info_refused,
+                  FRAMES_WITHOUT_DEPTH: self.frames_without_depth}
+        counts.update({depth_problem_counter(problem): n
+                       for problem, n in self.depth.problems.items()})
+        counts.update(self.lost.counts())
         return counts
 
     # ------------------------------------------------------------------ callbacks

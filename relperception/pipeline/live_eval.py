@@ -44,8 +44,11 @@ import time
 from typing import Any
 
 import numpy as np
+from relperception.atomic_files import atomic_open
 from relperception.config import load_config
 from relperception.data.bag import BagReader, RawBagMessage
+from relperception.data.input_counters import (DEPTH_PROBLEM_PREFIX, FRAMES_WITHOUT_DEPTH,
+                                               input_counters)
 from relperception.evaluation.report import write_json
 from relperception.odometry.mount import (
     camera_from_odom,
@@ -130,7 +133,7 @@ def write_publish_times(path, stamps_ns: Sequence[int], publish_wall_ns: Sequenc
     """
     if len(stamps_ns) != len(publish_wall_ns):
         raise ValueError(f'{len(stamps_ns)} stamps but {len(publish_wall_ns)} publish times')
-    with open(path, 'w', newline='', encoding='utf-8') as stream:
+    with atomic_open(path, newline='') as stream:
         writer = csv.writer(stream)
         writer.writerow(('stamp_ns', 'publish_wall_ns'))
         writer.writerows(zip((int(s) for s in stamps_ns), (int(w) for w in publish_wall_ns)))
@@ -266,6 +269,16 @@ def _read_recording(recorded_bag, output_topics: Mapping[str, str]):
     return receipts, odom_rows, num_matches, diagnostics, errors
 
 
+def _node_input_problems(diagnostics: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Sum the non-zero refused-input counters over the nodes' last diagnostics statuses."""
+    totals: dict[str, int] = {}
+    for values in diagnostics.values():
+        for name, count in input_counters(values).items():
+            if count:
+                totals[name] = totals.get(name, 0) + count
+    return totals
+
+
 def _write_latency_csv(path: Path, publish_wall_ns: Mapping[int, int],
                        receipts: Mapping[str, Sequence[tuple[int, int]]],
                        topics: Sequence[str]) -> None:
@@ -275,7 +288,7 @@ def _write_latency_csv(path: Path, publish_wall_ns: Mapping[int, int],
         for stamp, wall in receipts.get(topic, ()):
             if stamp not in first[topic] or wall < first[topic][stamp]:
                 first[topic][stamp] = wall
-    with open(path, 'w', newline='', encoding='utf-8') as stream:
+    with atomic_open(path, newline='') as stream:
         writer = csv.writer(stream)
         writer.writerow(['stamp_ns', 'publish_wall_ns']
                         + [f'latency_ms{topic.replace("/", "_")}' for topic in topics])
@@ -347,6 +360,10 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     input_damage = list((extra or {}).get('input_damage') or [])
     for message in input_damage:
         errors.add(f'input bag: {message}', logging.ERROR)
+    interrupted = (extra or {}).get('interrupted')
+    if interrupted:
+        errors.add(f'{interrupted} during the replay: the outputs recorded until then are '
+                   'scored', logging.ERROR)
     receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
         recorded_bag, output_topics)
     for message in read_errors:
@@ -370,6 +387,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
                          'decode_ms': 0.0, 'message': ''})
             poses.append(pose)
 
+    problems = _node_input_problems(diagnostics)
+    for name, count in sorted(problems.items()):
+        errors.add(f'the nodes refused or lost inputs: {name} {count} (see node_diagnostics)')
     summary = write_report(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
                            gt_stamps, gt_poses, errors, plots)
     per_frame = [role for role in ('correspondences', 'odom', 'path') if role in output_topics]
@@ -384,11 +404,16 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     odom_stats = stats[output_topics['odom']]
     summary.update({
         'timing_source': 'live: end-to-end latency, input image published -> odom received',
-        'complete': not input_damage,
+        'complete': not input_damage and not interrupted,
+        'interrupted': interrupted or None,
         'frames_in_bag': int(frames_in_bag),
         'frames_read': len(publish_times),
         'frames_skipped': odom_stats['dropped_frames'],
-        'frames_without_depth': 0,
+        'frames_without_depth': problems.get(FRAMES_WITHOUT_DEPTH, 0),
+        'depth_problems': {name[len(DEPTH_PROBLEM_PREFIX):]: count
+                           for name, count in problems.items()
+                           if name.startswith(DEPTH_PROBLEM_PREFIX)},
+        'input_problems': problems,
         'topics': {'image': config['topics.image'], 'camera_info': config['topics.camera_info'],
                    'depth': config['topics.depth'] if mode == 'rgbd' else None,
                    'ground_truth_pose': gt_topic},

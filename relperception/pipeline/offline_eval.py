@@ -179,9 +179,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     frames_read = 0
 
     with BagReader(bag_path) as reader:
-        removed = remove_earlier_outputs(output_dir)
-        if removed:
-            logger.info('%s: replaced the %d files of an earlier run', output_dir, len(removed))
+        remove_earlier_outputs(output_dir)
         bag_topics = reader.topics
         counts = reader.message_counts
         image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag_path)

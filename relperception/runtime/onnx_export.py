@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 import onnx
+from relperception.atomic_files import atomic_path
 import torch
 
 logger = logging.getLogger(__name__)
@@ -69,8 +70,17 @@ def export_onnx(module: torch.nn.Module, example_inputs: tuple, path, input_name
         raise ValueError(f'{len(example_inputs)} example inputs for {len(input_names)} input '
                          f'names {list(input_names)}')
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
+    with atomic_path(path) as temporary:
+        model = _export_checked(module, example_inputs, temporary, input_names, output_names,
+                                dynamic_axes, opset, metadata)
+    logger.info('exported %s (opset %d, %d nodes)', path, opset, len(model.graph.node))
+    return path
+
+
+def _export_checked(module, example_inputs, path: Path, input_names, output_names,
+                    dynamic_axes, opset, metadata) -> onnx.ModelProto:
+    """Export ``module`` to ``path``, refuse forbidden ops, add the metadata, check the file."""
     with warnings.catch_warnings():
         # The TorchScript exporter is deprecated in favour of dynamo but is the one that keeps
         # symbolic H/W through our conv/attention graphs; tracer warnings are expected.
@@ -93,7 +103,6 @@ def export_onnx(module: torch.nn.Module, example_inputs: tuple, path, input_name
     model = onnx.load(str(path))
     bad = find_ops(model, FORBIDDEN_OPS)
     if bad:
-        path.unlink()
         raise ValueError(f'the exported graph contains {sorted({op for op, _ in bad})} nodes '
                          f'(data-dependent shapes, not TensorRT friendly): '
                          f'{[name for _, name in bad]}; return fixed-shape outputs with a mask '
@@ -104,8 +113,7 @@ def export_onnx(module: torch.nn.Module, example_inputs: tuple, path, input_name
         entry.value = value if isinstance(value, str) else json.dumps(value)
     onnx.save(model, str(path))
     onnx.checker.check_model(str(path))
-    logger.info('exported %s (opset %d, %d nodes)', path, opset, len(model.graph.node))
-    return path
+    return model
 
 
 def find_ops(model: onnx.ModelProto, op_types: Iterable[str]) -> List[tuple]:

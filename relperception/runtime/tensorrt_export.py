@@ -19,6 +19,7 @@ import logging
 from pathlib import Path
 from typing import Mapping, Sequence, Tuple
 
+from relperception.atomic_files import atomic_open
 from relperception.runtime.tensorrt_backend import import_tensorrt
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
         raise RuntimeError(f'TensorRT failed to build an engine from {onnx_path} '
                            f'(see the TensorRT log above)')
     engine_path.parent.mkdir(parents=True, exist_ok=True)
-    engine_path.write_bytes(bytes(serialized))
+    with atomic_open(engine_path, binary=True) as stream:
+        stream.write(bytes(serialized))
     logger.info('wrote TensorRT engine %s (fp16=%s)', engine_path, fp16)
     return engine_path

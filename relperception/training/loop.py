@@ -45,6 +45,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from relperception.interruption import deferred_interruptions
 from relperception.runtime.devices import torch_device
 import torch
 
@@ -152,11 +153,15 @@ class FitResult:
     Attributes:
         step: optimiser steps done in total (including those of resumed runs).
         epoch: epochs started (0-based index of the current/last one).
-        finished: True when ``total_steps`` were reached (False: stopped by the time budget).
+        finished: True when ``total_steps`` were reached (False: stopped by the time budget
+            or interrupted).
         seconds: wall time of this call.
         last_logs: the logs of the last step.
         history: one dict per validation (``step``, ``epoch`` and the metrics).
         checkpoint: path of the last checkpoint written.
+        interrupted: None, or the reason (``interruption_reason``) when SIGINT or SIGTERM
+            stopped training after a complete step; the checkpoint holds that step. The caller
+            writes what it keeps and raises ``interruption_error(interrupted)``.
     """
 
     step: int
@@ -166,6 +171,7 @@ class FitResult:
     last_logs: Dict[str, float]
     history: List[Dict[str, float]]
     checkpoint: Optional[Path]
+    interrupted: Optional[str] = None
 
 
 class Trainer:
@@ -396,6 +402,9 @@ class Trainer:
             collate_fn=None, shuffle: bool = True) -> FitResult:
         """Train until ``total_steps`` or the time budget; write checkpoints; return a summary.
 
+        SIGINT or SIGTERM (main thread) stop training after the current step: the checkpoint
+        is written and the result says ``interrupted``; a second signal stops at once.
+
         Args:
             dataset: map-style dataset (``__len__``, ``__getitem__``, optional ``set_epoch``).
             batch_size: samples per step; the last incomplete batch of an epoch is dropped.
@@ -435,53 +444,63 @@ class Trainer:
 
         bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress,
                    desc='train', dynamic_ncols=True, leave=True)
-        try:
-            while not finished and not stopped:
-                done_in_epoch = self.step - self.epoch * steps_per_epoch
-                if done_in_epoch >= steps_per_epoch:
-                    self.epoch += 1
-                    done_in_epoch = 0
-                if hasattr(dataset, 'set_epoch'):
-                    dataset.set_epoch(self.epoch)
-                sampler = _EpochSampler(n, self.seed, self.epoch, shuffle,
-                                        skip=done_in_epoch * batch_size)
-                loader = torch.utils.data.DataLoader(
-                    dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                    num_workers=num_workers, collate_fn=collate_fn,
-                    pin_memory=self.device.type == 'cuda')
-                for batch in loader:
-                    logs = self.train_step(batch)
-                    ema = logs['loss'] if ema is None else 0.9 * ema + 0.1 * logs['loss']
-                    bar.update(1)
-                    bar.set_postfix(loss=f'{ema:.4f}', lr=f'{logs["lr"]:.2e}', ep=self.epoch)
-                    elapsed = time.monotonic() - start
-                    if self.total_steps is None and self.step - start_step >= self.estimate_steps:
-                        per_step = elapsed / (self.step - start_step)
-                        self.total_steps = max(self.step + 1,
-                                               int(self.time_budget_s / per_step))
-                        bar.total = self.total_steps
-                        logger.info('%.2f s/step: %d steps fit the %.0f s budget', per_step,
-                                    self.total_steps, self.time_budget_s)
-                    finished = self.total_steps is not None and self.step >= self.total_steps
-                    stopped = (not finished and self.time_budget_s is not None
-                               and elapsed > self.time_budget_s)
-                    if self.validate_fn is not None and self.validate_every and \
-                            self.step % self.validate_every == 0 and not finished:
+        with deferred_interruptions() as pending:
+            try:
+                while not finished and not stopped and pending.reason is None:
+                    done_in_epoch = self.step - self.epoch * steps_per_epoch
+                    if done_in_epoch >= steps_per_epoch:
+                        self.epoch += 1
+                        done_in_epoch = 0
+                    if hasattr(dataset, 'set_epoch'):
+                        dataset.set_epoch(self.epoch)
+                    sampler = _EpochSampler(n, self.seed, self.epoch, shuffle,
+                                            skip=done_in_epoch * batch_size)
+                    loader = torch.utils.data.DataLoader(
+                        dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
+                        num_workers=num_workers, collate_fn=collate_fn,
+                        pin_memory=self.device.type == 'cuda')
+                    for batch in loader:
+                        logs = self.train_step(batch)
+                        ema = logs['loss'] if ema is None else 0.9 * ema + 0.1 * logs['loss']
+                        bar.update(1)
+                        bar.set_postfix(loss=f'{ema:.4f}', lr=f'{logs["lr"]:.2e}',
+                                        ep=self.epoch)
+                        elapsed = time.monotonic() - start
+                        if self.total_steps is None and \
+                                self.step - start_step >= self.estimate_steps:
+                            per_step = elapsed / (self.step - start_step)
+                            self.total_steps = max(self.step + 1,
+                                                   int(self.time_budget_s / per_step))
+                            bar.total = self.total_steps
+                            logger.info('%.2f s/step: %d steps fit the %.0f s budget', per_step,
+                                        self.total_steps, self.time_budget_s)
+                        finished = self.total_steps is not None and self.step >= self.total_steps
+                        stopped = (not finished and self.time_budget_s is not None
+                                   and elapsed > self.time_budget_s)
+                        if pending.reason is not None:
+                            break
+                        if self.validate_fn is not None and self.validate_every and \
+                                self.step % self.validate_every == 0 and not finished:
+                            self._validate()
+                        if self.step % self.checkpoint_every == 0 or finished or stopped:
+                            break
+                    epoch_end = self.step - self.epoch * steps_per_epoch >= steps_per_epoch
+                    if self.validate_fn is not None and pending.reason is None and (
+                            epoch_end or finished or stopped):
                         self._validate()
-                    if self.step % self.checkpoint_every == 0 or finished or stopped:
-                        break
-                epoch_end = self.step - self.epoch * steps_per_epoch >= steps_per_epoch
-                if self.validate_fn is not None and (epoch_end or finished or stopped):
-                    self._validate()
-                checkpoint = self.save_checkpoint()
-        finally:
-            bar.close()
+                    checkpoint = self.save_checkpoint()
+            finally:
+                bar.close()
         if stopped:
             logger.warning('time budget of %.0f s used up at step %d of %s; the schedule did not '
                            'finish', self.time_budget_s, self.step, self.total_steps)
+        if pending.reason is not None:
+            logger.warning('%s at step %d of %s: checkpoint %s written (resume with --resume)',
+                           pending.reason, self.step, self.total_steps, checkpoint)
         return FitResult(step=self.step, epoch=self.epoch, finished=finished,
                          seconds=time.monotonic() - start, last_logs=logs,
-                         history=list(self.history), checkpoint=checkpoint)
+                         history=list(self.history), checkpoint=checkpoint,
+                         interrupted=pending.reason)
 
 
 def _numpy_state() -> dict:

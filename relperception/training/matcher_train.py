@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
+from relperception.atomic_files import write_text_atomic
 from relperception.training.homography import (
     coarse_matches_from_homography, fine_offsets_gt, HomographyConfig, HomographyPairDataset,
     PhotometricConfig, warp_points)
@@ -374,7 +375,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=batch_size, resume=resume)
     validation = dict(result.history[-1]) if result.history else {}
-    if validate is not None and (not result.history or result.history[-1]['step'] != result.step):
+    if validate is not None and result.interrupted is None and (
+            not result.history or result.history[-1]['step'] != result.step):
         validation = {'step': float(result.step), **validate(trainer.model)}
     weights = trainer.export_weights(
         output / 'model.safetensors',
@@ -382,10 +384,10 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
          'size': f'{size[0]}x{size[1]}', 'validation': json.dumps(validation)})
     summary = {'weights': str(weights), 'checkpoint': str(result.checkpoint),
                'step': result.step, 'finished': result.finished,
+               'interrupted': result.interrupted,
                'seconds_this_run': time.monotonic() - start, 'train': result.last_logs,
                'validation': validation, 'history': result.history, 'config': config}
-    with open(output / 'metrics.json', 'w', encoding='utf-8') as stream:
-        json.dump(summary, stream, indent=2)
+    write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
     logger.info('matcher training: step %d, weights %s, validation %s', result.step, weights,
                 validation)
     return summary

@@ -1,0 +1,53 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Names of the refused-input counters the nodes report in ``/diagnostics``.
+
+One place for the names, so that the nodes that count and the replay evaluation that reads
+their reports back (:mod:`relperception.pipeline.live_eval`) agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from relperception.imaging.depth_checks import DEPTH_PROBLEMS
+
+#: camera_info messages refused (malformed intrinsics or size).
+CAMERA_INFO_REFUSED = 'camera_info_refused'
+#: frames that ran without depth while depth arrives (none near, or refused).
+FRAMES_WITHOUT_DEPTH = 'frames_without_depth'
+#: frames whose model output held NaN or infinite values.
+FRAMES_WITH_NONFINITE_OUTPUT = 'frames_with_nonfinite_output'
+#: prefix of the refused-depth counters, one per ``DEPTH_PROBLEMS`` entry.
+DEPTH_PROBLEM_PREFIX = 'depth_'
+#: suffix of the per-input counters of messages lost in transport (``image_lost_...``).
+LOST_IN_TRANSPORT_SUFFIX = '_lost_in_transport'
+
+
+def depth_problem_counter(problem: str) -> str:
+    """Return the counter name of a refused-depth problem (``depth_<problem>``)."""
+    if problem not in DEPTH_PROBLEMS:
+        raise ValueError(f'unknown depth problem {problem!r}; expected one of {DEPTH_PROBLEMS}')
+    return f'{DEPTH_PROBLEM_PREFIX}{problem}'
+
+
+def input_counters(values: Mapping[str, object]) -> dict[str, int]:
+    """Return the refused-input counters among a diagnostics status's ``{key: value}``.
+
+    Args:
+        values: one status's key/value pairs (values as numbers or numeric strings).
+
+    Returns:
+        ``{counter name: count}`` of the keys named by this module (other keys, such as
+        rates and timings, are left out).
+    """
+    names = {CAMERA_INFO_REFUSED, FRAMES_WITHOUT_DEPTH, FRAMES_WITH_NONFINITE_OUTPUT,
+             *(depth_problem_counter(problem) for problem in DEPTH_PROBLEMS)}
+    counts = {}
+    for key, value in values.items():
+        if key in names or key.endswith(LOST_IN_TRANSPORT_SUFFIX):
+            try:
+                counts[key] = int(float(value))
+            except (TypeError, ValueError):
+                continue
+    return counts

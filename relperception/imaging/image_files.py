@@ -1,0 +1,39 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Image files written whole or not at all (PNG and the other formats OpenCV writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+from relperception.atomic_files import atomic_path
+
+
+def write_image(path: str | Path, image: np.ndarray) -> Path:
+    """Write an RGB or single-channel image through a temporary file; return the path.
+
+    Args:
+        path: output file; its suffix picks the format (``.png``, ``.jpg``, ...); parent
+            folders are created.
+        image: (H, W, 3) uint8 RGB, or (H, W) uint8 / uint16 single channel (written as is).
+
+    Raises:
+        ValueError: for another shape or dtype.
+        OSError: when OpenCV cannot write the file.
+    """
+    if not isinstance(image, np.ndarray) or image.dtype not in (np.uint8, np.uint16) or not (
+            image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
+        raise ValueError('image must be (H, W, 3) RGB or (H, W), uint8 or uint16; got '
+                         f'{getattr(image, "shape", None)} {getattr(image, "dtype", None)}')
+    pixels = cv2.cvtColor(image, cv2.COLOR_RGB2BGR) if image.ndim == 3 else image
+    path = Path(path)
+    with atomic_path(path) as temporary:
+        try:
+            written = cv2.imwrite(str(temporary), pixels)
+        except cv2.error as error:   # e.g. no writer for the suffix
+            raise OSError(f'cannot write {path}: {str(error).strip().splitlines()[-1]}') from None
+        if not written:
+            raise OSError(f'cannot write {path}')
+    return path
