@@ -1,9 +1,9 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Interrupted runs keep what they computed; output files are whole or absent.
+"""Outputs of bad runs: interrupted runs keep what they computed; files are whole or absent.
 
 SIGINT / SIGTERM are sent to this process at a known point of each run (from the dataset, or
-from a log line the run writes), never from a timer that may fire before or after the work.
+from a log line the run writes) where one exists. Folders of an earlier run are cleaned.
 """
 
 import json
@@ -13,11 +13,13 @@ from pathlib import Path
 import signal
 import uuid
 
+from bad_input_support import run_cli, write_bag
 import cv2
 import numpy as np
 import pytest
 from relperception.atomic_files import atomic_open, atomic_path, partial_name
 from relperception.cli.main import EXIT_INTERRUPTED, main as cli_main
+from relperception.config import load_config
 from relperception.imaging import write_image
 from relperception.interruption import (deferred_interruptions, interruption_error,
                                         interruption_reason, raise_on_sigterm, Terminated)
@@ -217,3 +219,55 @@ class TestInterruptedReplay:
         assert 0 < summary['frames_processed'] < 150
         assert (output / 'trajectory.tum').is_file()
         assert not list(Path(output).glob('.*.partial*'))
+
+
+@pytest.fixture(scope='module')
+def long_bag(tmp_path_factory):
+    return write_bag(tmp_path_factory, frames=250)
+
+
+@pytest.fixture(scope='module')
+def small_bag(tmp_path_factory):
+    return write_bag(tmp_path_factory)
+
+
+class TestOutputs:
+    def test_earlier_run_files_are_replaced(self, small_bag, tmp_path, caplog):
+        output = tmp_path / 'out'
+        code, _ = run_cli(['eval', str(small_bag), '-o', str(output), '--no-progress'],
+                          caplog)
+        assert code == 0 and (output / 'trajectory.png').is_file()
+        (output / 'notes.txt').write_text('mine')
+        code, _ = run_cli(['eval', str(small_bag), '-o', str(output), '--no-progress',
+                           '--no-plots'], caplog)
+        assert code == 0
+        assert not (output / 'trajectory.png').exists()   # not stale next to the new summary
+        assert (output / 'notes.txt').read_text() == 'mine'   # not the earlier run's
+        summary = json.loads((output / 'summary.json').read_text())
+        assert 'trajectory_plot' not in summary['outputs']
+        assert not list(output.glob('.*.partial'))
+
+    def test_interrupted_eval_keeps_what_it_computed(self, long_bag, tmp_path):
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        # Like KeyboardInterrupt: the bag reader's "keep what was read" handler (except
+        # Exception) must not swallow it, wherever the signal lands.
+        assert not issubclass(Terminated, Exception)
+
+        previous = raise_on_sigterm()
+        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        alarm = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
+        try:
+            with pytest.raises(Terminated):
+                evaluate_bag(long_bag, tmp_path / 'out', load_config(), progress=False,
+                             plots=False)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
+            signal.signal(signal.SIGTERM, previous)
+        summary = json.loads((tmp_path / 'out' / 'summary.json').read_text())
+        assert summary['complete'] is False
+        assert summary['interrupted'] == 'terminated (SIGTERM)'
+        assert 0 < summary['frames_processed'] < 250
+        assert any('SIGTERM' in e for e in summary['errors'])
+        assert (tmp_path / 'out' / 'trajectory.tum').is_file()

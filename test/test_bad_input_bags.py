@@ -1,0 +1,129 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Bad bags: special files refused, damage named and read past, ``complete`` always true."""
+
+import os
+from pathlib import Path
+
+from bad_input_support import one_clear_line, run_cli, write_bag
+import pytest
+from relperception.cli.main import EXIT_BAD_INPUT
+from relperception.data.synthetic_bag import write_synthetic_bag
+
+
+@pytest.fixture(scope='module')
+def small_bag(tmp_path_factory):
+    return write_bag(tmp_path_factory)
+
+
+class TestBags:
+    def test_fifo_bag_is_refused(self, tmp_path, caplog):
+        for path in (tmp_path / 'fifo.mcap', tmp_path / 'bagdir' / 'bagdir_0.mcap'):
+            path.parent.mkdir(exist_ok=True)
+            os.mkfifo(path)
+            target = path if path.name == 'fifo.mcap' else path.parent
+            code, errors = run_cli(['eval', str(target), '-o', str(tmp_path / 'out')], caplog)
+            assert code == EXIT_BAD_INPUT
+            one_clear_line(errors, 'not a regular file')
+
+    def test_missing_bag_and_debug_traceback(self, tmp_path, caplog):
+        code, errors = run_cli(['eval', str(tmp_path / 'nope'), '-o', str(tmp_path)], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, 'does not exist')
+        code, errors = run_cli(['--debug', 'eval', str(tmp_path / 'nope'), '-o',
+                                str(tmp_path)], caplog)
+        assert code == EXIT_BAD_INPUT and errors[0].exc_info
+
+    @staticmethod
+    def _damaged_sqlite_bag(folder, start_fraction, pages):
+        """Write a 30-frame SQLite 3 bag; overwrite ``pages`` 4 KiB pages from a fraction on."""
+        bag = folder / 'bag'
+        write_synthetic_bag(bag, frames=30, seed=3, width=160, height=120, storage='sqlite3')
+        db_file = next(bag.glob('*.db3'))
+        data = bytearray(db_file.read_bytes())
+        first = int(len(data) // 4096 * start_fraction) * 4096
+        data[first:first + pages * 4096] = b'\xa5' * (pages * 4096)
+        db_file.write_bytes(bytes(data))
+        return bag
+
+    @pytest.mark.parametrize('start_fraction, pages', [(0.5, 3), (0.5, 8)],
+                             ids=['read_fails_midway', 'open_fails'])
+    def test_damaged_sqlite_bag_is_read_past_the_damage(self, start_fraction, pages, tmp_path):
+        from relperception.data.bag import BagReader
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = self._damaged_sqlite_bag(tmp_path, start_fraction, pages)
+        with BagReader(bag) as reader:
+            images = [m for m in reader.messages() if m.topic == '/camera/image_raw']
+            assert reader.storage_damaged
+            assert all('()' not in e for e in reader.errors), reader.errors
+        stamps = [m.log_time_ns for m in images]
+        assert len(images) >= 28 and stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+        summary = evaluate_bag(bag, tmp_path / 'eval', None, progress=False, plots=False)
+        assert summary['frames_read'] >= 28
+        # complete is false exactly when the topics eval reads met the damage
+        damaged = any('SQLite' in e or 'storage damaged' in e for e in summary['errors'])
+        assert summary['complete'] is not damaged
+        assert damaged or start_fraction == 0.5 and pages == 3   # the labels' pages only
+
+    def test_damaged_record_inside_an_mcap_chunk_is_reported(self, tmp_path):
+        import struct
+
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = tmp_path / 'bag'
+        write_synthetic_bag(bag, frames=30, seed=3, width=160, height=120)
+        mcap = next(bag.glob('*.mcap'))
+        data = bytearray(mcap.read_bytes())
+        chunks, offset = [], 8
+        while offset < len(data) - 9:   # walk the records: opcode (1 byte), length (8 bytes)
+            opcode, = struct.unpack_from('<B', data, offset)
+            length, = struct.unpack_from('<Q', data, offset + 1)
+            if opcode == 0x06:
+                chunks.append(offset)
+            if opcode == 0x0F or length > len(data):   # data end
+                break
+            offset += 9 + length
+        assert len(chunks) > 2
+        # the first records of a middle chunk (after its 40-byte uncompressed chunk header)
+        start = chunks[len(chunks) // 2] + 9 + 40
+        data[start:start + 80] = bytes(80)
+        mcap.write_bytes(bytes(data))
+        summary = evaluate_bag(bag, tmp_path / 'out', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        assert summary['complete'] is False
+        assert 0 < summary['frames_read'] < 30
+        assert any('could not be read (damaged storage)' in e for e in summary['errors'])
+
+    def test_repeated_image_stamps_are_named_not_tracked(self, tmp_path):
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.data.synthetic import iter_sequence
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, frames = iter_sequence(num_frames=6, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'bag') as writer:
+            for frame in frames:   # every frame carries the first frame's stamp
+                writer.write_camera_info(topics.CAMERA_INFO, 1_000_000_000, camera,
+                                         topics.CAMERA_FRAME)
+                writer.write_image(topics.IMAGE, 1_000_000_000, frame.rgb, 'rgb8',
+                                   topics.CAMERA_FRAME)
+        summary = evaluate_bag(tmp_path / 'bag', tmp_path / 'eval', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        assert summary['frames_read'] == 6 and summary['frames_processed'] == 1
+        assert summary['frames_skipped'] == 5
+        assert sum('stamps repeated or out of order' in e for e in summary['errors']) == 5
+
+    def test_replay_reads_a_truncated_mcap_as_eval_does(self, small_bag, tmp_path):
+        from relperception.data.bag import BagReader
+        from relperception.pipeline.live_eval import iter_raw_messages
+
+        truncated = tmp_path / 'truncated.mcap'
+        original = next(Path(small_bag).glob('*.mcap')).read_bytes()
+        truncated.write_bytes(original[:len(original) * 6 // 10])
+        with BagReader(truncated) as reader:
+            expected = [(m.topic, m.log_time_ns) for m in reader.messages()]
+        damage = []
+        played = [(m.topic, m.log_time_ns) for m in iter_raw_messages(truncated, damage=damage)]
+        assert played == expected and len(expected) > 10
+        assert damage and any('damaged MCAP' in d for d in damage)

@@ -1,0 +1,83 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Bad configuration files and command lines through the CLI: one clear line, an exit code."""
+
+import os
+from pathlib import Path
+
+from bad_input_support import one_clear_line, run_cli, write_bag
+import pytest
+from relperception.cli.main import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED,
+                                    main as cli_main)
+from relperception.config import load_config, MAX_CONFIG_DEPTH
+
+
+@pytest.fixture(scope='module')
+def small_bag(tmp_path_factory):
+    return write_bag(tmp_path_factory)
+
+
+class TestConfigurationFiles:
+    CASES = {
+        'syntax': ('matcher: [ncc\n', 'not a valid configuration file'),
+        'python_tag': ('matcher: !!python/object/apply:os.system ["touch pwned"]\n',
+                       'could not determine a constructor'),
+        'nan': ('klt:\n  max_forward_backward_px: .nan\n', 'finite'),
+        'infinity': ('odometry:\n  ransac_threshold_px: .inf\n', 'finite'),
+        'top_level_list': ('- matcher\n', 'expected a mapping'),
+        'unknown_key': ('odometry:\n  no_such_key: 1\n', 'unknown parameter'),
+    }
+
+    @pytest.mark.parametrize('case', sorted(CASES))
+    def test_refused_with_one_line(self, case, small_bag, tmp_path, caplog):
+        text, words = self.CASES[case]
+        config = tmp_path / f'{case}.yaml'
+        config.write_text(text)
+        code, errors = run_cli(['eval', str(small_bag), '-o', str(tmp_path / 'out'),
+                                '--config', str(config), '--no-progress'], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, config.name, words)
+        assert not (tmp_path / 'pwned').exists() and not Path('pwned').exists()
+
+    def test_alias_bomb_is_refused_before_it_expands(self, tmp_path):
+        lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+        for previous, name in zip('abcdefgh', 'bcdefghi'):
+            lines.append(f'{name}: &{name} [' + ', '.join([f'*{previous}'] * 9) + ']')
+        bomb = tmp_path / 'bomb.yaml'
+        bomb.write_text('\n'.join(lines) + '\n')
+        assert bomb.stat().st_size < 1000   # 9**9 strings once expanded
+        with pytest.raises(ValueError, match='aliases'):
+            load_config(bomb)
+
+    def test_depth_size_and_encoding_are_bounded(self, tmp_path):
+        deep = tmp_path / 'deep.yaml'
+        levels = MAX_CONFIG_DEPTH + 2
+        deep.write_text('a: ' + '{a: ' * levels + '1' + '}' * levels + '\n')
+        with pytest.raises(ValueError, match='nesting deeper'):
+            load_config(deep)
+        big = tmp_path / 'big.yaml'
+        big.write_text('# padding\n' * 200_000)
+        with pytest.raises(ValueError, match='more than a configuration file'):
+            load_config(big)
+        binary = tmp_path / 'binary.yaml'
+        binary.write_bytes(b'matcher: \xff\xfe\n')
+        with pytest.raises(ValueError, match='UTF-8'):
+            load_config(binary)
+
+    def test_a_fifo_is_refused_not_waited_on(self, tmp_path):
+        fifo = tmp_path / 'config.yaml'
+        os.mkfifo(fifo)
+        with pytest.raises(ValueError, match='not a regular file'):
+            load_config(fifo)   # opening it would block forever
+
+    def test_valid_file_still_loads(self, tmp_path):
+        good = tmp_path / 'good.yaml'
+        good.write_text('/**:\n  ros__parameters:\n    odometry:\n      min_matches: 12\n')
+        assert load_config(good)['odometry.min_matches'] == 12
+
+    def test_exit_codes_are_documented(self, capsys):
+        with pytest.raises(SystemExit):
+            cli_main(['--help'])
+        text = capsys.readouterr().out
+        assert f'{EXIT_INTERRUPTED} interrupted' in text
+        assert f'{EXIT_TERMINATED} terminated' in text
