@@ -177,8 +177,13 @@ class TestInterruptedInfer:
             cv2.imwrite(str(path), rng.integers(0, 255, (48, 64, 3), dtype=np.uint8))
             images.append(str(path))
         output = tmp_path / 'out'
-        with _OnLog('img0.png: 64x48', _send(signal.SIGINT)), caplog.at_level(logging.INFO):
-            code = cli_main(['infer', '--config', 'conv_small', *images, '-o', str(output)])
+        # Ctrl-C as in a fresh process (an earlier rclpy.init in this one may have replaced it)
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            with _OnLog('img0.png: 64x48', _send(signal.SIGINT)), caplog.at_level(logging.INFO):
+                code = cli_main(['infer', '--config', 'conv_small', *images, '-o', str(output)])
+        finally:
+            signal.signal(signal.SIGINT, previous)
         assert code == EXIT_INTERRUPTED
         written = sorted(p.name for p in output.iterdir())
         assert written == ['img0_depth.npy', 'img0_depth.png', 'img0_labels.png',

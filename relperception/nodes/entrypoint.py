@@ -29,6 +29,11 @@ def spin_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError:
+        # rclpy's SIGINT handler can shut the context down while the executor builds its wait
+        # set ("the given context is not valid"): a clean stop, not a failure.
+        if rclpy.ok():
+            raise
     finally:
         executor.shutdown()
         if node is not None:
