@@ -189,6 +189,57 @@ class TestVisualOdometryNode:
             assert stamp0_ns in stamps and stamp0_ns < stamp_to_ns(msg.header.stamp)
             assert len(matches) >= 30
 
+    def test_odometry_carries_covariance_twist_and_tracking_state(self, harness, sequence):
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        camera, frames = sequence
+        run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        run.send_camera_info(camera)
+        for frame in frames[:8]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(8)
+        covariances = [np.asarray(m.pose.covariance).reshape(6, 6) for m in run.odom]
+        assert not covariances[0].any()   # the origin, by definition
+        for cov in covariances[1:]:
+            assert np.all(np.linalg.eigvalsh(cov) > 0)   # positive definite: information
+        variances = np.array([np.diag(c) for c in covariances])
+        assert np.all(np.diff(variances[1:, :3], axis=0) >= -1e-12)   # dead reckoning grows
+        assert variances[-1, :3].max() < 0.05 ** 2   # metric RGB-D: centimetres
+        # the first twist is unknown (huge variance), later ones follow the ground truth
+        assert np.diag(np.asarray(run.odom[0].twist.covariance).reshape(6, 6)).min() >= 1e5
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        for index in range(2, 8):
+            msg = run.odom[index]
+            dt = (frames[index].stamp_ns - frames[index - 1].stamp_ns) * 1e-9
+            truth = invert_transform(frames[index - 1].T_world_cam) @ frames[index].T_world_cam
+            velocity = T_base_cam[:3, :3] @ truth[:3, 3] / dt
+            got = msg.twist.twist.linear
+            np.testing.assert_allclose([got.x, got.y, got.z], velocity, atol=0.1)
+            twist_cov = np.asarray(msg.twist.covariance).reshape(6, 6)
+            assert np.all(np.linalg.eigvalsh(twist_cov) > 0) and twist_cov.max() < 1.0
+
+        def status_with(key, value):
+            for report in reports:
+                for status in report.status:
+                    values = {kv.key: kv.value for kv in status.values}
+                    if values.get(key) == value:
+                        return status, values
+            return None
+
+        assert wait_for(lambda: status_with('tracking_state', 'tracking') is not None, 10.0)
+        status, values = status_with('tracking_state', 'tracking')
+        assert values['metric_scale'] == 'true' and values['scale_source'] == 'depth'
+        # a black frame: lost, nothing published, /diagnostics says so at ERROR
+        run.send_image(np.zeros_like(frames[8].rgb), frames[8].stamp_ns)
+        assert wait_for(lambda: status_with('tracking_state', 'lost') is not None, 10.0)
+        status, values = status_with('tracking_state', 'lost')
+        assert status.level == b'\x02' and 'tracking lost' in status.message
+        assert values['frames_lost_in_a_row'] == '1'
+        assert len(run.odom) == 8
+
     def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
         camera, frames = sequence
         # A generous wait, so that the test does not depend on how loaded the machine is.

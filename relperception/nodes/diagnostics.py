@@ -9,7 +9,8 @@ arrived for ``stale_after_s`` or when frames were dropped or failed since the la
 the values are those of :func:`relperception.pipeline.realtime.diagnostic_report`, plus the
 node's own input counters (``counters``: e.g. refused depth images by problem, refused
 ``camera_info``), added to the first stage; any counter that grew since the last report makes it
-WARN and is named in its message. Reports follow steady (wall) time, also under
+WARN and is named in its message, and the node's state (``state``: e.g. the tracking state of
+the odometry, with its own level). Reports follow steady (wall) time, also under
 ``use_sim_time``.
 """
 
@@ -20,8 +21,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from relperception.pipeline.realtime import (diagnostic_report, LEVEL_WARN, RunningStats,
-                                             StatsSnapshot)
+from relperception.pipeline.realtime import (diagnostic_report, LEVEL_OK, LEVEL_WARN,
+                                             RunningStats, StatsSnapshot)
 
 
 class DiagnosticsPublisher:
@@ -37,12 +38,17 @@ class DiagnosticsPublisher:
         topic: relative topic name.
         counters: optional function returning ``{name: count}`` of the node's refused inputs
             (monotonic counts), reported with the first stage.
+        state: optional function returning ``(level, message, {name: value})`` of the node's
+            state, added to the first stage: its values are appended, a level above the
+            stage's raises it and its message is put first.
     """
 
     def __init__(self, node: Node, stages: List[Tuple[str, RunningStats]],
                  period_s: float = 1.0, hardware_id: str = '', stale_after_s: float = 2.0,
                  topic: str = 'diagnostics',
-                 counters: Optional[Callable[[], Mapping[str, int]]] = None) -> None:
+                 counters: Optional[Callable[[], Mapping[str, int]]] = None,
+                 state: Optional[Callable[[], Tuple[int, str, Mapping[str, str]]]] = None
+                 ) -> None:
         if not period_s > 0:
             raise ValueError(f'period_s must be > 0, got {period_s}')
         if not stages:
@@ -53,6 +59,7 @@ class DiagnosticsPublisher:
         self._stale_after_s = float(stale_after_s)
         self._previous: List[Optional[StatsSnapshot]] = [None] * len(self._stages)
         self._counters = counters
+        self._state = state
         self._previous_counts: Dict[str, int] = {}
         self._publisher = node.create_publisher(DiagnosticArray, topic, 10)
         # Steady time: with use_sim_time the node clock stops when /clock does (a bag ends),
@@ -70,6 +77,13 @@ class DiagnosticsPublisher:
             self._previous[index] = snapshot
             if index == 0 and self._counters is not None:
                 level, message, values = self._add_counters(level, message, values)
+            if index == 0 and self._state is not None:
+                state_level, state_message, state_values = self._state()
+                values = [*values, *((str(k), str(v)) for k, v in state_values.items())]
+                if state_level > LEVEL_OK:
+                    message = f'{state_message}; {message}' if level > LEVEL_OK else \
+                        state_message
+                level = max(level, state_level)
             statuses.append(DiagnosticStatus(
                 level=bytes([level]), name=f'{self._node.get_name()}: {what}',
                 message=message, hardware_id=self.hardware_id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
+from geometry_msgs.msg import Pose, PoseStamped, TransformStamped, Vector3
 from nav_msgs.msg import Odometry
 import numpy as np
 from relperception.core_types import Matches
@@ -161,7 +161,9 @@ def transform_stamped_msg(T_parent_child, stamp: Stamp, frame_id: str,
 
 def odometry_msg(T_odom_base, stamp: Stamp, frame_id: str = 'odom',
                  child_frame_id: str = 'base_link',
-                 pose_covariance: Optional[Sequence[float]] = None) -> Odometry:
+                 pose_covariance: Optional[Sequence[float]] = None,
+                 twist: Optional[Sequence[float]] = None,
+                 twist_covariance: Optional[Sequence[float]] = None) -> Odometry:
     """Return a ``nav_msgs/Odometry`` with the pose of ``child_frame_id`` in ``frame_id``.
 
     Args:
@@ -170,7 +172,11 @@ def odometry_msg(T_odom_base, stamp: Stamp, frame_id: str = 'odom',
         frame_id: the odometry frame (``header.frame_id``).
         child_frame_id: the body frame.
         pose_covariance: optional 36 row-major values (x, y, z, rot x, rot y, rot z; m^2,
-            rad^2); zeros (unknown) when None. The twist is left zero with zero covariance.
+            rad^2); zeros (unknown) when None.
+        twist: optional 6 values (vx, vy, vz in m/s, wx, wy, wz in rad/s) in
+            ``child_frame_id``; zero when None.
+        twist_covariance: optional 36 row-major values in the order of ``twist``; zeros when
+            None.
 
     Returns:
         The Odometry message.
@@ -181,8 +187,22 @@ def odometry_msg(T_odom_base, stamp: Stamp, frame_id: str = 'odom',
     msg = Odometry(header=header_msg(stamp, frame_id), child_frame_id=str(child_frame_id))
     msg.pose.pose = pose_msg(T_odom_base)
     if pose_covariance is not None:
-        covariance = np.asarray(pose_covariance, dtype=np.float64).reshape(-1)
-        if covariance.shape != (36,):
-            raise ValueError(f'pose_covariance must have 36 values, got {covariance.size}')
-        msg.pose.covariance = covariance
+        msg.pose.covariance = _covariance_36('pose_covariance', pose_covariance)
+    if twist is not None:
+        values = np.asarray(twist, dtype=np.float64).reshape(-1)
+        if values.shape != (6,) or not np.all(np.isfinite(values)):
+            raise ValueError(f'twist must be 6 finite values, got {values.size}')
+        msg.twist.twist.linear = Vector3(x=values[0], y=values[1], z=values[2])
+        msg.twist.twist.angular = Vector3(x=values[3], y=values[4], z=values[5])
+    if twist_covariance is not None:
+        msg.twist.covariance = _covariance_36('twist_covariance', twist_covariance)
     return msg
+
+
+def _covariance_36(name: str, values) -> np.ndarray:
+    covariance = np.asarray(values, dtype=np.float64).reshape(-1)
+    if covariance.shape != (36,):
+        raise ValueError(f'{name} must have 36 values, got {covariance.size}')
+    if not np.all(np.isfinite(covariance)):
+        raise ValueError(f'{name} must be finite')
+    return covariance

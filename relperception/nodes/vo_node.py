@@ -45,7 +45,7 @@ the path.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
@@ -72,10 +72,13 @@ from relperception.nodes.ros_messages import (
     pose_stamped_msg,
     transform_stamped_msg,
 )
+from relperception.odometry.covariance import (conjugate_covariance, ros_order,
+                                               twist_from_poses, UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_mount_transform, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
 from relperception.odometry.mount import odom_from_camera
-from relperception.odometry.vo import STATUS_LOST
-from relperception.pipeline.realtime import RunningStats, VersionedConfig
+from relperception.odometry.vo import METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED
+from relperception.pipeline.realtime import (LEVEL_ERROR, LEVEL_OK, LEVEL_WARN, RunningStats,
+                                             VersionedConfig)
 from relperception.pipeline.vo_pipeline import VOPipeline
 from relperception.transforms import invert_transform
 from sensor_msgs.msg import CameraInfo, PointCloud2
@@ -160,6 +163,8 @@ class VisualOdometryNode(Node):
 
         self._camera: Optional[Camera] = None
         self._last_stamp_ns: Optional[int] = None
+        #: (T_world_cam, stamp ns) of the last published pose, for the twist.
+        self._last_published: Optional[tuple] = None
         self.status_counts: collections.Counter = collections.Counter()
 
         self._tf_broadcaster = None
@@ -186,8 +191,13 @@ class VisualOdometryNode(Node):
         self.depth = DepthInput(self, lambda: self._camera, lost=self.lost)
         #: camera_info messages refused (malformed intrinsics or size).
         self.camera_info_refused = 0
+        #: stamp-ordered state of the tracker: last status and scale source, lost streak.
+        self.tracking_state = ''
+        self.scale_source = ''
+        self.frames_lost_in_a_row = 0
         self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)],
-                                                 counters=self.input_problems)
+                                                 counters=self.input_problems,
+                                                 state=self.tracking_report)
         self._camera_info_subscription = self.create_subscription(
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
@@ -222,6 +232,30 @@ class VisualOdometryNode(Node):
                        for problem, n in self.depth.problems.items()})
         counts.update(self.lost.counts())
         return counts
+
+    def tracking_report(self) -> Tuple[int, str, Dict[str, str]]:
+        """Return the tracking state for ``/diagnostics``: ``(level, message, values)``.
+
+        ERROR while tracking is lost (nothing is published then: the last pose would be stale
+        and a held pose would read as a robot standing still); WARN while the translation has
+        no metric scale (monocular without depth or a scale hint: its covariance is large);
+        OK otherwise. Values: ``tracking_state`` (one of
+        :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
+        frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``
+        and ``reinitializations``.
+        """
+        values = {'tracking_state': self.tracking_state, 'scale_source': self.scale_source,
+                  'metric_scale': str(self.scale_source in METRIC_SCALE_SOURCES).lower(),
+                  'frames_lost_in_a_row': self.frames_lost_in_a_row,
+                  'frames_lost': self.status_counts[STATUS_LOST],
+                  'reinitializations': self.status_counts[STATUS_REINITIALIZED]}
+        if self.tracking_state == STATUS_LOST:
+            return (LEVEL_ERROR, f'tracking lost for {self.frames_lost_in_a_row} frames: no '
+                                 'odometry published until it recovers', values)
+        if self.tracking_state and self.scale_source not in METRIC_SCALE_SOURCES:
+            return (LEVEL_WARN, f'no metric scale (scale from {self.scale_source or "nothing"}'
+                                '): translation covariance is large', values)
+        return LEVEL_OK, '', values
 
     # ------------------------------------------------------------------ callbacks
 
@@ -258,6 +292,7 @@ class VisualOdometryNode(Node):
 
     def _reset(self) -> None:
         self.pipeline.reset()
+        self._last_published = None
         self._path_poses.clear()
         self.depth.clear()
 
@@ -293,6 +328,11 @@ class VisualOdometryNode(Node):
                 'frames so far)', throttle_duration_sec=1.0)
         result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth))
         self.status_counts[result.status] += 1
+        self.tracking_state = result.status
+        self.frames_lost_in_a_row = self.frames_lost_in_a_row + 1 \
+            if result.status == STATUS_LOST else 0
+        if result.scale_source:
+            self.scale_source = result.scale_source
         self._diagnostics.hardware_id = image.header.frame_id
         if result.keyframe_stamp_ns is not None and len(result.matches):
             self._correspondences.publish(cloud_msg_from_matches(
@@ -303,7 +343,7 @@ class VisualOdometryNode(Node):
             return
         if result.status != 'tracking':
             self.get_logger().info(f'odometry {result.status}: {result.message}')
-        self._publish(result.T_world_cam, image.header.stamp)
+        self._publish(result, stamp_ns, image.header.stamp)
         latency_ns = self.get_clock().now().nanoseconds - stamp_ns
         self.stats.record_latency(latency_ns / 1e6)
 
@@ -315,10 +355,24 @@ class VisualOdometryNode(Node):
         """Return ``T_world_cam`` of a published ``T_odom_base`` (4, 4)."""
         return invert_transform(self.T_base_cam) @ T_odom_base @ self.T_base_cam
 
-    def _publish(self, T_world_cam: np.ndarray, stamp) -> None:
+    def _publish(self, result, stamp_ns: int, stamp) -> None:
+        T_world_cam = result.T_world_cam
         T_odom_base = self.odom_from_camera(T_world_cam)
+        pose_covariance = ros_order(conjugate_covariance(self.T_base_cam, T_world_cam,
+                                                         result.pose_covariance))
+        # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
+        twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
+        previous = self._last_published
+        if previous is not None and stamp_ns > previous[1] and result.status == 'tracking':
+            dt_s = (stamp_ns - previous[1]) * 1e-9
+            T_prev_cur = invert_transform(previous[0]) @ T_world_cam
+            twist = twist_from_poses(self.odom_from_camera(previous[0]), T_odom_base, dt_s)
+            twist_covariance = ros_order(conjugate_covariance(
+                self.T_base_cam, T_prev_cur, result.motion_covariance)) / dt_s ** 2
+        self._last_published = (T_world_cam, stamp_ns)
         self._odom.publish(odometry_msg(T_odom_base, stamp, self.odom_frame_id,
-                                        self.base_frame_id))
+                                        self.base_frame_id, pose_covariance, twist,
+                                        twist_covariance))
         self._path_poses.append(pose_stamped_msg(T_odom_base, stamp, self.odom_frame_id))
         path = Path()
         path.header.stamp = stamp

@@ -74,7 +74,7 @@ import numpy as np
 from relperception.config import SPECS
 from relperception.core_types import Camera, Frame, Matches
 from relperception.matching.image_cache import frozen_copy
-from relperception.odometry import geometry
+from relperception.odometry import covariance, geometry
 from relperception.odometry.map_tracker import MapInit, MapTrack, MapTracker
 from relperception.transforms import invert_transform, make_transform
 
@@ -84,11 +84,23 @@ STATUS_INITIALIZED = 'initialized'
 STATUS_TRACKING = 'tracking'
 STATUS_LOST = 'lost'
 STATUS_REINITIALIZED = 'reinitialized'
+#: Every :attr:`VOResult.status`.
+TRACKING_STATES = (STATUS_INITIALIZED, STATUS_TRACKING, STATUS_LOST, STATUS_REINITIALIZED)
 
 MODES = ('auto', 'rgbd', 'mono')
 
 #: Where the length of a frame's translation came from (``VOResult.scale_source``).
 SCALE_SOURCES = ('map', 'depth', 'translation_norm_m', 'constant speed', 'unit', 'static')
+#: The scale sources that give metres; the others (a monocular map's parallax unit, constant
+#: speed, unit length) make the translation covariance large (:data:`NON_METRIC_SIGMA_M`).
+METRIC_SCALE_SOURCES = ('depth', 'translation_norm_m')
+#: Translation standard deviation (m) added to each keyframe step without metric scale, plus
+#: 100 % of the step length: the step is known in direction, not in length.
+NON_METRIC_SIGMA_M = 1.0
+#: Standard deviations (rad, m) added to the held pose when tracking restarts after a loss
+#: (the motion while lost is unknown), and of a step whose geometry gives no covariance.
+UNKNOWN_MOTION_SIGMA_RAD = 0.1
+UNKNOWN_MOTION_SIGMA_M = 1.0
 
 #: Largest ratio (gap / last frame interval) the constant-velocity prior is extrapolated over.
 _MAX_PRIOR_EXTRAPOLATION = 3.0
@@ -118,6 +130,15 @@ class VOResult:
             '' when no pose was estimated.
         keyframe_stamp_ns: stamp of the keyframe ``matches`` were computed against (their
             ``keypoints0`` lie in it); None when there are none.
+        pose_covariance: (6, 6) covariance of ``T_world_cam`` (left perturbation in the world
+            frame, rotation in rad first, then translation in m; see
+            :mod:`relperception.odometry.covariance`): reprojection residuals of each
+            keyframe step, chained along the keyframes; large in translation while the scale
+            is not metric.
+        motion_covariance: (6, 6) covariance of the motion since the previous good frame,
+            ``inv(T_world_prev) @ T_world_cam`` (left perturbation in the previous camera
+            frame); the two frames' steps from their keyframe are taken as independent, which
+            overestimates it. For velocities (twist).
     """
 
     stamp_ns: int
@@ -132,6 +153,9 @@ class VOResult:
     mode: str = ''
     scale_source: str = ''
     keyframe_stamp_ns: int | None = None
+    pose_covariance: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((6, 6)))
+    motion_covariance: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((6, 6)))
 
 
 @dataclasses.dataclass
@@ -142,6 +166,8 @@ class _Keyframe:
     T_world_cam: np.ndarray
     stamp_ns: int
     map_keyframe: object = None   # MapKeyframe of the monocular map, when it has one
+    pose_covariance: np.ndarray = dataclasses.field(  # of T_world_cam (see VOResult)
+        default_factory=lambda: np.zeros((6, 6)))
 
 
 @dataclasses.dataclass
@@ -515,6 +541,9 @@ class VisualOdometry:
         self._initialized = False
         self._lost = False
         self._T_world_last = np.eye(4)        # last good (or held) pose
+        self._cov_world_last = np.zeros((6, 6))  # its covariance (see VOResult)
+        # (keyframe stamp, T_kf_cam, covariance) of the last good frame's keyframe step
+        self._last_step: tuple[int, np.ndarray, np.ndarray] | None = None
         self._stamp_last: int | None = None  # stamp of the last good frame
         self._velocity: tuple[np.ndarray, float] | None = None  # (T_cur_prev, dt_s)
         self._speed_mps: float | None = None
@@ -612,7 +641,8 @@ class VisualOdometry:
         if isinstance(outcome, _Estimate):
             recovered = self._lost or to_anchor
             status = STATUS_REINITIALIZED if recovered else STATUS_TRACKING
-            self._accept(frame, gray, depth, outcome)
+            pose_covariance, motion_covariance = self._pose_covariance(frame, outcome)
+            self._accept(frame, gray, depth, outcome, pose_covariance)
             message = outcome.message
             if recovered:
                 which = 'last confirmed keyframe' if to_anchor else 'last keyframe'
@@ -621,7 +651,7 @@ class VisualOdometry:
                             len(outcome.matches), int(np.count_nonzero(outcome.inlier_mask)),
                             outcome.is_keyframe, outcome.matches, message,
                             outcome.inlier_mask, outcome.mode, outcome.scale_source,
-                            reference_stamp)
+                            reference_stamp, pose_covariance, motion_covariance)
         if self._lost:
             # Second failure in a row: re-initialise from this frame if it has texture.
             return self._start(frame, gray, depth, f'relocalisation failed ({outcome.message})')
@@ -629,7 +659,8 @@ class VisualOdometry:
         return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
                         len(outcome.matches), 0, False, outcome.matches, outcome.message,
                         np.zeros(len(outcome.matches), dtype=bool), outcome.mode,
-                        keyframe_stamp_ns=reference_stamp)
+                        keyframe_stamp_ns=reference_stamp,
+                        pose_covariance=self._cov_world_last.copy())
 
     def _start(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
                reason: str) -> VOResult:
@@ -637,11 +668,17 @@ class VisualOdometry:
         if not self._has_texture(gray):
             self._lost = self._initialized
             return VOResult(frame.stamp_ns, self._T_world_last.copy(), STATUS_LOST,
-                            message=f'{reason}; too little texture to (re)initialise')
+                            message=f'{reason}; too little texture to (re)initialise',
+                            pose_covariance=self._cov_world_last.copy())
         status = STATUS_REINITIALIZED if self._initialized else STATUS_INITIALIZED
+        if self._initialized:
+            # The motion since the last good pose is unknown: the held pose is uncertain.
+            unknown = np.diag([UNKNOWN_MOTION_SIGMA_RAD ** 2] * 3
+                              + [UNKNOWN_MOTION_SIGMA_M ** 2] * 3)
+            self._cov_world_last = self._cov_world_last + unknown
         self._map_tracker.reset()
         self._keyframe = _Keyframe(gray, depth, frame.camera, self._T_world_last.copy(),
-                                   frame.stamp_ns)
+                                   frame.stamp_ns, pose_covariance=self._cov_world_last.copy())
         self._initialized = True
         self._lost = False
         self._stamp_last = frame.stamp_ns
@@ -650,11 +687,11 @@ class VisualOdometry:
         message = reason if status == STATUS_INITIALIZED else \
             f'{reason}; re-initialised from this frame at the held pose'
         return VOResult(frame.stamp_ns, self._T_world_last.copy(), status, is_keyframe=True,
-                        message=message)
+                        message=message, pose_covariance=self._cov_world_last.copy())
 
     def _accept(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None,
-                estimate: _Estimate) -> None:
-        """Commit a successful estimate: map, velocity, speed, keyframe."""
+                estimate: _Estimate, pose_covariance: np.ndarray) -> None:
+        """Commit a successful estimate: map, velocity, speed, keyframe, covariance."""
         map_keyframe = None
         if estimate.is_keyframe and estimate.map_step is not None:
             map_keyframe = self._insert_map_keyframe(frame, gray, estimate)
@@ -671,12 +708,48 @@ class VisualOdometry:
             if dt_kf > 0:
                 self._speed_mps = distance / dt_kf
             self._keyframe = _Keyframe(gray, depth, frame.camera, T_world_cur.copy(),
-                                       frame.stamp_ns, map_keyframe)
+                                       frame.stamp_ns, map_keyframe, pose_covariance.copy())
             self._hint_since_keyframe = None
         self._anchor = self._keyframe
         self._T_world_last = T_world_cur.copy()
+        self._cov_world_last = pose_covariance.copy()
         self._stamp_last = frame.stamp_ns
         self._lost = False
+
+    def _pose_covariance(self, frame: Frame,
+                         estimate: _Estimate) -> tuple[np.ndarray, np.ndarray]:
+        """Covariances of the estimated ``T_world_cam`` and of the motion since the last frame.
+
+        The pose: the keyframe's covariance, then the keyframe step's (reprojection residuals,
+        :func:`relperception.odometry.covariance.step_covariance`), with the translation made
+        large when the scale is not metric.
+        """
+        kf = self._keyframe
+        T_kf_cur = invert_transform(kf.T_world_cam) @ estimate.T_world_cam
+        length = float(np.linalg.norm(T_kf_cur[:3, 3]))
+        step = None
+        if estimate.scale_source != 'static':
+            inliers = np.asarray(estimate.inlier_mask, dtype=bool)
+            step = covariance.step_covariance(
+                estimate.matches.keypoints0[inliers], estimate.matches.keypoints1[inliers],
+                T_kf_cur, kf.camera, frame.camera,
+                kf.depth if estimate.mode == 'rgbd' else None)
+        if step is None:   # kept (static) or no geometry: the step is not measured
+            step = np.diag([UNKNOWN_MOTION_SIGMA_RAD ** 2] * 3
+                           + [(UNKNOWN_MOTION_SIGMA_M + length) ** 2] * 3)
+            if estimate.scale_source == 'static':
+                step[:3, :3] *= 0.01   # static: the rotation is known to be small
+        elif estimate.scale_source not in METRIC_SCALE_SOURCES:
+            step = covariance.inflate_translation(step, NON_METRIC_SIGMA_M + length)
+        pose = covariance.compose_covariance(kf.T_world_cam, kf.pose_covariance, T_kf_cur, step)
+        T_kf_prev, step_prev = np.eye(4), np.zeros((6, 6))   # the previous frame was the kf
+        if self._last_step is not None and self._last_step[0] == kf.stamp_ns:
+            _, T_kf_prev, step_prev = self._last_step
+        motion = covariance.compose_covariance(
+            invert_transform(T_kf_prev), covariance.invert_covariance(T_kf_prev, step_prev),
+            T_kf_cur, step)
+        self._last_step = (kf.stamp_ns, T_kf_cur, step)
+        return pose, motion
 
     def _insert_map_keyframe(self, frame: Frame, gray: np.ndarray, estimate: _Estimate):
         """Start the map (initialisation) or extend it; return the new map keyframe.
