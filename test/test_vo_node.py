@@ -240,6 +240,64 @@ class TestVisualOdometryNode:
         assert values['frames_lost_in_a_row'] == '1'
         assert len(run.odom) == 8
 
+    def test_reset_pause_and_initialpose(self, harness, sequence):
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from relperception.nodes.ros_messages import pose_msg
+        from std_srvs.srv import SetBool, Trigger
+
+        camera, frames = sequence
+        run = harness()
+        namespace = run.node.get_namespace().rstrip('/')
+
+        def call(service_type, name, request):
+            client = run.probe.create_client(service_type, f'{namespace}/visual_odometry_node/'
+                                                           f'{name}')
+            assert client.wait_for_service(timeout_sec=10.0)
+            future = client.call_async(request)
+            assert wait_for(future.done, timeout=10.0)
+            return future.result()
+
+        run.send_camera_info(camera)
+        for frame in frames[:4]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+        for frame in frames[:3]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(3)
+        # pause: the frame is skipped (dropped), nothing published
+        assert call(SetBool, 'pause', SetBool.Request(data=True)).success
+        run.send_image(frames[3].rgb, frames[3].stamp_ns)
+        assert len(run.odom) == 3 and run.node.worker.stats.snapshot().dropped == 1
+        assert run.node.tracking_report()[0] == 1   # WARN while paused
+        assert call(SetBool, 'pause', SetBool.Request(data=False)).success
+        # initialpose in the odometry frame: the next pose continues from it
+        given = make_transform(np.eye(3), [10.0, -5.0, 0.0])
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose = pose_msg(given)
+        anchor.pose.covariance = (0.25 * np.eye(6)).reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        elsewhere = PoseWithCovarianceStamped()
+        elsewhere.header.frame_id = 'map'
+        elsewhere.pose.pose.orientation.w = 1.0
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(
+            elsewhere)
+        assert wait_for(lambda: run.node.control.refused == 1)   # another frame: refused
+        run.send_depth(frames[4].depth, frames[4].stamp_ns)
+        run.send_image(frames[4].rgb, frames[4].stamp_ns)
+        run.wait_odom(4)
+        T_odom_base = transform_from_pose_msg(run.odom[3].pose.pose)
+        np.testing.assert_allclose(T_odom_base, given, atol=1e-9)
+        np.testing.assert_allclose(np.diag(np.asarray(run.odom[3].pose.covariance).reshape(6, 6)),
+                                   0.25, atol=1e-9)
+        # reset: the next frame starts a new trajectory at the origin
+        assert call(Trigger, 'reset', Trigger.Request()).success
+        run.send_depth(frames[5].depth, frames[5].stamp_ns)
+        run.send_image(frames[5].rgb, frames[5].stamp_ns)
+        run.wait_odom(5)
+        np.testing.assert_allclose(transform_from_pose_msg(run.odom[4].pose.pose), np.eye(4),
+                                   atol=1e-9)
+        assert run.node.status_counts['initialized'] == 2
+
     def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
         camera, frames = sequence
         # A generous wait, so that the test does not depend on how loaded the machine is.

@@ -63,6 +63,7 @@ from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput
 from relperception.nodes.lost_messages import LostMessages
+from relperception.nodes.odometry_control import OdometryControl
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
 from relperception.nodes.processing import FrameWorker, SkipFrame
@@ -165,6 +166,11 @@ class VisualOdometryNode(Node):
         self._last_stamp_ns: Optional[int] = None
         #: (T_world_cam, stamp ns) of the last published pose, for the twist.
         self._last_published: Optional[tuple] = None
+        self._pending_anchor = None
+        #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; the anchor's
+        #: covariance (36 ROS-ordered values) is added to the tracked one.
+        self._T_anchor = np.eye(4)
+        self._anchor_covariance = np.zeros(36)
         self.status_counts: collections.Counter = collections.Counter()
 
         self._tf_broadcaster = None
@@ -195,6 +201,7 @@ class VisualOdometryNode(Node):
         self.tracking_state = ''
         self.scale_source = ''
         self.frames_lost_in_a_row = 0
+        self.control = OdometryControl(self, self.odom_frame_id)
         self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)],
                                                  counters=self.input_problems,
                                                  state=self.tracking_report)
@@ -248,7 +255,10 @@ class VisualOdometryNode(Node):
                   'metric_scale': str(self.scale_source in METRIC_SCALE_SOURCES).lower(),
                   'frames_lost_in_a_row': self.frames_lost_in_a_row,
                   'frames_lost': self.status_counts[STATUS_LOST],
-                  'reinitializations': self.status_counts[STATUS_REINITIALIZED]}
+                  'reinitializations': self.status_counts[STATUS_REINITIALIZED],
+                  'paused': str(self.control.paused).lower()}
+        if self.control.paused:
+            return LEVEL_WARN, 'paused (~/pause): frames are skipped', values
         if self.tracking_state == STATUS_LOST:
             return (LEVEL_ERROR, f'tracking lost for {self.frames_lost_in_a_row} frames: no '
                                  'odometry published until it recovers', values)
@@ -293,11 +303,21 @@ class VisualOdometryNode(Node):
     def _reset(self) -> None:
         self.pipeline.reset()
         self._last_published = None
+        self._T_anchor = np.eye(4)
+        self._anchor_covariance = np.zeros(36)
         self._path_poses.clear()
         self.depth.clear()
 
     def _process(self, msg) -> None:
         self._apply_parameters()
+        reset, anchor = self.control.take()
+        if reset:
+            self._reset()
+            self._last_stamp_ns = None
+        if anchor is not None:
+            self._pending_anchor = anchor
+        if self.control.paused:
+            raise SkipFrame('tracking is paused (~/pause); call it with data: false to resume')
         try:
             image = self._input.decode(msg)
         except ValueError as error:
@@ -357,16 +377,25 @@ class VisualOdometryNode(Node):
 
     def _publish(self, result, stamp_ns: int, stamp) -> None:
         T_world_cam = result.T_world_cam
-        T_odom_base = self.odom_from_camera(T_world_cam)
+        T_tracked = self.odom_from_camera(T_world_cam)
         pose_covariance = ros_order(conjugate_covariance(self.T_base_cam, T_world_cam,
                                                          result.pose_covariance))
+        if self._pending_anchor is not None:
+            T_given, covariance_given = self._pending_anchor
+            self._pending_anchor = None
+            self._T_anchor = T_given @ invert_transform(T_tracked)
+            self._anchor_covariance = covariance_given - pose_covariance
+            self._path_poses.clear()
+            self.get_logger().info('re-anchored at the initialpose; the path restarts')
+        T_odom_base = self._T_anchor @ T_tracked
+        pose_covariance = pose_covariance + self._anchor_covariance
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
         previous = self._last_published
         if previous is not None and stamp_ns > previous[1] and result.status == 'tracking':
             dt_s = (stamp_ns - previous[1]) * 1e-9
             T_prev_cur = invert_transform(previous[0]) @ T_world_cam
-            twist = twist_from_poses(self.odom_from_camera(previous[0]), T_odom_base, dt_s)
+            twist = twist_from_poses(self.odom_from_camera(previous[0]), T_tracked, dt_s)
             twist_covariance = ros_order(conjugate_covariance(
                 self.T_base_cam, T_prev_cur, result.motion_covariance)) / dt_s ** 2
         self._last_published = (T_world_cam, stamp_ns)
