@@ -166,6 +166,25 @@ def child_environment(tmp_path):
     return environ
 
 
+def start_matcher_node(tmp_path, namespace):
+    """Start ``matcher_node`` in ``namespace`` as its own process (packaged Fast DDS profile).
+
+    Returns:
+        ``(environ, log file, process)``: the child environment (for the publishers too), the
+        open log file (``tmp_path/matcher_node.log``) and the ``Popen``.
+    """
+    description = graph.node_set(image_topic=f'{namespace}/image',
+                                 camera_info_topic=f'{namespace}/camera_info',
+                                 namespace=namespace)[0]
+    environ = child_environment(tmp_path)
+    node_log = open(tmp_path / 'matcher_node.log', 'w', encoding='utf-8')
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'relperception.nodes.matcher_node']
+        + description.ros_arguments() + ['-r', f'__ns:={namespace}'],
+        cwd=REPO_ROOT, env=environ, stdout=node_log, stderr=subprocess.STDOUT)
+    return environ, node_log, process
+
+
 def render_frames():
     """Render the flood's frames and time the matcher on consecutive pairs.
 
@@ -243,15 +262,7 @@ class TestFlood:
         """Latency bounded, memory flat, every received frame accounted for, clean exit."""
         namespace = f'/test_flood_{uuid.uuid4().hex[:10]}'
         frame_id = f'flood_camera_{uuid.uuid4().hex[:8]}'
-        description = graph.node_set(image_topic=f'{namespace}/image',
-                                     camera_info_topic=f'{namespace}/camera_info',
-                                     namespace=namespace)[0]
-        environ = child_environment(tmp_path)
-        node_log = open(tmp_path / 'matcher_node.log', 'w', encoding='utf-8')
-        node_process = subprocess.Popen(
-            [sys.executable, '-m', 'relperception.nodes.matcher_node']
-            + description.ros_arguments() + ['-r', f'__ns:={namespace}'],
-            cwd=REPO_ROOT, env=environ, stdout=node_log, stderr=subprocess.STDOUT)
+        environ, node_log, node_process = start_matcher_node(tmp_path, namespace)
         publisher_process = None
         context = rclpy.Context()
         rclpy.init(context=context)
@@ -364,15 +375,7 @@ class TestFlood:
         """One 144 MB image among 640x480 ones: received or counted lost, memory released."""
         namespace = f'/test_big_{uuid.uuid4().hex[:10]}'
         frame_id = f'big_camera_{uuid.uuid4().hex[:8]}'
-        description = graph.node_set(image_topic=f'{namespace}/image',
-                                     camera_info_topic=f'{namespace}/camera_info',
-                                     namespace=namespace)[0]
-        environ = child_environment(tmp_path)
-        node_log = open(tmp_path / 'matcher_node.log', 'w', encoding='utf-8')
-        node_process = subprocess.Popen(
-            [sys.executable, '-m', 'relperception.nodes.matcher_node']
-            + description.ros_arguments() + ['-r', f'__ns:={namespace}'],
-            cwd=REPO_ROOT, env=environ, stdout=node_log, stderr=subprocess.STDOUT)
+        environ, node_log, node_process = start_matcher_node(tmp_path, namespace)
         context = rclpy.Context()
         rclpy.init(context=context)
         probe = None

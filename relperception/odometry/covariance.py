@@ -153,7 +153,11 @@ def conjugate_covariance(T_a_b, T, cov) -> np.ndarray:
 
     Args:
         T_a_b: (4, 4) exact transform (e.g. ``T_base_cam``).
-        T: (4, 4) transform with covariance ``cov`` (6, 6).
+        T: (4, 4) transform (e.g. ``T_world_cam``).
+        cov: (6, 6) covariance of ``T``.
+
+    Returns:
+        (6, 6) covariance of ``T_a_b @ T @ inv(T_a_b)`` (left perturbation, rotation first).
     """
     zero = np.zeros((6, 6))
     T_a_b = check_transform(T_a_b, 'T_a_b')
