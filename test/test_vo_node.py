@@ -100,7 +100,7 @@ class Harness(NodeHarness):
         assert wait_for(lambda: self.node.camera is not None)
 
     def send_depth(self, depth, stamp_ns):
-        before = len(self.node.depth) + self.node.depth.rejected
+        before = self.node.depth.received
         header = header_msg(stamp_ns, 'camera')
         if self.compressed_depth:
             millimetres = np.nan_to_num(depth * 1000.0).round().astype(np.uint16)
@@ -110,8 +110,7 @@ class Harness(NodeHarness):
         else:
             msg = image_msg_from_array(depth, '32FC1', header)
         self.publishers['depth_in'].publish(msg)
-        assert wait_for(lambda: len(self.node.depth) + self.node.depth.rejected > before
-                        or len(self.node.depth) == 30)
+        assert wait_for(lambda: self.node.depth.received > before)
 
     def send_image(self, rgb, stamp_ns):
         """Publish one image and wait until the node has finished with it."""
@@ -297,6 +296,25 @@ class TestVisualOdometryNode:
         np.testing.assert_allclose(transform_from_pose_msg(run.odom[4].pose.pose), np.eye(4),
                                    atol=1e-9)
         assert run.node.status_counts['initialized'] == 2
+
+    def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
+        camera, frames = sequence
+        run = harness([Parameter('depth_wait_s', value=0.05),
+                       Parameter('depth_max_miss_rate', value=0.25),
+                       Parameter('depth_queue_size', value=5)])
+        run.send_camera_info(camera)
+        for index, frame in enumerate(frames[:10]):
+            if not 3 <= index < 6:   # frames 3, 4, 5: no depth image
+                run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        sync = run.node.depth_sync
+        assert (sync.hits, sync.misses, run.node.frames_without_depth) == (7, 3, 3)
+        values = run.node.tracking_report()[2]
+        assert values['depth_hits'] == '7' and values['frames_without_depth'] == '3'
+        err = capfd.readouterr().err
+        assert err.count('running monocular until depth is back') == 1   # once per switch
+        assert err.count('depth is back: RGB-D again after 3 frames') == 1
+        assert len(run.node.depth) <= 5   # depth_queue_size
 
     def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
         camera, frames = sequence
@@ -519,3 +537,29 @@ class TestRosMessages:
             odometry_msg(np.eye(4), 0, pose_covariance=np.zeros(6))
         with pytest.raises(ValueError):
             image_msg_from_array(np.zeros((2, 2), np.uint8), '32FC1', header_msg(0, 'c'))
+
+
+class TestDepthSync:
+    def test_rate_per_period_and_one_line_per_switch(self, caplog):
+        import logging
+
+        from relperception.nodes.depth_input import DepthSync
+
+        sync = DepthSync(logging.getLogger('relperception.test_depth_sync'), 0.25)
+        caplog.set_level(logging.INFO)
+        for found in (True, True, False, False, False, True, True, True, True, True):
+            sync.record(found, 0, 0.02)
+        level, message, values = sync.report()
+        assert values == {'depth_hits': '7', 'frames_without_depth': '3',
+                          'depth_miss_rate': '0.300'}
+        assert level == 1 and 'more than depth_max_miss_rate 25%' in message
+        level, _, values = sync.report()   # a new period without frames
+        assert level == 0 and values['depth_miss_rate'] == '0.000'
+        for found in (False, True, True, True):
+            sync.record(found, 0, 0.02)
+        assert sync.report()[0] == 0   # 25 %: not above
+        lines = [r.getMessage() for r in caplog.records]
+        # one line per switch: two switches to monocular, two back
+        assert sum('running monocular until depth is back' in line for line in lines) == 2
+        assert sum('depth is back: RGB-D again after 3 frames' in line for line in lines) == 1
+        assert sum('depth is back: RGB-D again after 1 frames' in line for line in lines) == 1

@@ -6,8 +6,11 @@
 registered to the colour image) or, with the read-only node-local parameter
 ``depth_transport: compressedDepth``, a ``sensor_msgs/CompressedImage`` on
 ``depth_in/compressedDepth`` as ``compressed_depth_image_transport`` writes it. The last
-:data:`DEPTH_CACHE_SIZE` messages are kept (decoded only when looked up, on the worker) and
-found by stamp, exact or nearest within a tolerance. Messages of a wrong encoding or size are
+``depth_queue_size`` messages (read-only node-local parameter, default
+:data:`DEPTH_CACHE_SIZE`) are kept (decoded only when looked up, on the worker) and found by
+stamp, exact or nearest within a tolerance. :class:`DepthSync` counts the frames that found
+their depth image and those that did not, logs once when RGB-D falls back to monocular and
+once when depth is back, and reports the miss rate. Messages of a wrong encoding or size are
 rejected at once; the others are checked when looked up
 (:func:`~relperception.imaging.depth_checks.check_depth`: byte order, valid pixels, plausible
 range). Every refusal is logged (throttled) and counted by problem in
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 from rclpy.node import Node
@@ -26,10 +29,12 @@ from rclpy.qos import qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import ParameterSpec
 from relperception.core_types import Camera
+from relperception.data.input_counters import FRAMES_WITHOUT_DEPTH
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import declare_parameters
+from relperception.pipeline.realtime import LEVEL_OK, LEVEL_WARN
 from sensor_msgs.msg import CompressedImage, Image
 
 #: Number of depth images kept for the stamp lookup.
@@ -42,6 +47,12 @@ DEPTH_TRANSPORT = ParameterSpec(
     '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
     'compressed_depth_image_transport writes it)',
     choices=('raw', 'compressedDepth'), read_only=True)
+
+#: Node-local parameter: how many depth messages are kept for the stamp lookup.
+DEPTH_QUEUE_SIZE = ParameterSpec(
+    'depth_queue_size', DEPTH_CACHE_SIZE,
+    'depth messages kept for the stamp lookup (the depth of a frame must still be there when '
+    'the frame is processed)', 1, 1000, read_only=True)
 
 _RAW_DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
 
@@ -120,12 +131,14 @@ class DepthInput:
 
     def __init__(self, node: Node, camera: Callable[[], Optional[Camera]],
                  lost: Optional[LostMessages] = None) -> None:
-        declare_parameters(node, [DEPTH_TRANSPORT.name],
-                           specs={DEPTH_TRANSPORT.name: DEPTH_TRANSPORT})
+        specs = {spec.name: spec for spec in (DEPTH_TRANSPORT, DEPTH_QUEUE_SIZE)}
+        declare_parameters(node, list(specs), specs=specs)
         self.transport = node.get_parameter(DEPTH_TRANSPORT.name).value
         self._node = node
         self._camera = camera
-        self._cache = DepthCache()
+        self._cache = DepthCache(node.get_parameter(DEPTH_QUEUE_SIZE.name).value)
+        #: depth messages received (any outcome).
+        self.received = 0
         #: depth messages rejected on arrival (encoding or size).
         self.rejected = 0
         #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`
@@ -153,6 +166,7 @@ class DepthInput:
         self._cache.clear()
 
     def _on_depth(self, msg) -> None:
+        self.received += 1
         if isinstance(msg, CompressedImage):
             # Encoding and size are only known once decoded (on the worker, at lookup).
             self._store(stamp_to_ns(msg.header.stamp), msg)
@@ -208,3 +222,55 @@ class DepthInput:
                 f'the frame runs without depth ({sum(self.problems.values())} refused so far)',
                 throttle_duration_sec=1.0)
         return check.depth
+
+
+class DepthSync:
+    """Whether each frame found its depth image: counts, fallback log lines, miss rate.
+
+    Args:
+        logger: the node's logger.
+        max_miss_rate: a share of frames without depth above this, over one diagnostics
+            period, is reported as WARN.
+    """
+
+    def __init__(self, logger, max_miss_rate: float) -> None:
+        """Start with no frame counted."""
+        self._logger = logger
+        self.max_miss_rate = float(max_miss_rate)
+        #: frames that found a usable depth image / that did not (while depth arrives).
+        self.hits = 0
+        self.misses = 0
+        self._monocular = False
+        self._misses_in_a_row = 0
+        self._reported = (0, 0)
+
+    def record(self, found: bool, stamp_ns: int, max_dt_s: float) -> None:
+        """Count one frame processed while depth arrives; log a switch to or from monocular."""
+        if found:
+            self.hits += 1
+            if self._monocular:
+                self._logger.info(f'depth is back: RGB-D again after {self._misses_in_a_row} '
+                                  f'frames without depth ({self.misses} in all)')
+            self._monocular, self._misses_in_a_row = False, 0
+            return
+        self.misses += 1
+        self._misses_in_a_row += 1
+        if not self._monocular:
+            self._logger.warning(
+                f'no usable depth image within {max_dt_s * 1e3:.0f} ms of the frame at '
+                f'{stamp_ns} ns: running monocular until depth is back (depth_max_dt_s, '
+                'depth_wait_s; refused depth images are counted by problem)')
+        self._monocular = True
+
+    def report(self) -> Tuple[int, str, Dict[str, str]]:
+        """Return ``(level, message, values)`` for the period since the last report."""
+        hits, misses = self.hits - self._reported[0], self.misses - self._reported[1]
+        self._reported = (self.hits, self.misses)
+        rate = misses / (hits + misses) if hits + misses else 0.0
+        values = {'depth_hits': str(self.hits), FRAMES_WITHOUT_DEPTH: str(self.misses),
+                  'depth_miss_rate': f'{rate:.3f}'}
+        if rate > self.max_miss_rate:
+            return (LEVEL_WARN, f'{rate:.0%} of the frames had no usable depth image (more '
+                                f'than depth_max_miss_rate {self.max_miss_rate:.0%}): they run '
+                                'monocular', values)
+        return LEVEL_OK, '', values

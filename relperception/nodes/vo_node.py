@@ -55,10 +55,9 @@ from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
-from relperception.data.input_counters import (CAMERA_INFO_REFUSED, depth_problem_counter,
-                                               FRAMES_WITHOUT_DEPTH)
+from relperception.data.input_counters import CAMERA_INFO_REFUSED, depth_problem_counter
 from relperception.data.messages import camera_from_camera_info
-from relperception.nodes.depth_input import DepthInput
+from relperception.nodes.depth_input import DepthInput, DepthSync
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput
@@ -103,6 +102,9 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
     ParameterSpec('depth_wait_s', 0.1,
                   'once depth arrives, how long a frame waits for its depth image (s); a frame '
                   'without one runs monocular and is counted', 0.0, 1.0),
+    ParameterSpec('depth_max_miss_rate', 0.1,
+                  'share of frames without a usable depth image (while depth arrives) above '
+                  'which /diagnostics reports WARN, per report period', 0.0, 1.0),
     ParameterSpec('publish_tf', True, 'broadcast odom -> base_link on TF (needs tf2_ros)',
                   read_only=True),
 )}
@@ -159,8 +161,8 @@ class VisualOdometryNode(Node):
             maxlen=config['path_max_length'])
         self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
         self._depth_wait_s = config['depth_wait_s']
-        #: frames that had no depth image while depth was arriving (they run monocular).
-        self.frames_without_depth = 0
+        #: depth hits and misses per frame while depth arrives (misses run monocular).
+        self.depth_sync = DepthSync(self.get_logger(), config['depth_max_miss_rate'])
 
         self._camera: Optional[Camera] = None
         self._last_stamp_ns: Optional[int] = None
@@ -229,12 +231,12 @@ class VisualOdometryNode(Node):
     def input_problems(self) -> Dict[str, int]:
         """Refused inputs by kind, for the diagnostics (monotonic counts).
 
-        ``camera_info_refused``, ``frames_without_depth`` (while depth arrives),
-        ``depth_<problem>`` for every :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`
-        met so far and ``<input>_lost_in_transport`` for inputs DDS lost messages of.
+        ``camera_info_refused``, ``depth_<problem>`` for every
+        :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS` met so far and
+        ``<input>_lost_in_transport`` for inputs DDS lost messages of. (Frames without depth
+        are reported with a rate by :class:`~relperception.nodes.depth_input.DepthSync`.)
         """
-        counts = {CAMERA_INFO_REFUSED: self.camera_info_refused,
-                  FRAMES_WITHOUT_DEPTH: self.frames_without_depth}
+        counts = {CAMERA_INFO_REFUSED: self.camera_info_refused}
         counts.update({depth_problem_counter(problem): n
                        for problem, n in self.depth.problems.items()})
         counts.update(self.lost.counts())
@@ -248,8 +250,9 @@ class VisualOdometryNode(Node):
         no metric scale (monocular without depth or a scale hint: its covariance is large);
         OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
-        frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``
-        and ``reinitializations``.
+        frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
+        ``reinitializations``, ``paused`` and, from :class:`DepthSync`, ``depth_hits``,
+        ``frames_without_depth`` and ``depth_miss_rate`` (WARN above ``depth_max_miss_rate``).
         """
         values = {'tracking_state': self.tracking_state, 'scale_source': self.scale_source,
                   'metric_scale': str(self.scale_source in METRIC_SCALE_SOURCES).lower(),
@@ -257,15 +260,27 @@ class VisualOdometryNode(Node):
                   'frames_lost': self.status_counts[STATUS_LOST],
                   'reinitializations': self.status_counts[STATUS_REINITIALIZED],
                   'paused': str(self.control.paused).lower()}
+        depth_level, depth_message, depth_values = self.depth_sync.report()
+        values.update(depth_values)
         if self.control.paused:
-            return LEVEL_WARN, 'paused (~/pause): frames are skipped', values
-        if self.tracking_state == STATUS_LOST:
-            return (LEVEL_ERROR, f'tracking lost for {self.frames_lost_in_a_row} frames: no '
-                                 'odometry published until it recovers', values)
-        if self.tracking_state and self.scale_source not in METRIC_SCALE_SOURCES:
-            return (LEVEL_WARN, f'no metric scale (scale from {self.scale_source or "nothing"}'
-                                '): translation covariance is large', values)
-        return LEVEL_OK, '', values
+            level, message = LEVEL_WARN, 'paused (~/pause): frames are skipped'
+        elif self.tracking_state == STATUS_LOST:
+            level, message = LEVEL_ERROR, (f'tracking lost for {self.frames_lost_in_a_row} '
+                                           'frames: no odometry published until it recovers')
+        elif self.tracking_state and self.scale_source not in METRIC_SCALE_SOURCES:
+            level, message = LEVEL_WARN, (f'no metric scale (scale from '
+                                          f'{self.scale_source or "nothing"}): translation '
+                                          'covariance is large')
+        else:
+            level, message = LEVEL_OK, ''
+        if depth_level > LEVEL_OK:
+            message = f'{message}; {depth_message}' if message else depth_message
+        return max(level, depth_level), message, values
+
+    @property
+    def frames_without_depth(self) -> int:
+        """Frames processed without a usable depth image while depth arrives."""
+        return self.depth_sync.misses
 
     # ------------------------------------------------------------------ callbacks
 
@@ -296,6 +311,7 @@ class VisualOdometryNode(Node):
                                                  maxlen=config['path_max_length'])
         self._depth_max_dt_ns = round(config['depth_max_dt_s'] * 1e9)
         self._depth_wait_s = config['depth_wait_s']
+        self.depth_sync.max_miss_rate = config['depth_max_miss_rate']
         self.pipeline.reconfigure(_vo_config(config))
         self.get_logger().info(f'parameters updated (version {version}); the trajectory '
                                'continues')
@@ -340,12 +356,8 @@ class VisualOdometryNode(Node):
                 raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
         self._last_stamp_ns = stamp_ns
         depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns, self._depth_wait_s)
-        if depth is None and self.depth.newest_stamp_ns is not None:
-            self.frames_without_depth += 1
-            self.get_logger().warning(
-                f'no usable depth image within {self._depth_max_dt_ns * 1e-6:.0f} ms of the '
-                f'frame at {stamp_ns} ns: it runs monocular ({self.frames_without_depth} '
-                'frames so far)', throttle_duration_sec=1.0)
+        if self.depth.newest_stamp_ns is not None:
+            self.depth_sync.record(depth is not None, stamp_ns, self._depth_max_dt_ns * 1e-9)
         result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth))
         self.status_counts[result.status] += 1
         self.tracking_state = result.status
