@@ -60,6 +60,8 @@ class ParameterSpec:
         elif kind is str:
             if not isinstance(value, str):
                 raise ValueError(f'{self.name} must be a string, got {value!r}')
+        elif kind is list:
+            return self._validate_list(value)
         if self.choices is not None and value not in self.choices:
             raise ValueError(f'{self.name} must be one of {list(self.choices)}, got {value!r}')
         if self.min_value is not None and value < self.min_value:
@@ -67,6 +69,19 @@ class ParameterSpec:
         if self.max_value is not None and value > self.max_value:
             raise ValueError(f'{self.name} must be <= {self.max_value}, got {value!r}')
         return value
+
+    def _validate_list(self, value: Any) -> list:
+        """Check a value for a list default: as many finite numbers, of its element type."""
+        element = type(self.default[0])
+        if not isinstance(value, (list, tuple)) or len(value) != len(self.default) or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+            raise ValueError(f'{self.name} must be a list of {len(self.default)} numbers, '
+                             f'got {value!r}')
+        if not all(math.isfinite(v) for v in value):
+            raise ValueError(f'{self.name} must hold finite numbers, got {value!r}')
+        if element is int and not all(float(v).is_integer() for v in value):
+            raise ValueError(f'{self.name} must hold integers, got {value!r}')
+        return [element(v) for v in value]
 
 
 PARAMETERS = (
@@ -223,6 +238,69 @@ PARAMETERS = (
 
 SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 
+#: Camera optical frame in the base frame, ``x y z (m) qx qy qz qw``: z forward (optical) =
+#: x forward (REP 103 body), the default mount of the odometry node.
+DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
+
+#: Node-local parameters: declared by one node (not in the shared schema), by node name. A
+#: parameter file may set them in that node's block or in ``/**``.
+_IMAGE_TRANSPORT = ParameterSpec(
+    'image_transport', 'raw',
+    'transport of the image input: raw subscribes to image (sensor_msgs/Image), compressed to '
+    'image/compressed (sensor_msgs/CompressedImage)', choices=('raw', 'compressed'),
+    read_only=True)
+NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
+    node: {spec.name: spec for spec in specs} for node, specs in {
+        'visual_odometry_node': (
+            _IMAGE_TRANSPORT,
+            ParameterSpec('odom_frame_id', 'odom', 'frame of the odometry (header.frame_id)',
+                          read_only=True),
+            ParameterSpec('base_frame_id', 'base_link', 'body frame (child_frame_id)',
+                          read_only=True),
+            ParameterSpec('camera_mount_xyz_qxyzw', list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
+                          'camera optical frame in the base frame: x y z (m) qx qy qz qw',
+                          read_only=True),
+            ParameterSpec('path_max_length', 1000, 'number of poses kept in the published path',
+                          1, 100000),
+            ParameterSpec('depth_max_dt_s', 0.02, 'largest stamp difference between a frame '
+                          'and the depth image used for it (s)', 0.0, 1.0),
+            ParameterSpec('depth_wait_s', 0.1, 'once depth arrives, how long a frame waits for '
+                          'its depth image (s); a frame without one runs monocular and is '
+                          'counted', 0.0, 1.0),
+            ParameterSpec('depth_max_miss_rate', 0.1,
+                          'share of frames without a usable depth image (while depth arrives) '
+                          'above which /diagnostics reports WARN, per report period', 0.0, 1.0),
+            ParameterSpec('publish_tf', True,
+                          'broadcast odom -> base_link on TF (needs tf2_ros); turn off when a '
+                          'base controller or an EKF publishes it', read_only=True),
+            ParameterSpec('depth_transport', 'raw',
+                          'transport of depth_in: raw (sensor_msgs/Image) or compressedDepth '
+                          '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
+                          'compressed_depth_image_transport writes it)',
+                          choices=('raw', 'compressedDepth'), read_only=True),
+            ParameterSpec('depth_queue_size', 30,
+                          'depth messages kept for the stamp lookup (the depth of a frame must '
+                          'still be there when the frame is processed)', 1, 1000,
+                          read_only=True),
+        ),
+        'matcher_node': (
+            _IMAGE_TRANSPORT,
+            ParameterSpec('relation_pixel', [-1, -1], 'pixel [x, y] of the older frame drawn on '
+                          'relation_image ([-1, -1]: the image centre)'),
+        ),
+        'dense_node': (_IMAGE_TRANSPORT,),
+    }.items()}
+
+#: Standard ROS parameters a parameter file may hold for any node; they are handed to the
+#: nodes as they are (``use_sim_time``, ``qos_overrides.<topic>.<entity>.<policy>``, ...).
+ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+ROS_PARAMETER_PREFIXES = ('qos_overrides.',)
+
+
+def is_ros_parameter(name: str) -> bool:
+    """Whether ``name`` is a standard ROS parameter (passed through, never validated here)."""
+    return name in ROS_PARAMETERS or name.startswith(ROS_PARAMETER_PREFIXES)
+
 
 def defaults() -> Dict[str, Any]:
     """Return a fresh flat dict of every parameter's default."""
@@ -239,17 +317,6 @@ def flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
         else:
             flat[name] = value
     return flat
-
-
-def _strip_ros_wrapper(tree: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Merge the ``ros__parameters`` of every node entry, if the file is a ROS parameter file."""
-    if not any(isinstance(v, Mapping) and 'ros__parameters' in v for v in tree.values()):
-        return tree
-    merged: Dict[str, Any] = {}
-    for value in tree.values():
-        if isinstance(value, Mapping) and 'ros__parameters' in value:
-            merged.update(flatten(value['ros__parameters']))
-    return merged
 
 
 def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None
@@ -334,9 +401,121 @@ def read_config_file(path: Union[str, Path]) -> Mapping[str, Any]:
     return tree
 
 
+#: Node-block name of a parameter file that applies to every node.
+ALL_NODES = '**'
+
+
+@dataclass
+class ParameterFile:
+    """A parameter file as every entry point reads it.
+
+    Attributes:
+        config: the shared schema's values over the defaults (flat, validated).
+        node_parameters: node name (or :data:`ALL_NODES`) -> node-local values (validated
+            against :data:`NODE_LOCAL_SPECS`).
+        ros_parameters: node name (or :data:`ALL_NODES`) -> standard ROS parameters
+            (:func:`is_ros_parameter`), passed through as they are.
+    """
+
+    config: Dict[str, Any]
+    node_parameters: Dict[str, Dict[str, Any]]
+    ros_parameters: Dict[str, Dict[str, Any]]
+
+    def for_node(self, node_name: str) -> Dict[str, Any]:
+        """Return the node-local and ROS parameter values a node of this name starts with.
+
+        ``/**`` values apply to every node that declares them; the node's own block wins.
+        """
+        local = NODE_LOCAL_SPECS.get(node_name, {})
+        values: Dict[str, Any] = {}
+        for block in (ALL_NODES, node_name):
+            values.update({name: value for name, value in
+                           self.node_parameters.get(block, {}).items() if name in local})
+            values.update(self.ros_parameters.get(block, {}))
+        return values
+
+
+def _node_blocks(tree: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Return ``{node name or '**': flat parameters}`` of a flat, nested or ROS file."""
+    if not any(isinstance(v, Mapping) and 'ros__parameters' in v for v in tree.values()):
+        return {ALL_NODES: flatten(tree)}
+    blocks: Dict[str, Dict[str, Any]] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and 'ros__parameters' in value:
+            node = str(key).rstrip('/').split('/')[-1] or ALL_NODES
+            blocks.setdefault(node, {}).update(flatten(value['ros__parameters'] or {}))
+    return blocks
+
+
+def read_parameter_file(tree: Mapping[str, Any]) -> ParameterFile:
+    """Sort the parameters of a configuration tree into schema, node-local and ROS values.
+
+    A ROS 2 parameter file may hold blocks for several nodes (``/**`` for all). In a block of
+    one of this package's nodes, or in ``/**``, every key must be a schema key, a node-local
+    key of that node (of any node for ``/**``) or a standard ROS parameter; blocks of other
+    nodes (a robot-wide file) are skipped. Schema keys apply to every node, as before.
+
+    Raises:
+        ValueError: an unknown key (the valid ones are listed) or an invalid value, named.
+    """
+    schema: Dict[str, Any] = {}
+    node_parameters: Dict[str, Dict[str, Any]] = {}
+    ros_parameters: Dict[str, Dict[str, Any]] = {}
+    for node, values in _node_blocks(tree).items():
+        if node != ALL_NODES and node not in NODE_LOCAL_SPECS:
+            continue   # another node's block in a robot-wide file
+        local = ({name: spec for specs in NODE_LOCAL_SPECS.values()
+                  for name, spec in specs.items()} if node == ALL_NODES
+                 else NODE_LOCAL_SPECS[node])
+        for name, value in values.items():
+            if is_ros_parameter(name):
+                if name == 'use_sim_time' and not isinstance(value, bool):
+                    raise ValueError(f'use_sim_time must be true or false, got {value!r}')
+                ros_parameters.setdefault(node, {})[name] = value
+            elif name in SPECS:
+                schema[name] = value
+            elif name in local:
+                node_parameters.setdefault(node, {})[name] = local[name].validate(value)
+            else:
+                where = 'any node (/**)' if node == ALL_NODES else node
+                raise ValueError(
+                    f'unknown parameter {name!r} for {where}; known: the schema keys '
+                    f'({", ".join(sorted(SPECS))}), the node-local keys '
+                    f'({", ".join(sorted(local))}) and the ROS parameters '
+                    f'({", ".join(ROS_PARAMETERS)}, {", ".join(ROS_PARAMETER_PREFIXES)}*)')
+    return ParameterFile(validate(schema), node_parameters, ros_parameters)
+
+
+def load_parameter_file(path: Optional[Union[str, Path]] = None,
+                        overrides: Optional[Mapping[str, Any]] = None) -> ParameterFile:
+    """Load a configuration file for any entry point (see :func:`read_parameter_file`).
+
+    Args:
+        path: YAML file (read by :func:`read_config_file`), or None for the defaults.
+        overrides: flat or nested schema values applied last (e.g. from the command line).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: an unreadable file, an unknown key or an invalid value, named.
+    """
+    parameters = ParameterFile(defaults(), {}, {})
+    if path is not None:
+        tree = read_config_file(path)
+        try:
+            parameters = read_parameter_file(tree)
+        except ValueError as error:
+            raise ValueError(f'{path}: {error}') from None
+    if overrides:
+        parameters.config = validate(overrides, parameters.config)
+    return parameters
+
+
 def load_config(path: Optional[Union[str, Path]] = None,
                 overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Load a YAML configuration (flat, nested or ROS parameter file) over the defaults.
+
+    Node-local and standard ROS parameters in the file are accepted and left out (see
+    :func:`load_parameter_file` for them).
 
     Args:
         path: YAML file (read by :func:`read_config_file`), or None for the defaults.
@@ -346,16 +525,7 @@ def load_config(path: Optional[Union[str, Path]] = None,
         FileNotFoundError: ``path`` does not exist.
         ValueError: an unreadable file, an unknown key or an invalid value, named.
     """
-    config = defaults()
-    if path is not None:
-        tree = read_config_file(path)
-        try:
-            config = validate(_strip_ros_wrapper(tree), config)
-        except ValueError as error:
-            raise ValueError(f'{path}: {error}') from None
-    if overrides:
-        config = validate(overrides, config)
-    return config
+    return load_parameter_file(path, overrides).config
 
 
 def section(config: Mapping[str, Any], name: str) -> Dict[str, Any]:

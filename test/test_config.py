@@ -47,6 +47,68 @@ class TestLoadConfig:
             config.load_config(tmp_path / 'nope.yaml')
 
 
+#: A robot-wide parameter file, as ros2 launch takes it.
+ROBOT_FILE = {
+    '/**': {'ros__parameters': {
+        'use_sim_time': True,
+        'qos_overrides': {'/camera/image_raw': {'subscription': {'reliability': 'reliable'}}},
+        'ncc': {'patch_size': 9},
+        'image_transport': 'raw'}},
+    'visual_odometry_node': {'ros__parameters': {
+        'publish_tf': False, 'odom_frame_id': 'odom_vo', 'depth_max_dt_s': 0.03,
+        'camera_mount_xyz_qxyzw': [0.1, 0, 0.2, -0.5, 0.5, -0.5, 0.5],
+        'odometry': {'min_matches': 12}}},
+    'robot_state_publisher': {'ros__parameters': {'robot_description': '<robot/>'}},
+}
+
+
+class TestParameterFile:
+    """One parameter file for ros2 launch, run, eval and replay (schema, node-local, ROS)."""
+
+    def test_every_kind_of_key_is_sorted_out(self, tmp_path):
+        path = tmp_path / 'robot.yaml'
+        path.write_text(yaml.safe_dump(ROBOT_FILE))
+        cfg = config.load_config(path)   # eval: the schema, the rest accepted and left out
+        assert cfg['ncc.patch_size'] == 9 and cfg['odometry.min_matches'] == 12
+        parameters = config.load_parameter_file(path)
+        assert parameters.config == cfg
+        odometry = parameters.for_node('visual_odometry_node')
+        assert odometry['publish_tf'] is False and odometry['odom_frame_id'] == 'odom_vo'
+        assert odometry['depth_max_dt_s'] == 0.03 and odometry['use_sim_time'] is True
+        assert odometry['camera_mount_xyz_qxyzw'] == [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5]
+        assert odometry['qos_overrides./camera/image_raw.subscription.reliability'] == \
+            'reliable'
+        matcher = parameters.for_node('matcher_node')
+        assert 'publish_tf' not in matcher and matcher['image_transport'] == 'raw'
+        assert matcher['use_sim_time'] is True
+
+    @pytest.mark.parametrize('block, values, words', [
+        ('visual_odometry_node', {'publish_tf': 'yes'}, ['publish_tf', 'true or false']),
+        ('visual_odometry_node', {'publsh_tf': False}, ['publsh_tf', 'visual_odometry_node',
+                                                        'publish_tf', 'use_sim_time']),
+        ('matcher_node', {'publish_tf': False}, ['publish_tf', 'matcher_node']),
+        ('/**', {'no_such_key': 1}, ['no_such_key', 'any node']),
+        ('/**', {'use_sim_time': 'true'}, ['use_sim_time', 'true or false']),
+        ('visual_odometry_node', {'camera_mount_xyz_qxyzw': [0, 0, 0]}, ['7 numbers']),
+    ])
+    def test_a_wrong_key_or_value_is_named(self, tmp_path, block, values, words):
+        path = tmp_path / 'bad.yaml'
+        path.write_text(yaml.safe_dump({block: {'ros__parameters': values}}))
+        for load in (config.load_config, config.load_parameter_file):
+            with pytest.raises(ValueError) as error:
+                load(path)
+            for word in words:
+                assert word in str(error.value)
+
+    def test_flat_file_may_hold_node_local_keys(self, tmp_path):
+        path = tmp_path / 'flat.yaml'
+        path.write_text('publish_tf: false\nmatcher: klt\n')
+        parameters = config.load_parameter_file(path)
+        assert parameters.config['matcher'] == 'klt'
+        assert parameters.for_node('visual_odometry_node')['publish_tf'] is False
+        assert 'publish_tf' not in parameters.for_node('dense_node')
+
+
 @pytest.mark.parametrize('section, component', [
     ('ncc', 'relperception.matching.ncc:NCCMatcher'),
     ('klt', 'relperception.matching.baselines:KLTMatcher'),

@@ -15,6 +15,7 @@ import uuid
 import xml.etree.ElementTree as ElementTree
 
 from lint_targets import REPO_ROOT
+import numpy as np
 import pytest
 
 from relperception.cli import run as run_verb
@@ -289,6 +290,32 @@ class TestCreateNode:
             assert node.resolve_topic_name('odom') == '/test_echo/odom'
             assert node.get_parameter('ncc.patch_size').value == 13
             assert node.get_parameter('use_sim_time').value is True
+        finally:
+            node.destroy_node()
+
+    def test_parameter_file_values_reach_the_odometry_node(self, ros_context, tmp_path):
+        import yaml
+        from relperception.config import load_parameter_file
+
+        path = tmp_path / 'robot.yaml'
+        path.write_text(yaml.safe_dump({
+            '/**': {'ros__parameters': {'use_sim_time': True}},
+            'visual_odometry_node': {'ros__parameters': {
+                'publish_tf': False, 'odom_frame_id': 'odom_vo', 'base_frame_id': 'body',
+                'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5],
+                'qos_overrides': {'/cam/rgb': {'subscription': {'depth': 2}}}}}}))
+        parameters = load_parameter_file(path)
+        description = graph.node_set(image_topic='/cam/rgb', namespace='/test_pf')[0]
+        description = description.with_parameter_file(parameters)
+        node = graph.create_node(description, ros_context, parameters.config)
+        try:
+            assert node.get_parameter('publish_tf').value is False
+            assert node.odom_frame_id == 'odom_vo' and node.base_frame_id == 'body'
+            assert node.get_parameter('use_sim_time').value is True
+            np.testing.assert_allclose(node.T_base_cam[:3, 3], [0.1, 0.0, 0.2])
+            assert node.get_parameter(
+                'qos_overrides./cam/rgb.subscription.depth').value == 2
+            assert node._tf_broadcaster is None
         finally:
             node.destroy_node()
 

@@ -144,4 +144,21 @@ class TestParameterDescriptor:
 
     def test_degenerate(self):
         with pytest.raises(ValueError, match='unsupported parameter type'):
-            parameter_descriptor(ParameterSpec('x.list', [1, 2], 'a list'))
+            parameter_descriptor(ParameterSpec('x.dict', {'a': 1}, 'a mapping'))
+        with pytest.raises(ValueError, match='unsupported array of str'):
+            parameter_descriptor(ParameterSpec('x.names', ['a'], 'names'))
+
+    def test_arrays(self):
+        from rcl_interfaces.msg import ParameterType
+
+        assert parameter_descriptor(ParameterSpec('x.pixel', [-1, -1], 'pixel')).type == \
+            ParameterType.PARAMETER_INTEGER_ARRAY
+        mount = ParameterSpec('x.mount', [0.0] * 7, 'mount', read_only=True)
+        descriptor = parameter_descriptor(mount)
+        assert descriptor.type == ParameterType.PARAMETER_DOUBLE_ARRAY and descriptor.read_only
+        assert mount.validate((1, 2, 3, 0, 0, 0, 1)) == [1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]
+        for bad in ([0.0] * 6, [float('nan')] * 7, 'seven', [True] * 7):
+            with pytest.raises(ValueError, match='x.mount'):
+                mount.validate(bad)
+        with pytest.raises(ValueError, match='integers'):
+            ParameterSpec('x.pixel', [-1, -1], 'pixel').validate([1.5, 2])

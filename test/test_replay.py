@@ -113,7 +113,7 @@ class TestCameraPosesFromOdom:
         from relperception.nodes import vo_node
 
         assert tuple(live_eval.DEFAULT_CAMERA_MOUNT_XYZ_QXYZW) == tuple(
-            vo_node.DEFAULT_CAMERA_MOUNT_XYZ_QXYZW)
+            vo_node.LOCAL_SPECS['camera_mount_xyz_qxyzw'].default)
         # camera z (forward) is base x (forward): identity odometry maps to identity
         T_odom_base = np.eye(4)
         T_odom_base[0, 3] = 2.0  # base moved 2 m forward

@@ -55,14 +55,15 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when odometry came out of the nodes, 1 otherwise.
     """
-    from relperception.config import load_config
+    from relperception.config import load_parameter_file
     from relperception.nodes.replay import replay_bag
 
-    config = load_config(args.config)
-    summary = replay_bag(args.bag, args.output, config, rate=args.rate,
+    parameter_file = load_parameter_file(args.config)
+    summary = replay_bag(args.bag, args.output, parameter_file.config, rate=args.rate,
                          separate_processes=args.separate_processes,
                          fastdds_profile=not args.no_fastdds_profile, startup_s=args.startup_s,
-                         namespace=args.namespace, plots=not args.no_plots)
+                         namespace=args.namespace, plots=not args.no_plots,
+                         parameter_file=parameter_file)
     for topic, stats in summary['output_topics'].items():
         logger.info('%s: %d/%d frames out, %d dropped, latency median %.1f ms, p95 %.1f ms',
                     topic, stats['frames_out'], stats['frames_in'], stats['dropped_frames'],

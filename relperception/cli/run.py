@@ -71,12 +71,13 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    from relperception.config import load_config
+    from relperception.config import load_parameter_file
     from relperception.nodes import graph
 
     if args.duration is not None and args.duration <= 0:
         raise ValueError(f'--duration must be > 0, got {args.duration}')
-    config = load_config(args.config)
+    parameter_file = load_parameter_file(args.config)
+    config = parameter_file.config
     descriptions = graph.node_set(
         matcher=args.matcher, image_topic=args.image_topic,
         camera_info_topic=args.camera_info_topic, depth_topic=args.depth_topic,
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         dense=args.dense or args.dense_depth_to_odometry,
         dense_depth_to_odometry=args.dense_depth_to_odometry,
         correspondences_only=args.correspondences_only)
+    descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()

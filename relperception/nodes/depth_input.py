@@ -27,7 +27,7 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from relperception.config import ParameterSpec
+from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
 from relperception.core_types import Camera
 from relperception.data.input_counters import FRAMES_WITHOUT_DEPTH
 from relperception.data.messages import stamp_to_ns
@@ -37,22 +37,10 @@ from relperception.nodes.parameters import declare_parameters
 from relperception.pipeline.realtime import LEVEL_OK, LEVEL_WARN
 from sensor_msgs.msg import CompressedImage, Image
 
-#: Number of depth images kept for the stamp lookup.
-DEPTH_CACHE_SIZE = 30
-
-#: Node-local parameter (not in the shared configuration schema).
-DEPTH_TRANSPORT = ParameterSpec(
-    'depth_transport', 'raw',
-    'transport of depth_in: raw (sensor_msgs/Image) or compressedDepth '
-    '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
-    'compressed_depth_image_transport writes it)',
-    choices=('raw', 'compressedDepth'), read_only=True)
-
-#: Node-local parameter: how many depth messages are kept for the stamp lookup.
-DEPTH_QUEUE_SIZE = ParameterSpec(
-    'depth_queue_size', DEPTH_CACHE_SIZE,
-    'depth messages kept for the stamp lookup (the depth of a frame must still be there when '
-    'the frame is processed)', 1, 1000, read_only=True)
+#: Node-local parameters (:data:`relperception.config.NODE_LOCAL_SPECS`).
+DEPTH_TRANSPORT: ParameterSpec = NODE_LOCAL_SPECS['visual_odometry_node']['depth_transport']
+DEPTH_QUEUE_SIZE: ParameterSpec = NODE_LOCAL_SPECS['visual_odometry_node']['depth_queue_size']
+DEPTH_CACHE_SIZE: int = DEPTH_QUEUE_SIZE.default
 
 _RAW_DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
 

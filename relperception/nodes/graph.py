@@ -27,7 +27,7 @@ the functions that need them, so the launch file and the ``run`` verb stay light
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import importlib
 import logging
 import os
@@ -97,14 +97,25 @@ class NodeDescription:
 
         Returns:
             ``{name: value}``: the configuration, then the node-local ``parameters``, then
-            ``use_sim_time`` (later entries win, as in a launch file's parameter list).
+            ``use_sim_time`` (later entries win, as in a launch file's parameter list; a
+            ``use_sim_time: true`` among the parameters, e.g. from a parameter file, stays).
         """
         values: Dict[str, Any] = {}
         if self.parameters_from_config and config:
             values.update(config)
         values.update(self.parameters)
-        values['use_sim_time'] = bool(use_sim_time)
+        values['use_sim_time'] = bool(use_sim_time) or values.get('use_sim_time') is True
         return values
+
+    def with_parameter_file(self, parameter_file) -> 'NodeDescription':
+        """Return a copy that also starts with the parameter file's values for this node.
+
+        The node-local and standard ROS values of ``parameter_file``
+        (:class:`relperception.config.ParameterFile`) for this node name come first; the
+        description's own ``parameters`` (set from command-line options) win over them.
+        """
+        return replace(self, parameters={**parameter_file.for_node(self.name),
+                                         **self.parameters})
 
     def load_class(self):
         """Import and return the node class named by ``plugin`` (imports rclpy)."""

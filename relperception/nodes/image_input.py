@@ -22,7 +22,7 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from relperception.config import ParameterSpec
+from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import compressed_to_numpy, image_to_numpy, to_mono8
 from relperception.nodes.lost_messages import LostMessages
@@ -30,11 +30,7 @@ from relperception.nodes.parameters import declare_parameters
 from sensor_msgs.msg import CompressedImage, Image
 
 #: Node-local parameter (not in the shared configuration schema).
-IMAGE_TRANSPORT = ParameterSpec(
-    'image_transport', 'raw',
-    'transport of the image input: raw subscribes to image (sensor_msgs/Image), compressed to '
-    'image/compressed (sensor_msgs/CompressedImage)', choices=('raw', 'compressed'),
-    read_only=True)
+IMAGE_TRANSPORT: ParameterSpec = NODE_LOCAL_SPECS['visual_odometry_node']['image_transport']
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
-from relperception.config import section
+from relperception.config import NODE_LOCAL_SPECS, section
 from relperception.imaging.drawing import draw_matches
 from relperception.matching import build_matcher
 from relperception.nodes.diagnostics import DiagnosticsPublisher
@@ -124,9 +124,9 @@ class MatcherNode(Node):
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
         self._matches_image = self.create_publisher(Image, 'matches_image', QoSProfile(depth=1))
-        self.declare_parameter('relation_pixel', [-1, -1], ParameterDescriptor(
-            description='pixel [x, y] of the older frame drawn on relation_image ([-1, -1]: '
-                        'the image centre)'))
+        relation_pixel = NODE_LOCAL_SPECS['matcher_node']['relation_pixel']
+        self.declare_parameter(relation_pixel.name, list(relation_pixel.default),
+                               ParameterDescriptor(description=relation_pixel.description))
         self._relation_image = self.create_publisher(Image, 'relation_image',
                                                      QoSProfile(depth=1))
         #: statistics of the relation_image stage (arrival: a matched pair, error: a failure).

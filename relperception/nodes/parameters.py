@@ -37,15 +37,20 @@ _TYPES = {
     float: ParameterType.PARAMETER_DOUBLE,
     str: ParameterType.PARAMETER_STRING,
 }
+_ARRAY_TYPES = {
+    int: ParameterType.PARAMETER_INTEGER_ARRAY,
+    float: ParameterType.PARAMETER_DOUBLE_ARRAY,
+}
 
 
 def parameter_descriptor(spec: ParameterSpec) -> ParameterDescriptor:
     """Return the ``rcl_interfaces/ParameterDescriptor`` of one schema entry.
 
     Args:
-        spec: the schema entry; its default's Python type (bool, int, float or str) gives the
-            parameter type, ``min_value``/``max_value`` an integer or floating-point range,
-            ``choices`` the ``additional_constraints`` and the end of the description.
+        spec: the schema entry; its default's Python type (bool, int, float, str, or a list
+            of int or float) gives the parameter type, ``min_value``/``max_value`` an integer
+            or floating-point range, ``choices`` the ``additional_constraints`` and the end of
+            the description.
 
     Returns:
         The descriptor (``dynamic_typing`` false: the type is fixed by the default).
@@ -54,6 +59,12 @@ def parameter_descriptor(spec: ParameterSpec) -> ParameterDescriptor:
         ValueError: for a default of another type.
     """
     kind = type(spec.default)
+    if kind is list:
+        element = type(spec.default[0])
+        if element not in _ARRAY_TYPES:
+            raise ValueError(f'{spec.name}: unsupported array of {element.__name__}')
+        return ParameterDescriptor(name=spec.name, type=_ARRAY_TYPES[element],
+                                   description=spec.description, read_only=bool(spec.read_only))
     if kind not in _TYPES:
         raise ValueError(f'{spec.name}: unsupported parameter type {kind.__name__}')
     description = spec.description

@@ -451,7 +451,7 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
                separate_processes: bool = False, fastdds_profile: bool = True,
                startup_s: float = 30.0, namespace: str = '', silence_s: float = 1.0,
                drain_timeout_s: float = 10.0, use_sim_time: bool = True,
-               plots: bool = True) -> Dict[str, Any]:
+               plots: bool = True, parameter_file=None) -> Dict[str, Any]:
     """Replay ``bag`` live through DDS into the node set, record and score the outputs.
 
     Args:
@@ -472,6 +472,9 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
         drain_timeout_s: longest wait (seconds) for outputs after the last input.
         use_sim_time: the nodes follow the published ``/clock`` (bag time).
         plots: write ``trajectory.png`` and ``errors.png``.
+        parameter_file: optional :class:`relperception.config.ParameterFile` whose node-local
+            and ROS values the nodes start with (its ``config`` is not used: pass it as
+            ``config``).
 
     Returns:
         The summary written to ``output_dir/summary.json`` (see
@@ -491,6 +494,9 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
         raise FileNotFoundError(f'bag {bag} does not exist')
     config = load_config(overrides=dict(config or {}))
     plan = plan_replay(bag, config, namespace)
+    if parameter_file is not None:
+        plan = dataclasses.replace(plan, descriptions=[
+            d.with_parameter_file(parameter_file) for d in plan.descriptions])
     output_dir.mkdir(parents=True, exist_ok=True)
     remove_earlier_outputs(output_dir)
 

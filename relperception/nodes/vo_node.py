@@ -49,11 +49,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
-from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from relperception.config import ParameterSpec, SPECS
+from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
 from relperception.data.input_counters import CAMERA_INFO_REFUSED, depth_problem_counter
 from relperception.data.messages import camera_from_camera_info
@@ -74,7 +73,7 @@ from relperception.nodes.ros_messages import (
 )
 from relperception.odometry.covariance import (conjugate_covariance, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
-from relperception.odometry.mount import camera_mount_transform, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+from relperception.odometry.mount import camera_mount_transform
 from relperception.odometry.mount import odom_from_camera
 from relperception.odometry.vo import METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED
 from relperception.pipeline.realtime import (LEVEL_ERROR, LEVEL_OK, LEVEL_WARN, RunningStats,
@@ -89,25 +88,11 @@ VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
 
 CAMERA_MOUNT_PARAMETER = 'camera_mount_xyz_qxyzw'
 
-#: Node-local parameters (besides the camera mount, a double array).
-LOCAL_SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in (
-    ParameterSpec('odom_frame_id', 'odom', 'frame of the odometry (header.frame_id)',
-                  read_only=True),
-    ParameterSpec('base_frame_id', 'base_link', 'body frame (child_frame_id)', read_only=True),
-    ParameterSpec('path_max_length', 1000, 'number of poses kept in the published path',
-                  1, 100000),
-    ParameterSpec('depth_max_dt_s', 0.02,
-                  'largest stamp difference between a frame and the depth image used for it (s)',
-                  0.0, 1.0),
-    ParameterSpec('depth_wait_s', 0.1,
-                  'once depth arrives, how long a frame waits for its depth image (s); a frame '
-                  'without one runs monocular and is counted', 0.0, 1.0),
-    ParameterSpec('depth_max_miss_rate', 0.1,
-                  'share of frames without a usable depth image (while depth arrives) above '
-                  'which /diagnostics reports WARN, per report period', 0.0, 1.0),
-    ParameterSpec('publish_tf', True, 'broadcast odom -> base_link on TF (needs tf2_ros)',
-                  read_only=True),
-)}
+#: Node-local parameters declared by this node (the transports by its inputs), from the
+#: schema's :data:`relperception.config.NODE_LOCAL_SPECS`.
+LOCAL_SPECS: Dict[str, ParameterSpec] = {
+    name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
+    if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
 
 #: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag).
 TIME_JUMP_RESET_S = 1.0
@@ -143,12 +128,6 @@ class VisualOdometryNode(Node):
                            check=lambda config: build_pipeline(config).odometry.close())
         declare_parameters(self, list(LOCAL_SPECS), on_change=self._on_parameters,
                            specs=LOCAL_SPECS)
-        self.declare_parameter(CAMERA_MOUNT_PARAMETER, list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
-                               ParameterDescriptor(
-                                   name=CAMERA_MOUNT_PARAMETER,
-                                   type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
-                                   description='camera optical frame in the base frame: '
-                                               'x y z (m) qx qy qz qw'))
         self.T_base_cam = camera_mount_transform(
             self.get_parameter(CAMERA_MOUNT_PARAMETER).value)
         self._config = VersionedConfig({**current_config(self, VO_PARAMETERS),

@@ -13,10 +13,8 @@ y down = base -z.
 from typing import Sequence
 
 import numpy as np
+from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW  # noqa: F401 (re-exported)
 from relperception.transforms import invert_transform, transform_from_quaternion_xyzw
-
-#: ``[x, y, z, qx, qy, qz, qw]`` of the camera optical frame in ``base_link``.
-DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 
 
 def camera_mount_transform(camera_mount_xyz_qxyzw: Sequence[float]) -> np.ndarray:
