@@ -270,6 +270,10 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
             ParameterSpec('depth_max_miss_rate', 0.1,
                           'share of frames without a usable depth image (while depth arrives) '
                           'above which /diagnostics reports WARN, per report period', 0.0, 1.0),
+            ParameterSpec('rectified_input', False,
+                          'the images are already rectified (image_rect): use the camera '
+                          'matrix of camera_info.p and ignore its distortion',
+                          read_only=True),
             ParameterSpec('publish_tf', True,
                           'broadcast odom -> base_link on TF (needs tf2_ros); turn off when a '
                           'base controller or an EKF publishes it', read_only=True),

@@ -31,6 +31,12 @@ def _as_matrix(K) -> np.ndarray:
     return K
 
 
+#: ``sensor_msgs/CameraInfo`` distortion models handled, with their number of coefficients:
+#: ``plumb_bob`` and ``rational_polynomial`` are OpenCV's standard model (k1 k2 p1 p2 k3
+#: [k4 k5 k6]); ``equidistant`` is OpenCV's fisheye model (k1 k2 k3 k4).
+DISTORTION_MODELS = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
+
+
 @dataclass(frozen=True)
 class Camera:
     """Pinhole camera intrinsics.
@@ -40,7 +46,8 @@ class Camera:
         width: image width in pixels.
         height: image height in pixels.
         distortion: (N,) float64 distortion coefficients (``plumb_bob``: k1 k2 p1 p2 k3).
-        distortion_model: ``sensor_msgs/CameraInfo`` distortion model name.
+        distortion_model: ``sensor_msgs/CameraInfo`` distortion model name, one of
+            :data:`DISTORTION_MODELS`.
     """
 
     K: np.ndarray
@@ -57,6 +64,12 @@ class Camera:
             raise ValueError(f'camera size must be positive, got {self.width}x{self.height}')
         object.__setattr__(self, 'width', int(self.width))
         object.__setattr__(self, 'height', int(self.height))
+        if self.distortion_model not in DISTORTION_MODELS:
+            raise ValueError(f'distortion model {self.distortion_model!r} is not handled; use '
+                             f'one of {sorted(DISTORTION_MODELS)} (or rectified images)')
+        if self.distortion_model == 'equidistant' and self.distortion.size != 4:
+            raise ValueError('the equidistant (fisheye) model needs 4 coefficients, got '
+                             f'{self.distortion.size}')
 
     @classmethod
     def from_intrinsics(cls, fx: float, fy: float, cx: float, cy: float,

@@ -234,6 +234,80 @@ class TestRelativePosePnP:
             geometry.relative_pose_pnp(np.zeros((10, 3)), np.zeros((10, 2)), camera, 1.0, 1.5)
 
 
+class TestCameraModels:
+    """plumb_bob, rational_polynomial and equidistant (fisheye) each with OpenCV's own model."""
+
+    FISHEYE = np.array([0.08, -0.02, 0.006, -0.001])   # k1..k4, a strong wide-angle lens
+
+    def _fisheye(self):
+        return Camera(K=_camera().K, width=WIDTH, height=HEIGHT, distortion=self.FISHEYE,
+                      distortion_model='equidistant')
+
+    def test_fisheye_projection_round_trip(self):
+        camera = self._fisheye()
+        points, _ = _scene(seed=7)
+        expected, _ = cv2.fisheye.projectPoints(points.reshape(-1, 1, 3), np.zeros(3),
+                                                np.zeros(3), camera.K, self.FISHEYE)
+        pixels = geometry.project(points, camera)
+        np.testing.assert_allclose(pixels, expected.reshape(-1, 2), atol=1e-9)
+        rays = geometry.normalized_rays(pixels, camera)
+        np.testing.assert_allclose(rays[:, :2], points[:, :2] / points[:, 2:], atol=1e-6)
+
+    def test_pnp_on_fisheye_pixels(self):
+        camera = self._fisheye()
+        points, T_cam1_cam0 = _scene(seed=8)
+        pixels1 = geometry.project(_transform_points(T_cam1_cam0, points), camera)
+        result = geometry.relative_pose_pnp(points, pixels1, camera, threshold_px=1.0)
+        assert result is not None and result[1].all()
+        translation, rotation = _pose_error(result[0], T_cam1_cam0)
+        assert translation < 1e-6 and rotation < 1e-6
+        # read with the wrong (standard) model the same pixels do not fit
+        wrong = Camera(K=camera.K, width=WIDTH, height=HEIGHT,
+                       distortion=np.r_[self.FISHEYE, 0.0])
+        result = geometry.relative_pose_pnp(points, pixels1, wrong, threshold_px=1.0)
+        assert result is None or _pose_error(result[0], T_cam1_cam0)[0] > 1e-3 \
+            or not result[1].all()
+
+    def test_rational_polynomial_uses_eight_coefficients(self):
+        distortion = np.array([0.1, -0.05, 0.001, 0.002, 0.01, 0.05, -0.02, 0.01])
+        camera = Camera(K=_camera().K, width=WIDTH, height=HEIGHT, distortion=distortion,
+                        distortion_model='rational_polynomial')
+        points, _ = _scene(seed=9)
+        expected, _ = cv2.projectPoints(points.reshape(-1, 1, 3), np.zeros(3), np.zeros(3),
+                                        camera.K, distortion)
+        np.testing.assert_allclose(geometry.project(points, camera), expected.reshape(-1, 2),
+                                   atol=1e-9)
+        np.testing.assert_allclose(geometry.undistort_pixels(expected.reshape(-1, 2), camera),
+                                   geometry.project(points, _camera()), atol=1e-3)
+
+    def test_camera_info_models_and_rectified_input(self):
+        from types import SimpleNamespace
+
+        from relperception.data.messages import camera_from_camera_info
+
+        def camera_info(model, d, p_focal=300.0):   # the CameraInfo fields that are read
+            return SimpleNamespace(
+                width=WIDTH, height=HEIGHT, distortion_model=model, d=list(d),
+                k=[300.0, 0, 159.5, 0, 300.0, 119.5, 0, 0, 1],
+                p=[p_focal, 0, 159.5, 0, 0, p_focal, 119.5, 0, 0, 0, 1, 0])
+
+        fisheye = camera_from_camera_info(camera_info('equidistant', self.FISHEYE))
+        assert fisheye.distortion_model == 'equidistant'
+        with pytest.raises(ValueError, match="'mei' is not handled"):
+            camera_from_camera_info(camera_info('mei', [0.1] * 5))
+        with pytest.raises(ValueError, match='4 coefficients'):
+            Camera(K=_camera().K, width=WIDTH, height=HEIGHT, distortion=np.zeros(5),
+                   distortion_model='equidistant')
+        # rectified: P's camera matrix, no distortion (image_rect with the raw camera_info)
+        msg = camera_info('plumb_bob', [0.2, -0.1, 0, 0, 0], p_focal=250.0)
+        rectified = camera_from_camera_info(msg, rectified=True)
+        assert rectified.K[0, 0] == 250.0 and not rectified.has_distortion
+        assert camera_from_camera_info(msg).K[0, 0] == 300.0
+        msg.k = [0.0, 0, 159.5, 0, 300.0, 119.5, 0, 0, 1]
+        with pytest.raises(ValueError, match='singular'):
+            camera_from_camera_info(msg)
+
+
 class TestTriangulate:
     def test_exact(self):
         camera = _camera([0.05, 0.0, 0.0, 0.0, 0.0])

@@ -316,6 +316,16 @@ class TestVisualOdometryNode:
         assert err.count('depth is back: RGB-D again after 3 frames') == 1
         assert len(run.node.depth) <= 5   # depth_queue_size
 
+    def test_rectified_input_uses_p_and_no_distortion(self, harness, sequence):
+        camera, _ = sequence
+        run = harness([Parameter('rectified_input', value=True)])
+        msg = camera_info_msg(camera)
+        msg.d = [0.2, -0.1, 0.0, 0.0, 0.0]   # of the raw image: not to be applied again
+        msg.p = [200.0, 0.0, 160.0, 0.0, 0.0, 200.0, 120.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+        run.publishers['camera_info'].publish(msg)
+        assert wait_for(lambda: run.node.camera is not None)
+        assert run.node.camera.K[0, 0] == 200.0 and not run.node.camera.has_distortion
+
     def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
         camera, frames = sequence
         # A generous wait, so that the test does not depend on how loaded the machine is.

@@ -13,7 +13,7 @@ import decimal
 
 import numpy as np
 
-from ..core_types import Camera
+from ..core_types import Camera, DISTORTION_MODELS
 from ..transforms import (
     check_transform,
     quaternion_xyzw_from_transform,
@@ -21,9 +21,6 @@ from ..transforms import (
 )
 
 NS_PER_SEC = 1_000_000_000
-
-# Number of distortion coefficients each CameraInfo distortion model needs.
-_DISTORTION_SIZES = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
 
 
 def stamp_to_ns(stamp) -> int:
@@ -72,34 +69,51 @@ def seconds_to_ns(seconds: str | float) -> int:
     return int((value * NS_PER_SEC).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
 
 
-def camera_from_camera_info(msg) -> Camera:
+def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
 
     Reads ``k`` (9 values, row-major 3x3, pixels), ``d``, ``distortion_model``, ``width`` and
-    ``height``. An empty ``d`` means no distortion.
+    ``height``. An empty ``d`` means no distortion. With ``rectified`` (images that are
+    already rectified, e.g. ``image_rect``), the camera matrix is the left 3x3 block of ``p``
+    and ``d`` is ignored: the image has no distortion left.
 
     Raises:
         ValueError: for an all-zero or malformed K (the "uncalibrated" CameraInfo), a zero image
-            size, a principal point outside the image or a distortion vector whose length does
-            not fit the distortion model.
+            size, a principal point outside the image, a distortion model that is not handled
+            (:data:`relperception.core_types.DISTORTION_MODELS`) or a distortion vector whose
+            length does not fit the model.
     """
     width, height = int(msg.width), int(msg.height)
     if width <= 0 or height <= 0:
         raise ValueError(f'CameraInfo has no image size ({width}x{height}); is it calibrated?')
-    k = np.asarray(msg.k, dtype=np.float64).reshape(-1)
+    if rectified:
+        p = np.asarray(msg.p, dtype=np.float64).reshape(-1)
+        if p.shape != (12,) or not np.any(p):
+            raise ValueError('rectified input needs CameraInfo.p (12 values, not all zero)')
+        k = p.reshape(3, 4)[:, :3].reshape(-1)
+    else:
+        k = np.asarray(msg.k, dtype=np.float64).reshape(-1)
     if k.shape != (9,):
         raise ValueError(f'CameraInfo.k must have 9 values, got {k.shape[0]}')
     if not np.any(k):
         raise ValueError('CameraInfo.k is all zeros: the camera is not calibrated')
     K = k.reshape(3, 3)
+    if not (np.isfinite(K).all() and K[0, 0] > 0 and K[1, 1] > 0):
+        raise ValueError(f'CameraInfo camera matrix is singular or not finite: {K.tolist()}')
     if not np.allclose(K[2], [0.0, 0.0, 1.0]) or K[1, 0] != 0.0:
         raise ValueError(f'CameraInfo.k is not a pinhole camera matrix: {K.tolist()}')
     if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
         raise ValueError(f'principal point ({K[0, 2]}, {K[1, 2]}) lies outside the '
                          f'{width}x{height} image')
+    if rectified:
+        return Camera(K=K, width=width, height=height)
     model = str(msg.distortion_model or 'plumb_bob')
+    if model not in DISTORTION_MODELS:
+        raise ValueError(f'distortion model {model!r} is not handled; use one of '
+                         f'{sorted(DISTORTION_MODELS)}, or rectified images with '
+                         'rectified_input')
     d = np.asarray(msg.d, dtype=np.float64).reshape(-1)
-    expected = _DISTORTION_SIZES.get(model)
+    expected = DISTORTION_MODELS.get(model)
     if d.size == 0:
         d = np.zeros(expected or 5)
     elif expected is not None and d.size != expected and not (

@@ -134,6 +134,7 @@ class VisualOdometryNode(Node):
                                         **current_config(self, list(LOCAL_SPECS), LOCAL_SPECS)})
         config, self._config_version = self._config.get()
         self.pipeline = build_pipeline(config)
+        self._rectified_input = config['rectified_input']
         self.odom_frame_id = config['odom_frame_id']
         self.base_frame_id = config['base_frame_id']
         self._path_poses: collections.deque = collections.deque(
@@ -269,7 +270,7 @@ class VisualOdometryNode(Node):
 
     def _on_camera_info(self, msg: CameraInfo) -> None:
         try:
-            camera = camera_from_camera_info(msg)
+            camera = camera_from_camera_info(msg, rectified=self._rectified_input)
         except ValueError as error:
             self.camera_info_refused += 1
             self.get_logger().warning(f'ignoring camera_info: {error} '

@@ -86,9 +86,10 @@ def pnp_covariance(points3d, points2d, T_cam_points, camera: Camera) -> np.ndarr
     if np.count_nonzero(in_front) < MIN_POINTS:
         return None
     rvec, _ = cv2.Rodrigues(T[:3, :3])
+    observed, distortion = geometry.pnp_view(points2d[in_front], camera)
     projected, jacobian = cv2.projectPoints(points3d[in_front].reshape(-1, 1, 3), rvec,
-                                            T[:3, 3].copy(), camera.K, camera.distortion)
-    residuals = projected.reshape(-1, 2) - points2d[in_front]
+                                            T[:3, 3].copy(), camera.K, distortion)
+    residuals = projected.reshape(-1, 2) - observed
     J = jacobian[:, :6]   # d(pixels) / d(rvec, tvec)
     dof = 2 * len(residuals) - 6
     variance = max(float(np.sum(residuals ** 2)) / dof, MIN_RESIDUAL_PX ** 2)

@@ -7,9 +7,12 @@ All functions take pixel coordinates in the convention of :mod:`relperception.co
 REP 103 optical frame (z forward). Relative poses are returned as ``T_cam1_cam0``: the 4x4
 float64 transform that maps a point from camera 0 coordinates into camera 1 coordinates.
 
-Lens distortion is honoured everywhere: points are undistorted with ``cv2.undistortPoints``
-before the essential matrix and triangulation, ``cv2.solvePnPRansac`` and
-``cv2.projectPoints`` get the distortion coefficients directly.
+Lens distortion is honoured everywhere, with the model the camera names
+(:data:`relperception.core_types.DISTORTION_MODELS`): points are undistorted
+(``cv2.undistortPoints``, or ``cv2.fisheye.undistortPoints`` for ``equidistant``) before the
+essential matrix and triangulation; ``cv2.solvePnPRansac`` and ``cv2.projectPoints`` get the
+coefficients of OpenCV's standard model directly, while fisheye pixels are undistorted first
+(:func:`pnp_view`) and projected with ``cv2.fisheye.projectPoints``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from relperception.transforms import make_transform
 from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
+
+#: Distortion models OpenCV handles with its fisheye functions.
+FISHEYE_MODELS = ('equidistant',)
 
 #: Fewest finite correspondences :func:`relative_pose_essential` works with.
 MIN_POINTS_ESSENTIAL = 8
@@ -73,9 +79,33 @@ def undistort_pixels(points, camera: Camera) -> np.ndarray:
     camera = _check_camera(camera)
     if not camera.has_distortion or len(points) == 0:
         return points.copy()
-    undistorted = cv2.undistortPoints(points.reshape(-1, 1, 2), camera.K, camera.distortion,
-                                      P=camera.K)
+    if camera.distortion_model in FISHEYE_MODELS:
+        undistorted = cv2.fisheye.undistortPoints(points.reshape(-1, 1, 2), camera.K,
+                                                  camera.distortion, P=camera.K)
+    else:
+        undistorted = cv2.undistortPoints(points.reshape(-1, 1, 2), camera.K,
+                                          camera.distortion, P=camera.K)
     return undistorted.reshape(-1, 2).astype(np.float64)
+
+
+def pnp_view(points, camera: Camera) -> tuple[np.ndarray, np.ndarray | None]:
+    """Return pixels and the distortion coefficients to give OpenCV's PnP functions.
+
+    OpenCV's PnP and ``projectPoints`` know only its standard model: fisheye pixels are
+    undistorted here (ideal pinhole pixels of ``camera.K``) and given without coefficients.
+
+    Args:
+        points: (N, 2) pixel coordinates in the (distorted) image.
+        camera: their camera.
+
+    Returns:
+        ``(pixels, distortion)``: (N, 2) float64 and the coefficients, or None.
+    """
+    points = as_rows('points', points, 2)
+    camera = _check_camera(camera)
+    if camera.distortion_model in FISHEYE_MODELS and camera.has_distortion:
+        return undistort_pixels(points, camera), None
+    return points, camera.distortion
 
 
 def normalized_rays(points, camera: Camera) -> np.ndarray:
@@ -150,7 +180,11 @@ def project(points_cam, camera: Camera) -> np.ndarray:
     valid[valid] = points_cam[valid, 2] > 1e-12
     if not np.any(valid):
         return out
-    if camera.has_distortion:
+    if camera.has_distortion and camera.distortion_model in FISHEYE_MODELS:
+        pixels, _ = cv2.fisheye.projectPoints(points_cam[valid].reshape(-1, 1, 3), np.zeros(3),
+                                              np.zeros(3), camera.K, camera.distortion)
+        out[valid] = pixels.reshape(-1, 2)
+    elif camera.has_distortion:
         pixels, _ = cv2.projectPoints(points_cam[valid].reshape(-1, 1, 3), np.zeros(3),
                                       np.zeros(3), camera.K, camera.distortion)
         out[valid] = pixels.reshape(-1, 2)
@@ -260,16 +294,18 @@ def relative_pose_pnp(points3d_cam0, points1, camera: Camera, threshold_px: floa
     image_points = np.ascontiguousarray(points1[index])
     if np.ptp(object_points, axis=0).max() < 1e-9:
         return None
+    view_points, view_distortion = pnp_view(image_points, camera)
+    view_points = np.ascontiguousarray(view_points)
     try:
         ok, rvec, tvec, ransac_inliers = cv2.solvePnPRansac(
-            object_points, image_points, camera.K, camera.distortion, iterationsCount=200,
+            object_points, view_points, camera.K, view_distortion, iterationsCount=200,
             reprojectionError=float(threshold_px), confidence=float(confidence),
             flags=cv2.SOLVEPNP_SQPNP)
         if not ok or ransac_inliers is None or len(ransac_inliers) < MIN_POINTS_PNP:
             return None
         chosen = ransac_inliers.reshape(-1)
-        rvec, tvec = cv2.solvePnPRefineLM(object_points[chosen], image_points[chosen],
-                                          camera.K, camera.distortion, rvec, tvec)
+        rvec, tvec = cv2.solvePnPRefineLM(object_points[chosen], view_points[chosen],
+                                          camera.K, view_distortion, rvec, tvec)
     except cv2.error as error:
         logger.debug('PnP failed: %s', error)
         return None
