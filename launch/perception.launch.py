@@ -28,8 +28,10 @@ from launch.actions import (DeclareLaunchArgument, ExecuteProcess, OpaqueFunctio
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
+from relperception.config import NODE_LOCAL_SPECS
 from relperception.nodes.graph import (fastdds_environment, FASTDDS_PROFILE_ENV,
-                                       FASTDDS_PROFILE_NAME, node_set)
+                                       FASTDDS_PROFILE_NAME, LAUNCH_ODOMETRY_PARAMETERS,
+                                       launch_odometry_parameters, node_set)
 
 PACKAGE = 'relperception'
 TRUE_WORDS = ('true', '1', 'yes', 'on')
@@ -57,6 +59,10 @@ def _launch_nodes(context, *args, **kwargs):
         correspondences_only=_flag(context, 'correspondences_only'))
     config_file = _value(context, 'config_file')
     use_sim_time = _flag(context, 'use_sim_time')
+    odometry_parameters = launch_odometry_parameters(
+        {name: _value(context, name) for name in LAUNCH_ODOMETRY_PARAMETERS})
+    log_level = _value(context, 'log_level')
+    respawn = _flag(context, 'respawn')
     actions = []
     profile = _value(context, 'fastdds_profile')
     if profile:
@@ -91,11 +97,14 @@ def _launch_nodes(context, *args, **kwargs):
         parameters = []
         if description.parameters_from_config and config_file:
             parameters.append(config_file)
-        parameters.append(dict(description.parameters, use_sim_time=use_sim_time))
+        local = odometry_parameters if description.name == 'visual_odometry_node' else {}
+        parameters.append(dict(description.parameters, use_sim_time=use_sim_time, **local))
         actions.append(Node(
             package=description.package, executable=description.executable,
             name=description.name, namespace=description.namespace,
             remappings=description.remapping_pairs(), parameters=parameters,
+            ros_arguments=['--log-level', log_level] if log_level else [],
+            respawn=respawn, respawn_delay=2.0 if respawn else 0.0,
             output='screen', emulate_tty=True))
     return actions
 
@@ -104,7 +113,19 @@ def generate_launch_description():
     """Declare the arguments and start the node set."""
     share = get_package_share_directory(PACKAGE)
     default_profile = os.path.join(share, 'config', FASTDDS_PROFILE_NAME)
+    odometry_specs = NODE_LOCAL_SPECS['visual_odometry_node']
     arguments = [
+        DeclareLaunchArgument(name, default_value='',
+                              description=f"visual_odometry_node's {name}: "
+                                          f"{odometry_specs[name].description}; '' = the "
+                                          'config file or the default')
+        for name in LAUNCH_ODOMETRY_PARAMETERS
+    ] + [
+        DeclareLaunchArgument('log_level', default_value='',
+                              choices=['', 'debug', 'info', 'warn', 'error', 'fatal'],
+                              description="the nodes' log level; '' = info"),
+        DeclareLaunchArgument('respawn', default_value='false',
+                              description='true: restart a node that exits (after 2 s)'),
         DeclareLaunchArgument('image_topic', default_value='/camera/image_raw',
                               description='camera image topic (sensor_msgs/Image)'),
         DeclareLaunchArgument('camera_info_topic', default_value='/camera/camera_info',

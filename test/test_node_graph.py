@@ -205,7 +205,12 @@ class TestLaunchFile:
         tree = ast.parse(LAUNCH_FILE.read_text(encoding='utf-8'))
         declared = {n.args[0].value for n in ast.walk(tree)
                     if isinstance(n, ast.Call) and getattr(n.func, 'id', '') ==
-                    'DeclareLaunchArgument'}
+                    'DeclareLaunchArgument' and isinstance(n.args[0], ast.Constant)}
+        # the odometry node's frames, TF and mount: one argument per name of the list
+        loops = [n for n in ast.walk(tree) if isinstance(n, ast.comprehension)
+                 and getattr(n.iter, 'id', '') == 'LAUNCH_ODOMETRY_PARAMETERS']
+        assert loops, 'the launch file declares no argument per LAUNCH_ODOMETRY_PARAMETERS'
+        assert {'log_level', 'respawn'} <= declared
         parser = argparse.ArgumentParser()
         run_verb.add_arguments(parser)
         options = {a.dest for a in parser._actions}
@@ -214,8 +219,27 @@ class TestLaunchFile:
         assert shared <= declared and shared <= options
         assert {'config_file', 'fastdds_profile', 'one_process', 'use_composition'} <= declared
 
+    def test_launch_odometry_parameters(self):
+        values = graph.launch_odometry_parameters({
+            'odom_frame_id': 'odom_vo', 'base_frame_id': '', 'publish_tf': 'False',
+            'camera_mount_xyz_qxyzw': '0.1, 0 0.2 -0.5 0.5 -0.5 0.5', 'rectified_input': ''})
+        assert values == {'odom_frame_id': 'odom_vo', 'publish_tf': False,
+                          'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5]}
+        for arguments, word in (({'publish_tf': 'yes'}, 'true or false'),
+                                ({'camera_mount_xyz_qxyzw': '1 2 3'}, '7 numbers'),
+                                ({'camera_mount_xyz_qxyzw': 'a b'}, 'numbers'),
+                                ({'path_max_length': '5'}, 'not a launch argument')):
+            with pytest.raises(ValueError, match=word):
+                graph.launch_odometry_parameters(arguments)
+
     def test_launch_description_when_launch_is_installed(self):
         pytest.importorskip('launch_ros')
+        packages = pytest.importorskip('ament_index_python.packages')
+        try:
+            packages.get_package_share_directory('relperception')
+        except (packages.PackageNotFoundError, ValueError, LookupError):
+            pytest.skip('relperception is not in an ament index (pip-only install): the '
+                        'launch file resolves its config from the package share')
         spec = importlib.util.spec_from_file_location('perception_launch', LAUNCH_FILE)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -125,6 +125,54 @@ class NodeDescription:
         return getattr(importlib.import_module(module_name), class_name)
 
 
+#: Node-local parameters of the odometry node that the launch file also takes as arguments
+#: ('' = the parameter file's or the default value).
+LAUNCH_ODOMETRY_PARAMETERS = ('odom_frame_id', 'base_frame_id', 'publish_tf',
+                              'camera_mount_xyz_qxyzw', 'rectified_input')
+
+
+def launch_odometry_parameters(arguments: Mapping[str, str]) -> Dict[str, Any]:
+    """Turn launch-argument strings into typed ``visual_odometry_node`` parameter values.
+
+    Args:
+        arguments: ``{name: text}`` for names of :data:`LAUNCH_ODOMETRY_PARAMETERS`; empty texts
+            are left out. Booleans are ``true``/``false``; the mount is 7 numbers separated
+            by spaces or commas (``x y z qx qy qz qw``).
+
+    Returns:
+        ``{name: value}`` validated by the schema's node-local specs.
+
+    Raises:
+        ValueError: an unknown name or a value that does not fit, named.
+    """
+    from relperception.config import NODE_LOCAL_SPECS
+
+    specs = NODE_LOCAL_SPECS['visual_odometry_node']
+    values: Dict[str, Any] = {}
+    for name, text in arguments.items():
+        if name not in LAUNCH_ODOMETRY_PARAMETERS:
+            raise ValueError(f'{name!r} is not a launch argument of the odometry node; known: '
+                             f'{", ".join(LAUNCH_ODOMETRY_PARAMETERS)}')
+        text = str(text).strip()
+        if not text:
+            continue
+        default = specs[name].default
+        if isinstance(default, bool):
+            if text.lower() not in ('true', 'false'):
+                raise ValueError(f'{name} must be true or false, got {text!r}')
+            value: Any = text.lower() == 'true'
+        elif isinstance(default, list):
+            try:
+                value = [float(part) for part in text.replace(',', ' ').split()]
+            except ValueError:
+                raise ValueError(f'{name} must be numbers separated by spaces, got '
+                                 f'{text!r}') from None
+        else:
+            value = text
+        values[name] = specs[name].validate(value)
+    return values
+
+
 def _absolute_or_relative(topic: str, what: str) -> str:
     topic = topic.strip()
     if not topic:
