@@ -90,6 +90,12 @@ def _launch_nodes(context, *args, **kwargs):
             command.append('--use-sim-time')
         if not profile:
             command.append('--no-fastdds-profile')
+        for name, value in odometry_parameters.items():
+            if isinstance(value, list):
+                text = ' '.join(str(v) for v in value)
+            else:
+                text = str(value).lower() if isinstance(value, bool) else str(value)
+            command += ['--odometry-param', f'{name}={text}']
         actions.append(ExecuteProcess(cmd=command, name='relperception_run', output='screen',
                                       emulate_tty=True))
         return actions

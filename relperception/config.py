@@ -468,6 +468,11 @@ def read_parameter_file(tree: Mapping[str, Any]) -> ParameterFile:
     for node, values in _node_blocks(tree).items():
         if node != ALL_NODES and node not in NODE_LOCAL_SPECS:
             continue   # another node's block in a robot-wide file
+        for name, value in values.items():
+            if isinstance(value, list) and len({type(v) for v in value}) > 1:
+                raise ValueError(f'{name}: the values of a list must all have one type (write '
+                                 '0.0, not 0, among decimals), as ROS 2 parameter files '
+                                 'require')
         local = ({name: spec for specs in NODE_LOCAL_SPECS.values()
                   for name, spec in specs.items()} if node == ALL_NODES
                  else NODE_LOCAL_SPECS[node])

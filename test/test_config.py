@@ -56,7 +56,7 @@ ROBOT_FILE = {
         'image_transport': 'raw'}},
     'visual_odometry_node': {'ros__parameters': {
         'publish_tf': False, 'odom_frame_id': 'odom_vo', 'depth_max_dt_s': 0.03,
-        'camera_mount_xyz_qxyzw': [0.1, 0, 0.2, -0.5, 0.5, -0.5, 0.5],
+        'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5],
         'odometry': {'min_matches': 12}}},
     'robot_state_publisher': {'ros__parameters': {'robot_description': '<robot/>'}},
 }
@@ -89,7 +89,10 @@ class TestParameterFile:
         ('matcher_node', {'publish_tf': False}, ['publish_tf', 'matcher_node']),
         ('/**', {'no_such_key': 1}, ['no_such_key', 'any node']),
         ('/**', {'use_sim_time': 'true'}, ['use_sim_time', 'true or false']),
-        ('visual_odometry_node', {'camera_mount_xyz_qxyzw': [0, 0, 0]}, ['7 numbers']),
+        ('visual_odometry_node', {'camera_mount_xyz_qxyzw': [0.0, 0.0, 0.0]}, ['7 numbers']),
+        # rcl refuses mixed sequences: ros2 launch would not start with this file
+        ('visual_odometry_node', {'camera_mount_xyz_qxyzw': [0.1, 0, 0.2, -0.5, 0.5, -0.5, 0.5]},
+         ['camera_mount_xyz_qxyzw', 'one type', '0.0, not 0']),
     ])
     def test_a_wrong_key_or_value_is_named(self, tmp_path, block, values, words):
         path = tmp_path / 'bad.yaml'

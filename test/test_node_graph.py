@@ -250,6 +250,17 @@ class TestLaunchFile:
 
 class TestRunVerb:
 
+    def test_odometry_params_option(self):
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        args = parser.parse_args(['--odometry-param', 'publish_tf=false',
+                                  '--odometry-param', 'odom_frame_id=odom_vo'])
+        pairs = dict(run_verb._name_value(text) for text in args.odometry_param)
+        expected = {'publish_tf': False, 'odom_frame_id': 'odom_vo'}
+        assert graph.launch_odometry_parameters(pairs) == expected
+        with pytest.raises(ValueError, match='NAME=VALUE'):
+            run_verb._name_value('publish_tf')
+
     def test_parser_defaults(self):
         parser = argparse.ArgumentParser()
         run_verb.add_arguments(parser)

@@ -58,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='follow /clock (e.g. while playing a bag with --clock)')
     parser.add_argument('--no-fastdds-profile', action='store_true',
                         help='do not apply the packaged Fast DDS profile')
+    parser.add_argument('--odometry-param', action='append', default=[], metavar='NAME=VALUE',
+                        help='a node-local parameter of visual_odometry_node, over the '
+                             'parameter file (repeatable): odom_frame_id, base_frame_id, '
+                             'publish_tf, camera_mount_xyz_qxyzw ("x y z qx qy qz qw"), '
+                             'rectified_input')
     parser.add_argument('--duration', type=float, default=None, metavar='S',
                         help='stop after S seconds (default: run until Ctrl-C)')
 
@@ -87,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
         dense_depth_to_odometry=args.dense_depth_to_odometry,
         correspondences_only=args.correspondences_only)
     descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
+    odometry = graph.launch_odometry_parameters(dict(
+        _name_value(text) for text in args.odometry_param))
+    for description in descriptions:
+        if description.name == 'visual_odometry_node':
+            description.parameters.update(odometry)
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()
@@ -95,3 +105,11 @@ def run(args: argparse.Namespace) -> int:
                     ', '.join(f'{a} -> {b}' for a, b in description.remapping_pairs()))
     return graph.run_node_set(descriptions, config=config, use_sim_time=args.use_sim_time,
                               duration_s=args.duration)
+
+
+def _name_value(text: str):
+    """Split ``NAME=VALUE`` (not ``:=``, which rcl would read as a remapping)."""
+    name, separator, value = text.partition('=')
+    if not separator or not name.strip():
+        raise ValueError(f'--odometry-param takes NAME=VALUE, got {text!r}')
+    return name.strip(), value
