@@ -105,14 +105,32 @@ class TestAssociate:
                 matches.append((a, b))
         return sorted(matches)
 
-    def test_reference_against_tum_script(self):
+    def test_pairs_at_least_as_many_as_the_tum_script_and_the_most_possible(self):
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import maximum_bipartite_matching
+
         rng = np.random.default_rng(3)
-        for _ in range(10):
-            rgb = np.cumsum(rng.integers(20_000_000, 45_000_000, 60))
-            depth = np.cumsum(rng.integers(20_000_000, 45_000_000, 55)) + rng.integers(0, 10**8)
+        gained = 0
+        for _ in range(20):
+            rgb = np.cumsum(rng.integers(10_000_000, 40_000_000, 60))
+            depth = np.cumsum(rng.integers(10_000_000, 40_000_000, 55)) + rng.integers(0, 10**8)
             pairs = tum.associate(rgb, depth, 20_000_000)
-            expected = self._tum_associate(rgb.tolist(), depth.tolist(), 20_000_000)
-            assert [(int(rgb[i]), int(depth[j])) for i, j in pairs] == expected
+            greedy = self._tum_associate(rgb.tolist(), depth.tolist(), 20_000_000)
+            # one to one, within the tolerance
+            assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == len(pairs)
+            assert all(abs(int(rgb[i]) - int(depth[j])) < 20_000_000 for i, j in pairs)
+            # the most pairs any one-to-one pairing has (independent reference: scipy)
+            candidates = csr_matrix(np.abs(rgb[:, None] - depth[None, :]) < 20_000_000)
+            most = int(np.count_nonzero(maximum_bipartite_matching(candidates) >= 0))
+            assert len(pairs) == most >= len(greedy)
+            gained += len(pairs) - len(greedy)
+        assert gained > 0   # the TUM script's closest-first rule leaves frames it could pair
+
+    def test_a_frame_whose_only_depth_is_closer_to_a_neighbour(self):
+        # rgb 10 ms is 1 ms from depth 9 ms; rgb 0 ms has only that depth within 20 ms
+        rgb, depth = [0, 10_000_000], [9_000_000, 28_000_000]
+        assert self._tum_associate(rgb, depth, 20_000_000) == [(10_000_000, 9_000_000)]
+        assert tum.associate(rgb, depth) == [(0, 0), (1, 1)]
 
     def test_shape_and_degenerate(self):
         assert tum.associate([], [1, 2]) == []
@@ -296,6 +314,33 @@ class TestConvertKitti:
         camera = camera_from_camera_info(got[topics.CAMERA_INFO][0][2])
         np.testing.assert_array_equal(camera.K, P0[:, :3])
         assert (camera.width, camera.height) == (50, 30) and not camera.has_distortion
+
+    def test_official_layout_and_poses_option(self, tmp_path, caplog):
+        import logging
+        import shutil
+
+        seq, _, _ = _write_kitti(tmp_path)
+        # the official download: dataset/sequences/07/ and dataset/poses/07.txt
+        dataset = tmp_path / 'dataset'
+        (dataset / 'poses').mkdir(parents=True)
+        official = dataset / 'sequences' / '07'
+        shutil.copytree(seq, official)
+        shutil.move(official / 'poses.txt', dataset / 'poses' / '07.txt')
+        summary = convert_kitti(official, tmp_path / 'official.bag')
+        assert summary['gt_poses'] == 5
+        assert summary['gt_source'] == str(dataset / 'poses' / '07.txt')
+        # elsewhere: --poses names the file; without it, a warning says how to give one
+        elsewhere = tmp_path / 'elsewhere'
+        shutil.copytree(official, elsewhere)
+        with caplog.at_level(logging.WARNING):
+            assert convert_kitti(elsewhere, tmp_path / 'none.bag')['gt_poses'] == 0
+        assert any('--poses' in r.getMessage() for r in caplog.records)
+        summary = convert_kitti(elsewhere, tmp_path / 'given.bag',
+                                poses=dataset / 'poses' / '07.txt')
+        assert summary['gt_poses'] == 5
+        assert _read(tmp_path / 'given.bag')[topics.GT_POSE]
+        with pytest.raises(FileNotFoundError, match='does not exist'):
+            convert_kitti(elsewhere, tmp_path / 'bad.bag', poses=tmp_path / 'nope.txt')
 
     def test_bare_calib_and_image_l(self, tmp_path):
         seq, _, P0 = _write_kitti(tmp_path, calib_prefix=False, folder='image_l')

@@ -93,6 +93,14 @@ class TestInfer:
         expected = DensePipeline(tiny_config(yaml_path, weights)).run(rgb_of(images[0]))
         np.testing.assert_allclose(depth, expected.raw_depth, rtol=1e-4, atol=1e-4)
         assert (out / f'{images[0].stem}_labels.png').is_file()
+        # the README's deploy example: a parameter file with a dense: section
+        ort = tmp_path / 'ort.yaml'
+        ort.write_text(f'dense: {{model: {yaml_path}, backend: onnxruntime, '
+                       f'onnx_path: {onnx_path}}}\n')
+        out2 = tmp_path / 'ort_file'
+        assert main(['infer', '--config', str(ort), str(images[0]), '-o', str(out2)]) == 0
+        np.testing.assert_allclose(np.load(out2 / f'{images[0].stem}_depth.npy'), depth,
+                                   rtol=1e-6, atol=1e-6)
 
     def test_unreadable_image_gives_exit_code_1(self, images, models, tmp_path):
         broken = tmp_path / 'broken.png'

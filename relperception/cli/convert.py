@@ -26,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--labels', help='images: label folder (default SRC/labels when SRC '
                                          'has images/ and labels/)')
     parser.add_argument('--fps', type=float, default=1.0, help='images: frame rate, Hz')
+    parser.add_argument('--poses', metavar='FILE',
+                        help='kitti: the ground-truth poses file (default: SRC/poses.txt, or '
+                             "the official layout's dataset/poses/NN.txt for "
+                             'dataset/sequences/NN)')
 
 
 def _camera(args, size):
@@ -62,6 +66,8 @@ def _convert(args: argparse.Namespace) -> dict:
     source = Path(args.source)
     if not source.is_dir():
         raise FileNotFoundError(f'source folder {source} does not exist')
+    if args.poses and args.format != 'kitti':
+        raise ValueError('--poses is for kitti (TUM ground truth is groundtruth.txt)')
     if args.format == 'tum':
         camera = _camera(args, _image_size(source / 'rgb')) if args.intrinsics else None
         summary = converters.convert_tum(source, args.output, storage=args.storage,
@@ -70,7 +76,7 @@ def _convert(args: argparse.Namespace) -> dict:
         if args.intrinsics:
             raise ValueError('kitti takes its intrinsics from calib.txt; drop --intrinsics')
         summary = converters.convert_kitti(source, args.output, storage=args.storage,
-                                           overwrite=args.overwrite)
+                                           overwrite=args.overwrite, poses=args.poses)
     else:
         images_dir, labels_dir = source, args.labels
         if (source / 'images').is_dir():

@@ -51,18 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f'({", ".join(IMAGE_SUFFIXES)})')
     parser.add_argument('--config', default='conv_small', metavar='PRESET_OR_YAML',
                         help='model preset name (conv_small, vit_small, depth_anything_v2_vits, '
-                             '...) or model YAML file (default conv_small)')
+                             '...), model YAML file, or a parameter file with a dense: section '
+                             '(e.g. dense: {backend: onnxruntime, onnx_path: m.onnx}; the '
+                             'options below override it) (default conv_small)')
     parser.add_argument('--weights', default='', metavar='FILE',
                         help='weights file (safetensors or a plain state dict); default the '
                              'weights shipped for the preset (depth_anything_v2_vits has none: '
                              'required there)')
     parser.add_argument('-o', '--output', required=True, metavar='DIR', help='output folder')
-    parser.add_argument('--backend', choices=('torch', 'onnxruntime'), default='torch',
-                        help='inference backend (default torch)')
+    parser.add_argument('--backend', choices=('torch', 'onnxruntime'), default=None,
+                        help="inference backend (default: the parameter file's, else torch)")
     parser.add_argument('--onnx', default='', metavar='FILE',
                         help='exported ONNX model for --backend onnxruntime')
-    parser.add_argument('--device', default='cpu',
-                        help='torch device for --backend torch (cpu, cuda, cuda:N)')
+    parser.add_argument('--device', default=None,
+                        help='torch device for --backend torch (cpu, cuda, cuda:N; default '
+                             "the parameter file's, else cpu)")
     parser.add_argument('--input-size', type=int, nargs=2, default=None,
                         metavar=('WIDTH', 'HEIGHT'),
                         help="network input size (default: the preset's)")
@@ -114,13 +117,16 @@ def run(args: argparse.Namespace) -> int:
     from relperception.pipeline.dense_pipeline import DensePipeline
 
     images = collect_images(args.inputs)
-    overrides = {'dense.model': args.config, 'dense.weights': args.weights,
-                 'dense.backend': args.backend, 'dense.onnx_path': args.onnx,
-                 'dense.device': args.device}
+    overrides = _dense_parameters(args.config)
+    for key, value in (('dense.weights', args.weights), ('dense.backend', args.backend),
+                       ('dense.onnx_path', args.onnx), ('dense.device', args.device)):
+        if value:
+            overrides[key] = value
     if args.input_size is not None:
         overrides['dense.input_width'], overrides['dense.input_height'] = args.input_size
-    if args.backend == 'onnxruntime' and not args.onnx:
-        raise ValueError('--backend onnxruntime needs --onnx FILE')
+    if overrides.get('dense.backend') == 'onnxruntime' and not overrides.get('dense.onnx_path'):
+        raise ValueError('--backend onnxruntime needs --onnx FILE (or dense.onnx_path in the '
+                         'parameter file)')
     pipeline = DensePipeline(overrides)
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
@@ -169,3 +175,21 @@ def _write_outputs(output: Path, stem: str, result, relative: bool) -> None:
     if result.labels is not None:
         write_image(output / f'{stem}_labels.png', result.labels)
         write_image(output / f'{stem}_labels_color.png', result.labels_color)
+
+
+def _dense_parameters(config: str) -> dict:
+    """Return the ``dense.*`` overrides ``--config`` stands for.
+
+    A preset name or a model YAML names the model; a parameter file (one with a ``dense:``
+    section, ``dense.*`` keys or ``ros__parameters`` blocks) gives its ``dense.*`` values.
+    """
+    from relperception.config import flatten, load_parameter_file, read_config_file
+
+    path = Path(config)
+    if path.suffix.lower() in ('.yaml', '.yml') and path.is_file():
+        tree = read_config_file(path)
+        keys = flatten(tree)
+        if any(k.startswith('dense.') or '.ros__parameters.' in f'.{k}' for k in keys):
+            values = load_parameter_file(path).config
+            return {k: v for k, v in values.items() if k.startswith('dense.')}
+    return {'dense.model': config}

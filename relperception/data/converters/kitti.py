@@ -9,6 +9,10 @@ Layout::
     <sequence>/poses.txt   optional; 12 floats per frame, row-major 3x4 T_world_cam (metres)
     <sequence>/times.txt   optional; seconds since the sequence start, one per frame
 
+The official odometry download keeps the poses apart, ``dataset/poses/NN.txt`` next to
+``dataset/sequences/NN/``: that file is found too (or give it with ``poses=``). Which poses were
+used (or that none were found) is logged and returned as ``gt_source``.
+
 Frame ``i`` is the image named ``i`` (``%06d``) and uses line ``i`` of ``poses.txt`` and
 ``times.txt``. Stamps are the ``times.txt`` seconds as integer nanoseconds, exactly, with no
 offset, so results line up with ``times.txt``; without ``times.txt`` frames are 0.1 s apart
@@ -128,9 +132,24 @@ def _frame_index(path: Path) -> int:
                          '(%06d.png)') from None
 
 
+def find_kitti_poses(sequence_dir: Path) -> Path | None:
+    """Return the poses file of a KITTI sequence folder, or None.
+
+    Its own ``poses.txt``, else the official layout's ``<dataset>/poses/<NN>.txt`` for
+    ``<dataset>/sequences/<NN>``.
+    """
+    own = sequence_dir / 'poses.txt'
+    if own.is_file():
+        return own
+    official = sequence_dir.parent.parent / 'poses' / f'{sequence_dir.name}.txt'
+    if sequence_dir.parent.name == 'sequences' and official.is_file():
+        return official
+    return None
+
+
 def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
                   times: Sequence[float | str] | None = None,
-                  overwrite: bool = False) -> dict[str, object]:
+                  overwrite: bool = False, poses=None) -> dict[str, object]:
     """Convert a KITTI odometry sequence folder to a rosbag2 bag (see the module docstring).
 
     Args:
@@ -139,11 +158,13 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
         storage: ``'mcap'`` or ``'sqlite3'``.
         times: per-frame times in seconds (index = frame number) replacing ``times.txt``.
         overwrite: replace an existing bag.
+        poses: a poses file (KITTI format) to use instead of the one found
+            (:func:`find_kitti_poses`).
 
     Returns:
         summary dict: ``path``, ``storage``, ``messages`` per topic, ``start_ns``, ``end_ns``,
-        ``frames``, ``gt_poses``, ``times_source`` (``'times.txt'``, ``'argument'`` or
-        ``'10 Hz'``), ``K`` (3x3 list).
+        ``frames``, ``gt_poses``, ``gt_source`` (the poses file, or None), ``times_source``
+        (``'times.txt'``, ``'argument'`` or ``'10 Hz'``), ``K`` (3x3 list).
 
     Raises:
         FileNotFoundError: missing folder, image folder or ``calib.txt``.
@@ -177,14 +198,20 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
         raise ValueError(f'{times_source} has {len(stamps)} times but the images go up to '
                          f'frame {last}')
 
+    gt_source = Path(poses) if poses is not None else find_kitti_poses(sequence_dir)
     poses = None
-    if (sequence_dir / 'poses.txt').is_file():
-        poses = read_kitti_poses(sequence_dir / 'poses.txt')
+    if gt_source is not None:
+        if not gt_source.is_file():
+            raise FileNotFoundError(f'poses file {gt_source} does not exist')
+        poses = read_kitti_poses(gt_source)
         if len(poses) <= last:
-            raise ValueError(f'poses.txt has {len(poses)} poses but the images go up to '
+            raise ValueError(f'{gt_source} has {len(poses)} poses but the images go up to '
                              f'frame {last}')
+        logger.info('ground truth: %s (%d poses)', gt_source, len(poses))
     else:
-        logger.warning('%s has no poses.txt; writing no %s', sequence_dir, topics.GT_POSE)
+        logger.warning('%s has no poses.txt and no ../../poses/%s.txt (official layout); '
+                       'writing no %s: give the poses file with --poses', sequence_dir,
+                       sequence_dir.name, topics.GT_POSE)
 
     order = sorted(range(len(images)), key=lambda k: (stamps[indices[k]], indices[k]))
     with BagWriter(output_bag, storage=storage, overwrite=overwrite) as writer:
@@ -199,10 +226,11 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
                 try:
                     writer.write_pose(topics.GT_POSE, stamp, poses[index], topics.WORLD_FRAME)
                 except ValueError as exc:
-                    raise ValueError(f'poses.txt, pose of frame {index} (line {index + 1}): '
-                                     f'{exc}') from None
+                    raise ValueError(f'{gt_source.name}, pose of frame {index} '
+                                     f'(line {index + 1}): {exc}') from None
     summary = writer.summary()
     summary.update(frames=len(images), gt_poses=0 if poses is None else len(images),
+                   gt_source=None if gt_source is None else str(gt_source),
                    times_source=times_source, K=camera.K.tolist())
     logger.info('KITTI %s -> %s: %d frames, GT %s, times from %s', sequence_dir.name,
                 output_bag, len(images), 'yes' if poses is not None else 'no', times_source)

@@ -13,8 +13,9 @@ Written topics (stamps are TUM's absolute seconds, converted exactly from the de
 
 * ``IMAGE`` (rgb8) and ``CAMERA_INFO`` at every RGB stamp;
 * ``DEPTH`` as **32FC1 metres** (NaN where the sensor gave 0), one per RGB frame that has a depth
-  frame within 20 ms (the pairing rule of TUM's ``associate.py``), **stamped with the RGB
-  stamp** so that image and depth pair by equal stamps; unpaired depth frames are dropped;
+  frame within 20 ms (the tolerance of TUM's ``associate.py``, paired one to one with the most
+  pairs: :func:`associate`), **stamped with the RGB stamp** so that image and depth pair by
+  equal stamps; unpaired depth frames are dropped;
 * ``GT_POSE`` (PoseStamped, frame ``world``) at every ground-truth line whose stamp lies within
   0.5 s of the RGB time range, at the ground-truth stamp.
 """
@@ -129,10 +130,13 @@ def read_tum_trajectory(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def associate(stamps0_ns: Sequence[int], stamps1_ns: Sequence[int],
               max_difference_ns: int = 20_000_000) -> list[tuple[int, int]]:
-    """Pair two stamp lists as TUM's ``associate.py`` does.
+    """Pair two stamp lists one to one by time difference, as many as possible.
 
-    All pairs with ``|t0 - t1| < max_difference_ns`` are candidates; the closest pairs are taken
-    first (greedily) and every stamp is used at most once.
+    All pairs with ``|t0 - t1| < max_difference_ns`` are candidates (the rule of TUM's
+    ``associate.py``). Among the one-to-one pairings of the candidates, the one with the most
+    pairs and, among those, the smallest total difference is taken (an optimal assignment per
+    group of overlapping candidates). Taking the closest pairs first, as ``associate.py`` does,
+    can leave a frame unpaired whose only candidate went to a neighbour that had another.
 
     Args:
         stamps0_ns: (N,) integer nanoseconds.
@@ -152,18 +156,44 @@ def associate(stamps0_ns: Sequence[int], stamps1_ns: Sequence[int],
     b_sorted = b[order]
     lo = np.searchsorted(b_sorted, a - max_difference_ns, side='right')
     hi = np.searchsorted(b_sorted, a + max_difference_ns, side='left')
-    candidates = []
-    for i in range(a.size):
-        for k in range(lo[i], hi[i]):
-            candidates.append((abs(int(a[i]) - int(b_sorted[k])), i, int(order[k])))
-    candidates.sort()
-    used0, used1, pairs = set(), set(), []
-    for _, i, j in candidates:
-        if i not in used0 and j not in used1:
-            used0.add(i)
-            used1.add(j)
-            pairs.append((i, j))
-    return sorted(pairs)
+    edges = [(i, int(order[k]), abs(int(a[i]) - int(b_sorted[k])))
+             for i in range(a.size) for k in range(lo[i], hi[i])]
+    return sorted(_optimal_pairs(edges, a.size))
+
+
+def _optimal_pairs(edges: list[tuple[int, int, int]], num0: int) -> list[tuple[int, int]]:
+    """Most pairs, then least total difference, per connected group of candidate edges."""
+    from scipy.optimize import linear_sum_assignment
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if not edges:
+        return []
+    index1 = sorted({j for _, j, _ in edges})
+    column = {j: num0 + n for n, j in enumerate(index1)}
+    rows = [i for i, _, _ in edges]
+    cols = [column[j] for _, j, _ in edges]
+    size = num0 + len(index1)
+    graph = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(size, size))
+    _, labels = connected_components(graph, directed=False)
+    groups: dict[int, list[tuple[int, int, int]]] = {}
+    for edge in edges:
+        groups.setdefault(int(labels[edge[0]]), []).append(edge)
+    pairs = []
+    for group in groups.values():
+        left = sorted({i for i, _, _ in group})
+        right = sorted({j for _, j, _ in group})
+        # an unpaired frame costs more than any sum of differences: most pairs first
+        missing = float(sum(d for _, _, d in group) + 1)
+        cost = np.full((len(left), len(right)), missing)
+        position0 = {i: n for n, i in enumerate(left)}
+        position1 = {j: n for n, j in enumerate(right)}
+        for i, j, difference in group:
+            cost[position0[i], position1[j]] = float(difference)
+        chosen0, chosen1 = linear_sum_assignment(cost)
+        pairs += [(left[r], right[c]) for r, c in zip(chosen0, chosen1)
+                  if cost[r, c] < missing]
+    return pairs
 
 
 def _frame_list(sequence_dir: Path, kind: str) -> list[tuple[int, Path]]:
