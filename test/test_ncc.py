@@ -179,6 +179,22 @@ class TestDetectKeypoints:
         masked = detect_keypoints(image, 200, 40, 0.001, border_px=0, mask=mask)
         assert len(masked) > 0 and np.all(masked[:, 0] >= 160)
 
+    def test_no_keypoints_on_black_padding(self):
+        """The edge of a black frame (rectification) is a corner that does not move."""
+        image = np.clip(textured_image(240, 320).astype(np.int32), 1, 255).astype(np.uint8)
+        padded = image.copy()
+        padded[:, :30] = 0          # left padding, connected to the border
+        padded[:20, :] = 0          # top padding
+        padded[100:140, 150:190] = 0   # a black object inside the scene: not padding
+        keypoints = detect_keypoints(padded, 400, 20, 0.001, border_px=5)
+        assert len(keypoints) > 50
+        assert np.all(keypoints[:, 0] > 30 + 5) and np.all(keypoints[:, 1] > 20 + 5)
+        near_object = (np.abs(keypoints[:, 0] - 150) < 3) | (np.abs(keypoints[:, 1] - 100) < 3)
+        assert np.any(near_object)   # the object's corners stay usable
+        # without padding, keypoints come as close to the border as border_px allows
+        free = detect_keypoints(image, 400, 20, 0.001, border_px=5)
+        assert free[:, 0].min() < 30 and free[:, 1].min() < 20
+
     def test_strongest_first_per_cell(self):
         """With a budget of one per cell, every cell gets its corner."""
         # One strong corner per cell on a dark background plus weak texture: spread wins.

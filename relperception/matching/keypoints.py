@@ -27,6 +27,37 @@ from relperception.matching.base import check_gray_image
 _MIN_QUALITY_LEVEL = 1e-9
 
 
+def padding_mask(image: np.ndarray, margin_px: int) -> Optional[np.ndarray]:
+    """Return black padding grown by ``margin_px``, or None when the image has none.
+
+    Padding: pixels of value 0 that are connected to the image border (the black frame that
+    rectification, undistortion or letterboxing leaves). Dark pixels inside the scene are not
+    padding.
+
+    Args:
+        image: (H, W) uint8 grey image.
+        margin_px: pixels added around the padding (>= 0).
+
+    Returns:
+        (H, W) uint8, non-zero on the grown padding; None without zero pixels on the border.
+    """
+    check_gray_image(image, 'image')
+    if int(margin_px) != margin_px or margin_px < 0:
+        raise ValueError(f'margin_px must be an integer >= 0, got {margin_px!r}')
+    edges = (image[0], image[-1], image[:, 0], image[:, -1])
+    if all(np.count_nonzero(edge == 0) == 0 for edge in edges):
+        return None
+    zero = (image == 0).astype(np.uint8)
+    _, labels = cv2.connectedComponents(zero, connectivity=4)
+    on_border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    on_border = on_border[on_border > 0]
+    padding = np.isin(labels, on_border).astype(np.uint8)
+    if margin_px > 0:
+        side = 2 * int(margin_px) + 1
+        padding = cv2.dilate(padding, cv2.getStructuringElement(cv2.MORPH_RECT, (side, side)))
+    return padding
+
+
 def detect_keypoints(image: np.ndarray, max_keypoints: int, cell_size_px: int,
                      min_quality: float, border_px: int, mask: Optional[np.ndarray] = None,
                      min_distance_px: Optional[float] = None) -> np.ndarray:
@@ -39,7 +70,10 @@ def detect_keypoints(image: np.ndarray, max_keypoints: int, cell_size_px: int,
         min_quality: Shi-Tomasi quality level in [0, 1): corners weaker than this fraction
             of the strongest corner's minimum eigenvalue are dropped.
         border_px: no keypoint closer than this to the image border (pixels), e.g. half a
-            patch so patches around keypoints stay inside the image.
+            patch so patches around keypoints stay inside the image. The same margin is kept
+            from black padding (pixels of value 0 connected to the image border, as left by
+            rectification or letterboxing, :func:`padding_mask`): its edge is a strong corner
+            that does not move with the scene.
         mask: optional (H, W) bool or uint8 array; keypoints only where it is non-zero.
         min_distance_px: non-maximum suppression radius (pixels): a keypoint has the largest
             response within +-min_distance_px in x and y; default ``max(1, cell_size_px / 8)``.
@@ -75,6 +109,10 @@ def detect_keypoints(image: np.ndarray, max_keypoints: int, cell_size_px: int,
     if max_keypoints == 0 or 2 * border_px >= min(height, width):
         return empty
 
+    padding = padding_mask(image, border_px + 1)
+    if padding is not None:
+        allowed = padding == 0
+        mask = allowed if mask is None else (np.asarray(mask) != 0) & allowed
     radius = int(min_distance_px)
     kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * radius + 1, 2 * radius + 1))
     rows, columns = slice(border_px, height - border_px), slice(border_px, width - border_px)
