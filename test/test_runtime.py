@@ -240,3 +240,40 @@ class TestBuildBackend:
     def test_tensorrt_missing_is_clear(self, tmp_path):
         with pytest.raises(RuntimeError, match='tensorrt is not installed'):
             build_backend('tensorrt', path=tmp_path / 'model.engine')
+
+
+class TestEngineMetadata:
+    """TensorRT engines carry their preset and precision in ``<engine>.json``."""
+
+    def test_round_trip_and_preset_check(self, tmp_path):
+        from relperception.runtime.base import check_export_preset
+        from relperception.runtime.engine_metadata import (engine_metadata_path,
+                                                           read_engine_metadata,
+                                                           write_engine_metadata)
+
+        engine = tmp_path / 'conv_small.engine'
+        engine.write_bytes(b'serialised engine')
+        assert read_engine_metadata(engine) is None   # an engine built elsewhere
+        written = write_engine_metadata(engine, {'preset': 'conv_small', 'precision': 'fp16',
+                                                 'max_height': 480})
+        assert written == engine_metadata_path(engine) == tmp_path / 'conv_small.engine.json'
+        metadata = read_engine_metadata(engine)
+        assert metadata == {'preset': 'conv_small', 'precision': 'fp16', 'max_height': 480}
+        check_export_preset(metadata, 'conv_small', engine)
+        with pytest.raises(ValueError, match="preset 'conv_small'"):
+            check_export_preset(metadata, 'vit_small', engine)
+
+    def test_refused_metadata(self, tmp_path):
+        from relperception.runtime.engine_metadata import (engine_metadata_path,
+                                                           read_engine_metadata,
+                                                           write_engine_metadata)
+
+        engine = tmp_path / 'm.engine'
+        with pytest.raises(ValueError, match='precision'):
+            write_engine_metadata(engine, {'preset': 'conv_small', 'precision': 'int4'})
+        engine_metadata_path(engine).write_text('{not json')
+        with pytest.raises(ValueError, match='not a JSON engine metadata'):
+            read_engine_metadata(engine)
+        engine_metadata_path(engine).write_text('{"preset": "conv_small"}')
+        with pytest.raises(ValueError, match='precision'):
+            read_engine_metadata(engine)

@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 import onnx
 from relperception.atomic_files import atomic_path
+from relperception.runtime.onnx_metadata import read_metadata  # noqa: F401 (re-exported)
 import torch
 
 logger = logging.getLogger(__name__)
@@ -141,25 +142,6 @@ def find_ops(model: onnx.ModelProto, op_types: Iterable[str]) -> List[tuple]:
 
     visit(model.graph)
     return found
-
-
-def read_metadata(path) -> Dict[str, Any]:
-    """Return the ``metadata_props`` of an ONNX file (values JSON-decoded when possible).
-
-    Args:
-        path: the ``.onnx`` file.
-
-    Returns:
-        Dict key -> value.
-    """
-    model = onnx.load(str(path), load_external_data=False)
-    result = {}
-    for entry in model.metadata_props:
-        try:
-            result[entry.key] = json.loads(entry.value)
-        except ValueError:
-            result[entry.key] = entry.value
-    return result
 
 
 class OutputsAsTuple(torch.nn.Module):

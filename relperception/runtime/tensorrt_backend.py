@@ -18,6 +18,7 @@ from typing import Dict
 
 import numpy as np
 from relperception.runtime.base import check_input_names
+from relperception.runtime.engine_metadata import engine_metadata_path, read_engine_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,15 @@ class TensorRTBackend:
         self._dtypes = {n: _torch_dtype(trt, torch, self.engine.get_tensor_dtype(n))
                         for n in names}
         self._stream = torch.cuda.Stream(device=self.device)
+        #: the engine's metadata file (preset, size bounds, precision), None without one.
+        self.metadata = read_engine_metadata(self.path)
+        if self.metadata is None:
+            logger.warning('%s has no metadata file (%s): its preset and precision cannot be '
+                           'checked (build it with relperception export --format tensorrt)',
+                           self.path, engine_metadata_path(self.path).name)
+        else:
+            logger.info('%s: preset %s, %s', self.path, self.metadata.get('preset'),
+                        self.metadata['precision'])
 
     def run(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Run the engine.

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Mapping, Sequence, Tuple
 
 from relperception.atomic_files import atomic_open
+from relperception.runtime.engine_metadata import write_engine_metadata
+from relperception.runtime.onnx_metadata import read_metadata
 from relperception.runtime.tensorrt_backend import import_tensorrt
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
         raise RuntimeError(f'TensorRT cannot parse {onnx_path}: ' + '; '.join(errors))
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_mib) << 20)
+    precision = 'fp32'
     if fp16:
         flag = getattr(trt.BuilderFlag, 'FP16', None)
         if flag is None:
@@ -70,6 +73,7 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
         # platform_has_fast_fp16 is deprecated since TensorRT 10.5 (still present in 10.x)
         if getattr(builder, 'platform_has_fast_fp16', True):
             config.set_flag(flag)
+            precision = 'fp16'
         else:
             logger.warning('this GPU has no fast FP16: building an FP32 engine')
     inputs = {network.get_input(i).name: network.get_input(i)
@@ -93,5 +97,8 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
     engine_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(engine_path, binary=True) as stream:
         stream.write(bytes(serialized))
-    logger.info('wrote TensorRT engine %s (fp16=%s)', engine_path, fp16)
+    write_engine_metadata(engine_path, {**read_metadata(onnx_path), 'precision': precision,
+                                        'tensorrt_version': str(trt.__version__),
+                                        'onnx_source': onnx_path.name})
+    logger.info('wrote TensorRT engine %s (%s) and its metadata', engine_path, precision)
     return engine_path
