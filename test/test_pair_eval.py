@@ -259,6 +259,13 @@ class TestPairSources:
 
 
 class TestEvalPairsCli:
+    def test_help_shows_defaults_and_loftr_is_compared_by_default(self, capsys):
+        with pytest.raises(SystemExit):
+            main(['eval-pairs', '--help'])
+        text = ' '.join(capsys.readouterr().out.split())
+        assert "(default: ['ncc', 'loftr', 'orb'])" in text
+        assert '(default: 0.5)' in text and '(default: [1])' in text
+
     def test_end_to_end(self, small_bag, tmp_path, synthetic_pair_with_depth):
         out = tmp_path / 'out'
         listed = save_pairs_npz(tmp_path / 'listed.npz', [synthetic_pair_with_depth[0]])

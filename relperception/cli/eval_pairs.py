@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``eval-pairs``."""
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter   # --help shows defaults
     parser.add_argument('--bag', action='append', default=[],
                         help='rosbag2 recording with image, CameraInfo and ground-truth pose '
                              'topics (repeatable)')
@@ -44,9 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--synthetic-size', type=int, nargs=2, default=(640, 480),
                         metavar=('W', 'H'), help='size of the synthetic images')
     parser.add_argument('--seed', type=int, default=0, help='synthetic scene seed')
-    parser.add_argument('--matchers', nargs='+', default=['ncc', 'orb'],
-                        help='matchers to compare (names of build_matcher, e.g. ncc loftr orb '
-                             'klt)')
+    parser.add_argument('--matchers', nargs='+', default=['ncc', 'loftr', 'orb'],
+                        help='matchers to compare (names of build_matcher: ncc loftr orb klt)')
     parser.add_argument('--config', help='YAML configuration (matcher sections, topics.*)')
     parser.add_argument('--threshold-px', type=float, default=0.5,
                         help='RANSAC threshold for the essential matrix, pixels (LoFTR: 0.5)')
