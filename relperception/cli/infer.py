@@ -183,13 +183,16 @@ def _dense_parameters(config: str) -> dict:
     A preset name or a model YAML names the model; a parameter file (one with a ``dense:``
     section, ``dense.*`` keys or ``ros__parameters`` blocks) gives its ``dense.*`` values.
     """
-    from relperception.config import flatten, load_parameter_file, read_config_file
+    from relperception.config import flatten, read_config_file, read_parameter_file
 
     path = Path(config)
     if path.suffix.lower() in ('.yaml', '.yml') and path.is_file():
-        tree = read_config_file(path)
+        tree = read_config_file(path)   # read once: a parameter file or a model YAML
         keys = flatten(tree)
         if any(k.startswith('dense.') or '.ros__parameters.' in f'.{k}' for k in keys):
-            values = load_parameter_file(path).config
+            try:
+                values = read_parameter_file(tree).config
+            except ValueError as error:
+                raise ValueError(f'{path}: {error}') from None
             return {k: v for k, v in values.items() if k.startswith('dense.')}
     return {'dense.model': config}

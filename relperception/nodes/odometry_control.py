@@ -101,9 +101,3 @@ class OdometryControl:
             self._anchor = (T_odom_base, covariance)
         self._logger.info('initialpose received: the odometry continues from it at the next '
                           'frame')
-
-    def destroy(self, node: Node) -> None:
-        """Destroy the services and the subscription."""
-        for service in self._services:
-            node.destroy_service(service)
-        node.destroy_subscription(self._subscription)

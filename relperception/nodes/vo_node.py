@@ -75,7 +75,8 @@ from relperception.odometry.covariance import (conjugate_covariance, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_mount_transform
 from relperception.odometry.mount import odom_from_camera
-from relperception.odometry.vo import METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED
+from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
+                                       STATUS_TRACKING)
 from relperception.pipeline.realtime import (LEVEL_ERROR, LEVEL_OK, LEVEL_WARN, RunningStats,
                                              VersionedConfig)
 from relperception.pipeline.vo_pipeline import VOPipeline
@@ -146,7 +147,7 @@ class VisualOdometryNode(Node):
 
         self._camera: Optional[Camera] = None
         self._last_stamp_ns: Optional[int] = None
-        #: (T_world_cam, stamp ns) of the last published pose, for the twist.
+        #: (T_world_cam, T_odom_base tracked, stamp ns) of the last published pose (twist).
         self._last_published: Optional[tuple] = None
         self._pending_anchor = None
         #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; the anchor's
@@ -384,13 +385,14 @@ class VisualOdometryNode(Node):
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
         previous = self._last_published
-        if previous is not None and stamp_ns > previous[1] and result.status == 'tracking':
-            dt_s = (stamp_ns - previous[1]) * 1e-9
-            T_prev_cur = invert_transform(previous[0]) @ T_world_cam
-            twist = twist_from_poses(self.odom_from_camera(previous[0]), T_tracked, dt_s)
+        if previous is not None and stamp_ns > previous[2] and result.status == STATUS_TRACKING:
+            T_world_prev, T_tracked_prev, stamp_prev_ns = previous
+            dt_s = (stamp_ns - stamp_prev_ns) * 1e-9
+            twist = twist_from_poses(T_tracked_prev, T_tracked, dt_s)
             twist_covariance = ros_order(conjugate_covariance(
-                self.T_base_cam, T_prev_cur, result.motion_covariance)) / dt_s ** 2
-        self._last_published = (T_world_cam, stamp_ns)
+                self.T_base_cam, invert_transform(T_world_prev) @ T_world_cam,
+                result.motion_covariance)) / dt_s ** 2
+        self._last_published = (T_world_cam, T_tracked, stamp_ns)
         self._odom.publish(odometry_msg(T_odom_base, stamp, self.odom_frame_id,
                                         self.base_frame_id, pose_covariance, twist,
                                         twist_covariance))
