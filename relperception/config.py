@@ -202,6 +202,13 @@ PARAMETERS = (
     ParameterSpec('odometry.mono_map', True,
                   'monocular VO tracks a local map of triangulated points (PnP), which '
                   'carries the scale; false: two-view steps scaled by constant speed'),
+    ParameterSpec('odometry.rgbd_map', False,
+                  'RGB-D VO tracks a local map of depth points (PnP) refined by bundle '
+                  'adjustment with depth residuals (experimental); false: PnP on the '
+                  'keyframe\'s depth'),
+    ParameterSpec('odometry.depth_sigma_rel', 0.02,
+                  'standard deviation of a depth reading in the bundle adjustment, as a share '
+                  'of the depth', 1e-4, 10.0),
     ParameterSpec('odometry.map_init_min_angle_deg', 1.0,
                   'a map starts when at least min_matches points have this parallax (deg)',
                   0.0, 90.0),

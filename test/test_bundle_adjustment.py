@@ -117,8 +117,42 @@ class TestBundleAdjust:
         assert np.all(np.isinf(reprojection_errors(behind, points, cams, pts, pixels,
                                                    CAMERA.K)))
 
+    def test_depth_readings_fix_what_pixels_leave_open(self):
+        """One fixed camera: pixels alone leave the scale free; exact depths recover it."""
+        T_cam_world, points, cams, pts, pixels = _problem(seed=8, pixel_noise=0.3)
+        depths = np.einsum('mj,mj->m', T_cam_world[cams, 2, :3], points[pts]) \
+            + T_cam_world[cams, 2, 3]
+        rng = np.random.default_rng(2)
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        fixed[0] = True
+        start = T_cam_world.copy()
+        start[1:, :3, 3] *= 1.1   # a 10 % scale error of the path ...
+        start_points = points * 1.1 + rng.normal(0, 0.02, points.shape)   # ... and the points
+
+        def position_error(result):
+            centres = np.stack([invert_transform(T)[:3, 3] for T in result.T_cam_world])
+            truth = np.stack([invert_transform(T)[:3, 3] for T in T_cam_world])
+            return float(np.max(np.linalg.norm(centres - truth, axis=1)))
+
+        pixels_only = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                                    max_iterations=20)
+        assert np.all(np.isnan(pixels_only.depth_errors_rel))
+        with_depth = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                                   max_iterations=20, depths=depths, depth_sigma_rel=0.001)
+        assert position_error(pixels_only) > 0.05   # the scale stayed wrong
+        assert position_error(with_depth) < 0.01
+        assert np.nanmax(np.abs(with_depth.depth_errors_rel)) < 0.003
+        # Observations without a reading (NaN) keep the plain reprojection residual.
+        some = depths.copy()
+        some[::2] = np.nan
+        partial = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                                max_iterations=20, depths=some, depth_sigma_rel=0.001)
+        assert position_error(partial) < 0.01
+        assert np.all(np.isnan(partial.depth_errors_rel[::2]))
+
     @pytest.mark.parametrize('change', ['no_observation', 'bad_index', 'nan', 'shape',
-                                        'huber', 'fixed_shape', 'camera'])
+                                        'huber', 'fixed_shape', 'camera', 'depth_shape',
+                                        'depth_negative', 'depth_sigma'])
     def test_bad_input_raises_value_error(self, change):
         T_cam_world, points, cams, pts, pixels = _problem(seed=6)
         fixed = np.zeros(len(T_cam_world), dtype=bool)
@@ -138,6 +172,12 @@ class TestBundleAdjust:
             kwargs['huber_px'] = 0.0
         elif change == 'fixed_shape':
             fixed = fixed[:-1]
+        elif change == 'depth_shape':
+            kwargs['depths'] = np.ones(len(pixels) - 1)
+        elif change == 'depth_negative':
+            kwargs['depths'] = -np.ones(len(pixels))
+        elif change == 'depth_sigma':
+            kwargs.update(depths=np.ones(len(pixels)), depth_sigma_rel=0.0)
         else:
             camera = 'not a camera'
         with pytest.raises(ValueError):
@@ -169,6 +209,21 @@ class TestLocalMap:
         assert list(local_map.keyframes) == [k1.keyframe_id, k1.keyframe_id + 1]
         assert only_k0 not in local_map.points and shared in local_map.points
         assert set(local_map.observations[shared]) == {k1.keyframe_id}
+
+    def test_depth_readings_travel_with_their_observations(self):
+        local_map = LocalMap(max_keyframes=4)
+        k0 = local_map.add_keyframe(0, np.eye(4))
+        k1 = local_map.add_keyframe(1, make_transform(np.eye(3), [0.1, 0, 0]))
+        k2 = local_map.add_keyframe(2, make_transform(np.eye(3), [0.2, 0, 0]))
+        point = local_map.add_point([0, 0, 2.0], {k0.keyframe_id: (10.0, 20.0, 2.0),
+                                                  k1.keyframe_id: [11.0, 20.0]})
+        local_map.add_observation(point, k2.keyframe_id, [12.0, 20.0], depth=-1.0)
+        problem = local_map.window_problem(window=3, max_points=10, num_fixed=1)
+        np.testing.assert_array_equal(problem.pixels, [[10, 20], [11, 20], [12, 20]])
+        np.testing.assert_array_equal(problem.depths, [2.0, np.nan, np.nan])   # -1: invalid
+        np.testing.assert_array_equal(problem.fixed, [True, False, False])
+        with pytest.raises(ValueError):
+            local_map.add_point([0, 0, 1], {k0.keyframe_id: [1.0, 2.0, 3.0, 4.0]})
 
     def test_window_problem_fixes_the_gauge_and_caps_points(self):
         local_map, keyframes, views, _ = _filled_map(seed=7, num_cameras=5)

@@ -402,7 +402,9 @@ class TestVisualOdometry:
             assert isinstance(r.matches, Matches) and r.num_matches == len(r.matches)
             assert r.inlier_mask.shape == (r.num_matches,)
             assert r.num_inliers == r.inlier_mask.sum() >= vo.conf['min_matches']
-            assert r.mode == 'rgbd' and r.is_keyframe
+            assert r.mode == 'rgbd' and r.scale_source == 'depth'
+            # Small steps: both frames are tracked against the first frame, the keyframe.
+            assert not r.is_keyframe and r.keyframe_stamp_ns == frames[0].stamp_ns
 
     def test_rgbd_accuracy(self, sequence):
         camera, frames = sequence
@@ -505,11 +507,51 @@ class TestVisualOdometry:
         results = _run(VisualOdometry(NCCMatcher(), {'mode': 'rgbd'}), camera, frames[:14],
                        replace={8: no_depth})
         assert results[8].status == 'tracking' and not results[8].is_keyframe
-        assert 'keyframe kept' in results[8].message
-        # The next frame is tracked against frame 7, which has depth: nothing is lost.
+        assert 'no valid depth in this frame, keyframe kept' in results[8].message
+        # With every keyframe due (below), the next frame is tracked against frame 7, which
+        # has depth: nothing is lost.
+        every = {'mode': 'rgbd', 'keyframe_max_flow_ratio': 0.0}
+        results = _run(VisualOdometry(NCCMatcher(), every), camera, frames[:14],
+                       replace={8: no_depth})
+        assert not results[8].is_keyframe and results[9].keyframe_stamp_ns == frames[7].stamp_ns
         assert [r.status for r in results[9:]] == ['tracking'] * 5
         assert all(r.is_keyframe for r in results[9:])
         assert _world_error(results, frames, 13) < 0.02
+
+    def test_rgbd_frames_are_tracked_against_the_keyframe_until_one_is_due(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher())
+        results = _run(vo, camera, frames)
+        keyframes = [i for i, r in enumerate(results) if r.is_keyframe]
+        assert 2 <= len(keyframes) < len(frames) // 2
+        diagonal = np.hypot(camera.width, camera.height)
+        last = 0
+        for i, r in enumerate(results[1:], start=1):
+            assert r.keyframe_stamp_ns == frames[last].stamp_ns
+            flow = np.median(np.linalg.norm(r.matches.keypoints1[r.inlier_mask]
+                                            - r.matches.keypoints0[r.inlier_mask], axis=1))
+            due = flow >= vo.conf['keyframe_max_flow_ratio'] * diagonal \
+                or r.num_inliers < 2 * vo.conf['min_matches']
+            assert r.is_keyframe == due or (r.is_keyframe and 'keyframe kept' not in r.message)
+            if r.is_keyframe:
+                last = i
+        # Frame to frame (every moving frame a keyframe) is one setting away.
+        every = _run(VisualOdometry(NCCMatcher(), {'keyframe_max_flow_ratio': 0.0}), camera,
+                     frames[:6])
+        assert all(r.is_keyframe for r in every[1:])
+
+    def test_rgbd_local_map_with_depth_residuals(self, sequence):
+        camera, frames = sequence
+        vo = VisualOdometry(NCCMatcher(), {'rgbd_map': True})
+        results = _run(vo, camera, frames)
+        assert all(r.status == 'tracking' for r in results[1:])
+        sources = [r.scale_source for r in results[1:]]
+        assert sources[0] == 'depth' and set(sources[1:]) == {'depth_map'}
+        stats = vo.map_stats()
+        vo.close()
+        assert stats['map_initializations'] == 1 and stats['map_keyframes'] >= 2
+        assert stats['ba_calls'] >= 1 and stats['ba_failures'] == 0
+        assert _world_error(results, frames, len(frames) - 1) < 0.05   # path is ~1.7 m
 
     def test_garbage_keyframe_falls_back_to_confirmed_keyframe(self, sequence):
         camera, frames = sequence

@@ -24,6 +24,7 @@ from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
                                                  PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.odometry.vo import MAP_SCALE_SOURCES
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'frames_lost': sum(s == 'lost' for s in statuses),
         'reinitializations': sum(s == 'reinitialized' for s in statuses),
         'keyframes': sum(bool(row['is_keyframe']) for row in rows),
-        'frames_tracked_against_map': sum(row.get('scale_source') == 'map' for row in rows),
+        'frames_tracked_against_map': sum(row.get('scale_source') in MAP_SCALE_SOURCES
+                                          for row in rows),
         'frames_by_scale_source': dict(Counter(
             row['scale_source'] for row in rows if row.get('scale_source'))),
         'timing_median_ms': percentile(process_ms, 50),

@@ -4,7 +4,10 @@
 
 :func:`bundle_adjust` minimises the robust (Huber) reprojection error of every observation over
 the free camera poses and all points with gtsam (Levenberg-Marquardt on a factor graph of
-``GenericProjectionFactorCal3_S2``, METIS ordering). gtsam installs from PyPI on x86-64 and, as
+``GenericProjectionFactorCal3_S2``, METIS ordering). An observation with a depth reading
+(RGB-D) is a ``GenericStereoFactor3D`` instead: the pixel plus a virtual right-camera pixel
+whose noise stands for the depth reading's (``depth_sigma_rel`` of the depth), so depth and
+reprojection are weighed in one robust residual. gtsam installs from PyPI on x86-64 and, as
 ``gtsam==4.3a1``, on a Jetson (aarch64, Python 3.10); without it :func:`bundle_adjust` raises
 :class:`BundleAdjustmentUnavailable` and visual odometry runs without bundle adjustment.
 
@@ -26,6 +29,10 @@ from relperception.core_types import Camera
 from relperception.odometry.geometry import undistort_pixels
 from relperception.transforms import invert_transform
 from relperception.validation import as_rows
+
+#: Baseline of the virtual stereo camera that carries depth readings (map units). Any value
+#: gives the same optimum: the right pixel's noise is scaled with it.
+_VIRTUAL_BASELINE = 1.0
 
 #: gtsam keys: symbol 'x' (cameras) and 'l' (points), as gtsam.symbol() builds them.
 _CAMERA_SYMBOL = ord('x') << 56
@@ -50,6 +57,8 @@ class BundleAdjustmentResult:
         iterations: Levenberg-Marquardt iterations used.
         elapsed_ms: wall time of the call.
         success: whether the solver reported convergence.
+        depth_errors_rel: (M,) float64 relative error ``z / depth - 1`` of every observation
+            with a depth reading after the optimisation, NaN for the others.
     """
 
     T_cam_world: np.ndarray
@@ -60,6 +69,7 @@ class BundleAdjustmentResult:
     iterations: int
     elapsed_ms: float
     success: bool
+    depth_errors_rel: np.ndarray
 
 
 def _check_inputs(T_cam_world, points_world, camera_index, point_index, pixels, fixed):
@@ -92,7 +102,8 @@ def _check_inputs(T_cam_world, points_world, camera_index, point_index, pixels, 
 
 def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
                   camera: Camera, fixed, huber_px: float = 1.0,
-                  max_iterations: int = 10) -> BundleAdjustmentResult:
+                  max_iterations: int = 10, depths=None,
+                  depth_sigma_rel: float = 0.02) -> BundleAdjustmentResult:
     """Refine camera poses and points by robust reprojection-error minimisation.
 
     Args:
@@ -105,13 +116,16 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
         fixed: (C,) bool, poses held constant (the gauge; see the module docstring).
         huber_px: Huber loss scale in pixels (errors beyond it count linearly).
         max_iterations: most Levenberg-Marquardt iterations.
+        depths: optional (M,) depth reading of every observation in metres (the point's z in
+            that camera), NaN where there is none; the poses and points must then be metric.
+        depth_sigma_rel: standard deviation of a depth reading as a share of the depth.
 
     Returns:
         :class:`BundleAdjustmentResult`.
 
     Raises:
         ValueError: shapes or indices that do not fit, non-finite input, no observation,
-            ``huber_px`` <= 0.
+            ``huber_px`` <= 0, depth readings <= 0 or ``depth_sigma_rel`` <= 0.
     """
     started = time.perf_counter()
     (T_cam_world, points_world, camera_index, point_index, pixels,
@@ -123,6 +137,9 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
         raise ValueError('bundle adjustment needs at least one observation')
     if not (np.isfinite(huber_px) and huber_px > 0):
         raise ValueError(f'huber_px must be > 0, got {huber_px}')
+    depths = _check_depths(depths, len(pixels))
+    if not (np.isfinite(depth_sigma_rel) and depth_sigma_rel > 0):
+        raise ValueError(f'depth_sigma_rel must be > 0, got {depth_sigma_rel}')
     try:
         import gtsam
     except ImportError as error:
@@ -143,9 +160,26 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
             graph.add(gtsam.NonlinearEqualityPose3(_camera_key(c), gtsam.Pose3(T)))
     for p, xyz in enumerate(points_world):
         values.insert(_point_key(p), xyz)
-    for pixel, c, p in zip(observed, camera_index.tolist(), point_index.tolist()):
-        graph.add(gtsam.GenericProjectionFactorCal3_S2(pixel, noise, _camera_key(c),
-                                                       _point_key(p), calibration))
+    stereo = gtsam.Cal3_S2Stereo(K[0, 0], K[1, 1], K[0, 1], K[0, 2], K[1, 2],
+                                 _VIRTUAL_BASELINE)
+    huber = gtsam.noiseModel.mEstimator.Huber.Create(huber_px)
+    disparity_m = K[0, 0] * _VIRTUAL_BASELINE
+    for pixel, c, p, depth in zip(observed, camera_index.tolist(), point_index.tolist(),
+                                  depths.tolist()):
+        if depth == depth:   # a depth reading: virtual stereo pixel
+            # uR = uL - disparity: uR carries the pixel's noise plus the disparity's.
+            sigma_disparity = disparity_m * depth_sigma_rel / depth
+            covariance = np.array([[1.0, 1.0, 0.0],
+                                   [1.0, 1.0 + sigma_disparity ** 2, 0.0],
+                                   [0.0, 0.0, 1.0]])
+            measured = gtsam.StereoPoint2(pixel[0], pixel[0] - disparity_m / depth, pixel[1])
+            stereo_noise = gtsam.noiseModel.Robust.Create(
+                huber, gtsam.noiseModel.Gaussian.Covariance(covariance))
+            graph.add(gtsam.GenericStereoFactor3D(measured, stereo_noise, _camera_key(c),
+                                                  _point_key(p), stereo))
+        else:
+            graph.add(gtsam.GenericProjectionFactorCal3_S2(pixel, noise, _camera_key(c),
+                                                           _point_key(p), calibration))
     initial_errors = reprojection_errors(T_cam_world, points_world, camera_index, point_index,
                                          observed, K)
     params = gtsam.LevenbergMarquardtParams()
@@ -161,12 +195,30 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
     points = np.stack([np.asarray(result.atPoint3(_point_key(p)), dtype=np.float64)
                        for p in range(len(points_world))])
     final_errors = reprojection_errors(refined, points, camera_index, point_index, observed, K)
+    z = np.einsum('mj,mj->m', refined[camera_index, 2, :3], points[point_index]) \
+        + refined[camera_index, 2, 3]
+    with np.errstate(invalid='ignore'):
+        depth_errors = z / depths - 1.0
     return BundleAdjustmentResult(
         T_cam_world=refined, points_world=points, residuals_px=final_errors,
         initial_rmse_px=_rmse(initial_errors), final_rmse_px=_rmse(final_errors),
         iterations=int(optimizer.iterations()),
         elapsed_ms=1e3 * (time.perf_counter() - started),
-        success=bool(np.all(np.isfinite(refined)) and np.all(np.isfinite(points))))
+        success=bool(np.all(np.isfinite(refined)) and np.all(np.isfinite(points))),
+        depth_errors_rel=depth_errors)
+
+
+def _check_depths(depths, num_observations: int) -> np.ndarray:
+    """Return (M,) float64 depth readings (NaN none) or raise ValueError."""
+    if depths is None:
+        return np.full(num_observations, np.nan)
+    depths = np.asarray(depths, dtype=np.float64)
+    if depths.shape != (num_observations,):
+        raise ValueError(f'depths must be ({num_observations},), one per observation, '
+                         f'got {depths.shape}')
+    if np.any(np.isinf(depths)) or np.any(depths[np.isfinite(depths)] <= 0):
+        raise ValueError('depths must be > 0 metres, or NaN where there is no reading')
+    return depths
 
 
 def _camera_key(index: int) -> int:

@@ -1,12 +1,14 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The local map of monocular visual odometry: keyframes, 3-D points and their observations.
+"""The local map of visual odometry: keyframes, 3-D points and their observations.
 
 * A **keyframe** has an id, a stamp, a pose ``T_world_cam`` and a *landmark table*: its own
   keypoints (the pixels a matcher returns as ``keypoints0`` when the keyframe is image 0;
   repeatable, since matchers detect them deterministically) with the id of the map point
   each one observes. :meth:`LocalMap.lookup` turns matched keyframe pixels into point ids.
-* A **map point** has a world position and its observations ``{keyframe id: pixel}``.
+* A **map point** has a world position and its observations ``{keyframe id: (u, v, depth)}``:
+  the pixel, and the depth reading (metres) at it where the keyframe had a depth image (RGB-D),
+  else NaN. Depth readings enter the bundle adjustment as residuals of their own.
 
 The map keeps the newest ``max_keyframes`` keyframes; points no kept keyframe observes are
 dropped. :meth:`LocalMap.window_problem` and :meth:`LocalMap.apply_adjustment` move the last
@@ -59,6 +61,7 @@ class WindowProblem:
         points_world: (P, 3) positions.
         camera_index, point_index: (M,) int indices of every observation.
         pixels: (M, 2) observed pixels.
+        depths: (M,) depth readings of the observations (metres), NaN where none.
     """
 
     keyframe_ids: np.ndarray
@@ -69,6 +72,18 @@ class WindowProblem:
     camera_index: np.ndarray
     point_index: np.ndarray
     pixels: np.ndarray
+    depths: np.ndarray
+
+
+def _observation(pixel, depth=None) -> np.ndarray:
+    """Return an observation row (u, v, depth) from a (2,) pixel or a (3,) row."""
+    row = np.asarray(pixel, dtype=np.float64).reshape(-1)
+    if len(row) == 3 and depth is None:
+        return row.copy()
+    if len(row) != 2:
+        raise ValueError(f'a pixel must be (2,) or (u, v, depth), got {row.shape}')
+    depth = np.nan if depth is None else float(depth)
+    return np.array([row[0], row[1], depth if np.isfinite(depth) and depth > 0 else np.nan])
 
 
 class LocalMap:
@@ -156,18 +171,24 @@ class LocalMap:
     # ------------------------------------------------------------------ points
 
     def add_point(self, xyz_world, views: dict) -> int:
-        """Add a point at ``xyz_world`` (3,) seen at ``views`` {keyframe id: (2,) pixel}."""
+        """Add a point at ``xyz_world`` (3,) seen at ``views`` {keyframe id: observation}.
+
+        An observation is a (2,) pixel or a (3,) ``(u, v, depth)`` row (depth in metres, NaN
+        none).
+        """
         point_id = self._next_point
         self._next_point += 1
         self.points[point_id] = np.asarray(xyz_world, dtype=np.float64).reshape(3).copy()
-        self.observations[point_id] = {int(k): np.asarray(v, dtype=np.float64).reshape(2)
-                                       for k, v in views.items()}
+        self.observations[point_id] = {int(k): _observation(v) for k, v in views.items()}
         return point_id
 
-    def add_observation(self, point_id: int, keyframe_id: int, pixel) -> None:
-        """Record that keyframe ``keyframe_id`` sees point ``point_id`` at ``pixel`` (2,)."""
-        self.observations[int(point_id)][int(keyframe_id)] = np.asarray(
-            pixel, dtype=np.float64).reshape(2)
+    def add_observation(self, point_id: int, keyframe_id: int, pixel,
+                        depth: float | None = None) -> None:
+        """Record that keyframe ``keyframe_id`` sees point ``point_id`` at ``pixel`` (2,).
+
+        ``depth``: the depth reading at the pixel (metres), None or NaN when there is none.
+        """
+        self.observations[int(point_id)][int(keyframe_id)] = _observation(pixel, depth)
 
     def remove_point(self, point_id: int) -> None:
         """Drop a point and its observations (landmark tables are filtered by lookup)."""
@@ -212,13 +233,14 @@ class LocalMap:
                             if k in self.keyframes})
         camera_slot = {k: i for i, k in enumerate(observers)}
         fixed = np.array([k not in in_window or k in ids[:num_fixed] for k in observers])
-        camera_index, point_index, pixels = [], [], []
+        camera_index, point_index, rows = [], [], []
         for p, pid in enumerate(point_ids):
-            for k, pixel in self.observations[pid].items():
+            for k, row in self.observations[pid].items():
                 if k in camera_slot:
                     camera_index.append(camera_slot[k])
                     point_index.append(p)
-                    pixels.append(pixel)
+                    rows.append(row)
+        rows = np.array(rows, dtype=np.float64).reshape(-1, 3)
         return WindowProblem(
             keyframe_ids=np.array(observers, dtype=np.int64),
             T_cam_world=np.stack([invert_transform(self.keyframes[k].T_world_cam)
@@ -227,7 +249,7 @@ class LocalMap:
             points_world=np.stack([self.points[p] for p in point_ids]),
             camera_index=np.array(camera_index, dtype=np.int64),
             point_index=np.array(point_index, dtype=np.int64),
-            pixels=np.array(pixels, dtype=np.float64).reshape(-1, 2))
+            pixels=rows[:, :2].copy(), depths=rows[:, 2].copy())
 
     def apply_adjustment(self, problem: WindowProblem, T_cam_world: np.ndarray,
                          points_world: np.ndarray, residuals_px: np.ndarray,

@@ -1,10 +1,13 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Monocular tracking against a local map: the scale is carried by triangulated points.
+"""Tracking against a local map: the scale is carried by the map's points.
 
-:class:`MapTracker` is the monocular half of
-:class:`~relperception.odometry.vo.VisualOdometry` when no depth and no translation hint
-arrive. Its steps (``matches`` are always reference keyframe -> current frame):
+:class:`MapTracker` is the map half of :class:`~relperception.odometry.vo.VisualOdometry`. A
+map is of one of two kinds (:attr:`MapTracker.kind`): **monocular** (``'mono'``: points
+triangulated from parallax; frames with no depth and no translation hint) or **RGB-D**
+(``'rgbd'``: points back-projected with the keyframes' depth images, their depth readings kept
+as bundle-adjustment residuals). The steps (``matches`` are always reference keyframe ->
+current frame):
 
 1. **Initialisation** (:meth:`MapTracker.initialize`): essential matrix between the reference
    keyframe and the frame; accepted only with enough parallax (``min_matches`` triangulated
@@ -12,7 +15,9 @@ arrive. Its steps (``matches`` are always reference keyframe -> current frame):
    the matches as well (``map_init_max_homography_ratio``: rotation-only motion or a distant
    plane). The baseline of the very first map is its median parallax in units of
    ``map_init_min_angle_deg`` (this defines the trajectory's unit); a re-initialisation takes
-   the constant-speed distance, so the unit is kept where possible.
+   the constant-speed distance, so the unit is kept where possible. An RGB-D map starts from
+   a metric two-view step instead (:meth:`MapTracker.initialize_from_depth`): the keyframe's
+   matched pixels with depth are its points.
 2. **Tracking** (:meth:`MapTracker.track`): the matched keyframe keypoints are looked up in
    the keyframe's landmark table; the pose is ``cv2.solvePnPRansac`` against those map points
    (world frame). No scale is assumed: it comes from the map.
@@ -21,10 +26,13 @@ arrive. Its steps (``matches`` are always reference keyframe -> current frame):
    keypoints are matched back into the reference keyframe (the motion prior is the local
    flow of the forward matches); a keypoint that lands on a forward match of a map point, or
    on a landmark of the reference keyframe, observes that point again (checked by
-   reprojection); the others are triangulated with the two poses and kept when they pass
-   :func:`~relperception.odometry.local_map.triangulate_checked`.
+   reprojection); the others are back-projected with the new keyframe's depth (RGB-D map,
+   checked by reprojection into the reference) or triangulated with the two poses and kept
+   when they pass :func:`~relperception.odometry.local_map.triangulate_checked`.
 4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
-   keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`), in a worker
+   keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`; depth
+   readings as residuals in an RGB-D map, whose metric gauge needs one fixed keyframe, where
+   a monocular one fixes two), in a worker
    process (:mod:`~relperception.odometry.ba_worker`): it is joined at the next insertion, and
    the next one starts then; the keyframe inserted meanwhile moves rigidly with the newest
    adjusted keyframe (:meth:`LocalMap.apply_adjustment
@@ -103,6 +111,8 @@ class MapInit:
         points_world: (N, 3) triangulated matches (NaN where not good), when accepted.
         good: (N,) bool points that enter the map.
         message: why (not) accepted.
+        depths0: (N,) depth readings (metres) of the points in the reference keyframe, for an
+            RGB-D map; None for a monocular one.
     """
 
     T_world_cam: np.ndarray
@@ -111,6 +121,7 @@ class MapInit:
     points_world: np.ndarray | None
     good: np.ndarray | None
     message: str
+    depths0: np.ndarray | None = None
 
 
 class MapTracker:
@@ -139,7 +150,11 @@ class MapTracker:
         self.scale_jumps = 0
         self._last_speed: float | None = None
         self._last_keyframe: tuple[int, np.ndarray] | None = None
-        if conf['mono_map'] and conf['mode'] != 'rgbd' and window >= 3:
+        #: 'mono' or 'rgbd' while a map exists (see the module docstring), else None.
+        self.kind: str | None = None
+        uses_map = ((conf['mono_map'] and conf['mode'] != 'rgbd')
+                    or (conf['rgbd_map'] and conf['mode'] != 'mono'))
+        if uses_map and window >= 3:
             start_worker()   # ready by the first keyframe, not a spike in the first second
 
     # ------------------------------------------------------------------ state
@@ -158,6 +173,7 @@ class MapTracker:
                 pass
             self._pending = None
         self.map.clear()
+        self.kind = None
         self._last_speed = None
         self._last_keyframe = None
 
@@ -256,10 +272,10 @@ class MapTracker:
 
         A keyframe is due when fewer than ``keyframe_min_tracked_ratio`` of the reference's
         points are tracked or the median flow exceeds ``keyframe_max_flow_ratio`` of the image
-        diagonal, and the tracked points show ``map_min_angle_deg`` of median parallax (else
-        the new keyframe could not triangulate new points). Below ``2 * min_matches`` tracked
-        points (or a third of the reference's) it is inserted regardless, before tracking is
-        lost.
+        diagonal, and (monocular map) the tracked points show ``map_min_angle_deg`` of median
+        parallax (else the new keyframe could not triangulate new points; an RGB-D keyframe
+        gets its points from depth). Below ``2 * min_matches`` tracked points (or a third of
+        the reference's) it is inserted regardless, before tracking is lost.
         """
         conf = self.conf
         inliers = track.inlier_mask
@@ -274,6 +290,8 @@ class MapTracker:
         if not (tracked < conf['keyframe_min_tracked_ratio'] * track.num_landmarks
                 or median_flow >= conf['keyframe_max_flow_ratio'] * diagonal):
             return False
+        if self.kind == 'rgbd':
+            return True
         angles = ray_angles_deg(self.map.points_world(track.point_ids[inliers]),
                                 reference.T_world_cam, track.T_world_cam)
         return bool(np.nanmedian(angles) >= conf['map_min_angle_deg'])
@@ -335,6 +353,42 @@ class MapTracker:
         return MapInit(T_world_cur, inliers, accepted, points if accepted else None,
                        good if accepted else None, message)
 
+    def initialize_from_depth(self, T_world_kf: np.ndarray, T_world_cur: np.ndarray,
+                              matches: Matches, inlier_mask: np.ndarray, depth_kf: np.ndarray,
+                              camera: Camera) -> MapInit:
+        """Start an RGB-D map from a metric two-view step reference keyframe -> frame.
+
+        The points are the inlier matches back-projected with the keyframe's depth that
+        reproject into the frame within the point error limit; the map is accepted with
+        ``min_matches`` of them.
+
+        Args:
+            T_world_kf: (4, 4) pose of the reference keyframe.
+            T_world_cur: (4, 4) pose of the frame (PnP on the keyframe's depth).
+            matches: reference keyframe -> frame.
+            inlier_mask: (N,) bool PnP inliers.
+            depth_kf: (H, W) float32 metres of the keyframe, NaN invalid.
+            camera: intrinsics of both images.
+        """
+        points_kf = geometry.backproject(matches.keypoints0, depth_kf, camera)
+        T_cur_kf = invert_transform(T_world_cur) @ T_world_kf
+        points_cur = points_kf @ T_cur_kf[:3, :3].T + T_cur_kf[:3, 3]
+        with np.errstate(invalid='ignore'):
+            error = np.linalg.norm(geometry.project(points_cur, camera)
+                                   - matches.keypoints1, axis=1)
+            good = (np.asarray(inlier_mask, dtype=bool) & np.isfinite(points_kf).all(axis=1)
+                    & (points_cur[:, 2] > 0)
+                    & (np.nan_to_num(error, nan=np.inf) <= self.max_point_error_px))
+        num_good = int(np.count_nonzero(good))
+        accepted = num_good >= self.conf['min_matches']
+        points_world = points_kf @ T_world_kf[:3, :3].T + T_world_kf[:3, 3]
+        message = (f'depth map initialised: {num_good} points' if accepted else
+                   f'no depth map yet: only {num_good} matches with depth reproject '
+                   f'(min_matches={self.conf["min_matches"]})')
+        return MapInit(T_world_cur, np.asarray(inlier_mask, dtype=bool), accepted,
+                       points_world if accepted else None, good if accepted else None,
+                       message, points_kf[:, 2] if accepted else None)
+
     def _homography_ratio(self, keypoints0, keypoints1, inliers, camera) -> float:
         pixels0 = geometry.undistort_pixels(keypoints0[inliers], camera)
         pixels1 = geometry.undistort_pixels(keypoints1[inliers], camera)
@@ -362,11 +416,14 @@ class MapTracker:
         """
         self.reset()
         self.initializations += 1
+        self.kind = 'mono' if init.depths0 is None else 'rgbd'
         reference = self.map.add_keyframe(stamp_kf, T_world_kf)
         ids = np.full(len(matches), -1, dtype=np.int64)
+        depths0 = init.depths0 if init.depths0 is not None else np.full(len(matches), np.nan)
         for i in np.flatnonzero(init.good):
-            ids[i] = self.map.add_point(init.points_world[i],
-                                        {reference.keyframe_id: matches.keypoints0[i]})
+            ids[i] = self.map.add_point(
+                init.points_world[i],
+                {reference.keyframe_id: (*matches.keypoints0[i], depths0[i])})
         self.points_created += int(np.count_nonzero(ids >= 0))
         self.map.set_landmarks(reference, matches.keypoints0[ids >= 0], ids[ids >= 0])
         self._last_keyframe = (stamp_kf, T_world_kf[:3, 3].copy())
@@ -411,7 +468,8 @@ class MapTracker:
 
     def submit_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
                         gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
-                        point_ids: np.ndarray, camera: Camera) -> None:
+                        point_ids: np.ndarray, camera: Camera,
+                        depth: np.ndarray | None = None) -> None:
         """Complete the keyframe in the background (:meth:`complete_keyframe`).
 
         The work runs in this tracker's thread while the caller waits for the next frame;
@@ -424,7 +482,7 @@ class MapTracker:
                 max_workers=1, thread_name_prefix='relperception-keyframe')
         self._insertion = self._thread.submit(
             self.complete_keyframe, matcher, reference, gray_reference, gray, keyframe,
-            matches, point_ids, camera)
+            matches, point_ids, camera, depth)
 
     def finish_keyframe(self) -> np.ndarray | None:
         """Wait for the keyframe submitted last; return its correction (see below) or None.
@@ -449,7 +507,8 @@ class MapTracker:
 
     def complete_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
                           gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
-                          point_ids: np.ndarray, camera: Camera) -> np.ndarray | None:
+                          point_ids: np.ndarray, camera: Camera,
+                          depth: np.ndarray | None = None) -> np.ndarray | None:
         """Fill a keyframe from :meth:`begin_keyframe`: new observations and points, then BA.
 
         The keyframe's own keypoints are matched back into the reference keyframe (while the
@@ -467,6 +526,7 @@ class MapTracker:
             matches: the tracking matches reference -> frame.
             point_ids: (N,) map point of each tracking match that was a PnP inlier, -1 else.
             camera: intrinsics.
+            depth: (H, W) float32 metres of the frame, NaN invalid (RGB-D map), or None.
 
         Returns:
             the correction of :meth:`join_adjustment` (None when the map did not move).
@@ -507,6 +567,10 @@ class MapTracker:
         own = reverse.keypoints0.astype(np.float64)
         in_reference = reverse.keypoints1.astype(np.float64)
         ids = np.full(len(own), -1, dtype=np.int64)
+        use_depth = self.kind == 'rgbd' and depth is not None
+        own_cam = geometry.backproject(own, depth, camera) if use_depth and len(own) \
+            else np.full((len(own), 3), np.nan)
+        readings = own_cam[:, 2]
         if len(own):
             tracked = point_ids >= 0
             if np.any(tracked):
@@ -535,16 +599,21 @@ class MapTracker:
                 bad = ~(np.nan_to_num(error, nan=np.inf) <= self.max_point_error_px)
                 ids[known[bad]] = -1
             for i in np.flatnonzero(ids >= 0):
-                self.map.add_observation(ids[i], keyframe.keyframe_id, own[i])
+                self.map.add_observation(ids[i], keyframe.keyframe_id, own[i], readings[i])
             reobserved = int(np.count_nonzero(ids >= 0))
             new = np.flatnonzero(ids < 0)
-            points, good = triangulate_checked(
-                in_reference[new], own[new], reference.T_world_cam, T_world_cam, camera,
-                self.conf['map_min_angle_deg'], self.max_point_error_px)
+            if use_depth:   # metric points from depth only: triangulation is far less precise
+                points, good = self._points_from_depth(
+                    own_cam[new], in_reference[new], T_world_cam, reference.T_world_cam, camera)
+            else:
+                points, good = triangulate_checked(
+                    in_reference[new], own[new], reference.T_world_cam, T_world_cam, camera,
+                    self.conf['map_min_angle_deg'], self.max_point_error_px)
             for row in np.flatnonzero(good):
                 i = new[row]
-                ids[i] = self.map.add_point(points[row], {reference.keyframe_id: in_reference[i],
-                                                          keyframe.keyframe_id: own[i]})
+                ids[i] = self.map.add_point(points[row], {
+                    reference.keyframe_id: in_reference[i],
+                    keyframe.keyframe_id: (*own[i], readings[i])})
             created = int(np.count_nonzero(good))
         else:
             reobserved = created = 0
@@ -556,6 +625,24 @@ class MapTracker:
         note = f'keyframe: {reobserved} map points seen again, {created} new' + note
         logger.debug('keyframe %d: %s', stamp_ns, note)
         return correction
+
+    def _points_from_depth(self, points_cam: np.ndarray, pixels_reference: np.ndarray,
+                           T_world_cam: np.ndarray, T_world_reference: np.ndarray,
+                           camera: Camera) -> tuple[np.ndarray, np.ndarray]:
+        """Place back-projected keyframe points (N, 3, camera frame, NaN none) in the world.
+
+        Returns ``(points_world (N, 3), good (N,) bool)``: good where the point is finite and
+        reprojects onto its match ``pixels_reference`` (N, 2) in the reference keyframe.
+        """
+        points_world = points_cam @ T_world_cam[:3, :3].T + T_world_cam[:3, 3]
+        T_reference_world = invert_transform(T_world_reference)
+        points_reference = points_world @ T_reference_world[:3, :3].T + T_reference_world[:3, 3]
+        with np.errstate(invalid='ignore'):
+            error = np.linalg.norm(geometry.project(points_reference, camera)
+                                   - pixels_reference, axis=1)
+            good = (np.isfinite(points_world).all(axis=1) & (points_reference[:, 2] > 0)
+                    & (np.nan_to_num(error, nan=np.inf) <= self.max_point_error_px))
+        return points_world, good
 
     def _speed_check(self, stamp_ns: int, T_world_cam: np.ndarray) -> str:
         """Count a keyframe-to-keyframe speed change beyond SCALE_JUMP_FACTOR."""
@@ -579,12 +666,16 @@ class MapTracker:
         window = self.conf['ba_window_keyframes']
         if window < 3 or self.ba_unavailable:
             return
-        problem = self.map.window_problem(window, self.conf['ba_max_points'])
+        metric = self.kind == 'rgbd'
+        problem = self.map.window_problem(window, self.conf['ba_max_points'],
+                                          num_fixed=1 if metric else 2)
         if problem is None or not np.any(~problem.fixed):
             return
         future = submit_bundle_adjustment(
             problem.T_cam_world, problem.points_world, problem.camera_index,
             problem.point_index, problem.pixels, camera, problem.fixed,
             huber_px=self.conf['ransac_threshold_px'],
-            max_iterations=self.conf['ba_max_iterations'])
+            max_iterations=self.conf['ba_max_iterations'],
+            depths=problem.depths if metric else None,
+            depth_sigma_rel=self.conf['depth_sigma_rel'])
         self._pending = (problem, future)

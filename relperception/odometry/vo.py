@@ -56,7 +56,10 @@ The pose-from-matches step (mode choice, PnP / essential matrix, monocular scale
 checks) is :func:`estimate_pose_from_matches`. Monocular frames without depth or a translation
 hint are tracked against the local map of :mod:`relperception.odometry.map_tracker` (PnP
 against triangulated points, bundle adjustment), which carries the scale; ``mono_map: false``
-gives the two-view steps described above instead.
+gives the two-view steps described above instead. RGB-D frames are tracked against a map of
+depth points the same way (``rgbd_map``; bundle adjustment with depth residuals); the
+two-view PnP on the keyframe's depth starts that map and takes over whenever map tracking
+fails; ``rgbd_map: false`` uses it for every frame.
 """
 
 from __future__ import annotations
@@ -90,10 +93,13 @@ TRACKING_STATES = (STATUS_INITIALIZED, STATUS_TRACKING, STATUS_LOST, STATUS_REIN
 MODES = ('auto', 'rgbd', 'mono')
 
 #: Where the length of a frame's translation came from (``VOResult.scale_source``).
-SCALE_SOURCES = ('map', 'depth', 'translation_norm_m', 'constant speed', 'unit', 'static')
+SCALE_SOURCES = ('map', 'depth_map', 'depth', 'translation_norm_m', 'constant speed', 'unit',
+                 'static')
+#: The scale sources of frames tracked against the local map (monocular, RGB-D).
+MAP_SCALE_SOURCES = ('map', 'depth_map')
 #: The scale sources that give metres; the others (a monocular map's parallax unit, constant
 #: speed, unit length) make the translation covariance large (:data:`NON_METRIC_SIGMA_M`).
-METRIC_SCALE_SOURCES = ('depth', 'translation_norm_m')
+METRIC_SCALE_SOURCES = ('depth_map', 'depth', 'translation_norm_m')
 #: Translation standard deviation (m) added to each keyframe step without metric scale, plus
 #: 100 % of the step length: the step is known in direction, not in length.
 NON_METRIC_SIGMA_M = 1.0
@@ -165,9 +171,10 @@ class _Keyframe:
     camera: Camera
     T_world_cam: np.ndarray
     stamp_ns: int
-    map_keyframe: object = None   # MapKeyframe of the monocular map, when it has one
+    map_keyframe: object = None   # MapKeyframe of the local map, when it has one
     pose_covariance: np.ndarray = dataclasses.field(  # of T_world_cam (see VOResult)
         default_factory=lambda: np.zeros((6, 6)))
+    first_inliers: int | None = None   # inliers of the first frame tracked against it
 
 
 @dataclasses.dataclass
@@ -204,7 +211,7 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
 #: The local map's numeric settings (``odometry.<key>`` in :mod:`relperception.config`).
 _MAP_NUMBERS = ('map_init_min_angle_deg', 'map_init_max_homography_ratio', 'map_min_angle_deg',
                 'keyframe_min_tracked_ratio', 'keyframe_max_flow_ratio', 'ba_window_keyframes',
-                'ba_max_iterations', 'ba_max_points')
+                'ba_max_iterations', 'ba_max_points', 'depth_sigma_rel')
 
 #: Defaults of the 'odometry.*' configuration (``VisualOdometry``).
 ODOMETRY_DEFAULT_CONF: dict = {
@@ -217,6 +224,7 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'max_depth_m': 40.0,
     'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
     'mono_map': True,                # monocular local map (map_tracker.py), else 2-view steps
+    'rgbd_map': False,               # RGB-D local map with depth residuals, else PnP on the kf
     # The local map's numbers: defaults, bounds and meanings in the schema.
     **{key: SPECS[f'odometry.{key}'].default for key in _MAP_NUMBERS},
 }
@@ -269,7 +277,7 @@ def check_odometry_conf(conf: dict | None,
         raise ValueError('keyframe_min_parallax_px must be >= 0')
     if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
         raise ValueError('need 0 <= min_depth_m < max_depth_m')
-    for key in ('use_motion_prior', 'mono_map'):
+    for key in ('use_motion_prior', 'mono_map', 'rgbd_map'):
         if not isinstance(merged[key], (bool, np.bool_)):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'{key} must be a bool, got {merged[key]!r}')
@@ -694,7 +702,7 @@ class VisualOdometry:
         """Commit a successful estimate: map, velocity, speed, keyframe, covariance."""
         map_keyframe = None
         if estimate.is_keyframe and estimate.map_step is not None:
-            map_keyframe = self._insert_map_keyframe(frame, gray, estimate)
+            map_keyframe = self._insert_map_keyframe(frame, gray, estimate, depth)
         T_world_cur = estimate.T_world_cam
         if self._stamp_last is not None:
             dt = (frame.stamp_ns - self._stamp_last) * 1e-9
@@ -751,7 +759,8 @@ class VisualOdometry:
         self._last_step = (kf.stamp_ns, T_kf_cur, step)
         return pose, motion
 
-    def _insert_map_keyframe(self, frame: Frame, gray: np.ndarray, estimate: _Estimate):
+    def _insert_map_keyframe(self, frame: Frame, gray: np.ndarray, estimate: _Estimate,
+                             depth: np.ndarray | None):
         """Start the map (initialisation) or extend it; return the new map keyframe.
 
         The keyframe is completed in the background (``MapTracker.submit_keyframe``) and
@@ -765,7 +774,8 @@ class VisualOdometry:
             reference, point_ids = kf.map_keyframe, estimate.map_step.point_ids
         map_keyframe = tracker.begin_keyframe(frame.stamp_ns, estimate.T_world_cam)
         tracker.submit_keyframe(self.matcher, reference, kf.gray, gray, map_keyframe,
-                                estimate.matches, point_ids, frame.camera)
+                                estimate.matches, point_ids, frame.camera,
+                                depth if estimate.mode == 'rgbd' else None)
         estimate.message += '; new keyframe (map points added in the background)'
         return map_keyframe
 
@@ -794,49 +804,81 @@ class VisualOdometry:
                 f'matcher returned {type(matches)}, expected Matches')
         return matches
 
-    def _uses_map(self, kf: _Keyframe, depth: np.ndarray | None) -> bool:
-        """Whether this frame is tracked by the monocular local map."""
-        return (self.conf['mono_map'] and self._map_capable and self.conf['mode'] != 'rgbd'
-                and kf.depth is None and depth is None and self._hint_since_keyframe is None)
+    def _map_kind(self, kf: _Keyframe, depth: np.ndarray | None) -> str | None:
+        """The local map this frame is tracked by: 'mono', 'rgbd' or None (two-view steps)."""
+        conf = self.conf
+        if not self._map_capable:
+            return None
+        if kf.depth is None:
+            if (conf['mono_map'] and conf['mode'] != 'rgbd' and depth is None
+                    and self._hint_since_keyframe is None):
+                return 'mono'
+            return None
+        return 'rgbd' if conf['rgbd_map'] and estimator_mode(conf, True) == 'rgbd' else None
 
     def _check_matcher(self) -> None:
         """Note whether the matcher's keypoints can be followed by the local map."""
         self._map_capable = bool(getattr(self.matcher, 'repeatable_keypoints', True))
-        if self.conf['mono_map'] and not self._map_capable:
-            logger.info('%s has no repeatable keypoints: monocular frames use two-view steps '
-                        '(constant-speed scale), not the local map', type(self.matcher).__name__)
+        if (self.conf['mono_map'] or self.conf['rgbd_map']) and not self._map_capable:
+            logger.info('%s has no repeatable keypoints: frames use two-view steps '
+                        '(PnP on the keyframe depth, or constant-speed scale), not the local map',
+                        type(self.matcher).__name__)
 
     def _track(self, frame: Frame, gray: np.ndarray, depth: np.ndarray | None):
         conf = self.conf
         kf = self._keyframe
-        if self._uses_map(kf, depth):
+        tracker = self._map_tracker
+        kind = self._map_kind(kf, depth)
+        if kind == 'mono':
             return self._track_map(frame, gray)
-        if self._map_tracker.map.keyframes:
-            self._map_tracker.reset()   # depth or a scale hint arrived: two-view steps
+        if tracker.kind is not None and tracker.kind != kind:
+            tracker.reset()   # depth or a scale hint arrived (or left): another map, or none
         mode_name = estimator_mode(conf, kf.depth is not None)
         if mode_name is None:
             return _Failure("mode is 'rgbd' but the keyframe has no valid depth")
         use_rgbd = mode_name == 'rgbd'
+        reference = kf.map_keyframe if kind == 'rgbd' else None
+        if reference is not None and reference.keyframe_id not in tracker.map.keyframes:
+            reference = None
         predict = self._make_predict(frame, use_rgbd) if conf['use_motion_prior'] else None
         matches = self._match(kf, gray, predict, mode_name)
         if isinstance(matches, _Failure):
             return matches
+        note = ''
+        if reference is not None:
+            track = tracker.track(reference, matches, frame.camera)
+            if isinstance(track, MapTrack):
+                is_keyframe = depth is not None and tracker.wants_keyframe(
+                    track, matches, frame.camera, reference)
+                return _Estimate(track.T_world_cam, matches, track.inlier_mask, is_keyframe,
+                                 'rgbd', track.message, 'depth_map', track)
+            note = f'map tracking failed ({track}); '
         estimate = estimate_pose_from_matches(
             matches, kf.camera, frame.camera, conf, kf.depth, depth,
             scale_fallback=lambda: self._fallback_scale(frame))
         if isinstance(estimate, PoseFailure):
-            return _Failure(estimate.message, matches, estimate.mode)
-        moving, message = estimate.moving, estimate.message
+            return _Failure(note + estimate.message, matches, estimate.mode)
+        moving, message = estimate.moving, note + estimate.message
         if use_rgbd and depth is None:
             # A frame without depth cannot anchor the next PnP: keep the keyframe.
             moving = False
             message += '; no valid depth in this frame, keyframe kept'
+        elif use_rgbd and moving and kind is None:
+            moving = self._rgbd_keyframe_due(kf, matches, estimate.inlier_mask, frame.camera)
+            if not moving:
+                message += '; keyframe kept (enough overlap)'
         if estimate.T_cam1_cam0 is None:
             T_world_cur = self._T_world_last.copy()
         else:
             T_world_cur = kf.T_world_cam @ invert_transform(estimate.T_cam1_cam0)
+        map_step = None
+        if kind == 'rgbd' and moving:
+            init = tracker.initialize_from_depth(kf.T_world_cam, T_world_cur, matches,
+                                                 estimate.inlier_mask, kf.depth, frame.camera)
+            message += '; ' + init.message
+            map_step = init if init.accepted else None
         return _Estimate(T_world_cur, matches, estimate.inlier_mask, bool(moving), mode_name,
-                         message, estimate.scale_source)
+                         message, estimate.scale_source, map_step)
 
     def _track_map(self, frame: Frame, gray: np.ndarray):
         """Monocular step against the local map, or its (re-)initialisation."""
@@ -881,6 +923,28 @@ class VisualOdometry:
         return _Estimate(init.T_world_cam, matches, init.inlier_mask, init.accepted, 'mono',
                          f'{note}{init.message}; baseline {length:.4g} from {source}',
                          scale_source, init)
+
+    def _rgbd_keyframe_due(self, kf: _Keyframe, matches: Matches, inlier_mask: np.ndarray,
+                           camera: Camera) -> bool:
+        """Whether a frame tracked by PnP on the keyframe's depth becomes the next keyframe.
+
+        Every frame is tracked against the keyframe, not against the frame before it, so
+        errors do not add up frame by frame. A new keyframe is due when the median inlier flow
+        exceeds ``keyframe_max_flow_ratio`` of the image diagonal, or fewer inliers than
+        ``keyframe_min_tracked_ratio`` of the first frame's remain (or below ``2 *
+        min_matches``), before tracking is lost.
+        """
+        conf = self.conf
+        inliers = np.asarray(inlier_mask, dtype=bool)
+        num_inliers = int(np.count_nonzero(inliers))
+        if kf.first_inliers is None:
+            kf.first_inliers = num_inliers
+        if num_inliers < max(2 * conf['min_matches'],
+                             conf['keyframe_min_tracked_ratio'] * kf.first_inliers):
+            return True
+        flow = np.linalg.norm(matches.keypoints1[inliers] - matches.keypoints0[inliers], axis=1)
+        diagonal = float(np.hypot(camera.width, camera.height))
+        return bool(len(flow) and np.median(flow) >= conf['keyframe_max_flow_ratio'] * diagonal)
 
     def _fallback_scale(self, frame: Frame) -> tuple[float, str]:
         """Return the monocular translation norm when depth gives none, and its source."""
