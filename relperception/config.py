@@ -205,7 +205,7 @@ PARAMETERS = (
     ParameterSpec('odometry.rgbd_map', False,
                   'RGB-D VO tracks a local map of depth points (PnP) refined by bundle '
                   'adjustment with depth residuals (experimental); false: PnP on the '
-                  'keyframe\'s depth'),
+                  "keyframe's depth"),
     ParameterSpec('odometry.depth_sigma_rel', 0.02,
                   'standard deviation of a depth reading in the bundle adjustment, as a share '
                   'of the depth', 1e-4, 10.0),

@@ -336,7 +336,7 @@ class TestVisualOdometryNode:
         for frame in frames[:6]:
             before = stats.snapshot().received
             run.publishers['image'].publish(image_msg(frame.rgb, frame.stamp_ns))
-            assert wait_for(lambda: stats.snapshot().received == before + 1)
+            assert wait_for(lambda before=before: stats.snapshot().received == before + 1)
             time.sleep(0.02)   # the depth image comes later than its colour image
             if frame is not frames[0]:
                 run.send_depth(frame.depth, frame.stamp_ns)

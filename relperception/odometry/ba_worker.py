@@ -11,12 +11,18 @@ small next to the optimisation.
 ``spawn`` normally re-imports the parent's ``__main__`` script in the child, which would run a
 user's unguarded script a second time; the worker is started with an empty ``__main__`` in
 place (the child needs nothing from it), so any script may use visual odometry.
+
+When visual odometry runs inside a ``multiprocessing`` worker (``relperception compare``), that
+process joins its children when it exits *before* ordinary exit handlers run; the worker is
+therefore shut down by a ``multiprocessing`` finaliser, or the process would wait for it
+forever.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import multiprocessing.util
 import sys
 import threading
 import types
@@ -50,7 +56,18 @@ def _pool() -> concurrent.futures.ProcessPoolExecutor:
                 if main is not None:
                     sys.modules['__main__'] = main
             _executor = executor
+            # Runs before a multiprocessing child joins its children (see the docstring).
+            multiprocessing.util.Finalize(None, _shut_down, exitpriority=100)
         return _executor
+
+
+def _shut_down() -> None:
+    """Stop the worker process (at exit)."""
+    global _executor
+    with _lock:
+        executor, _executor = _executor, None
+    if executor is not None:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def start_worker() -> None:

@@ -1,0 +1,73 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception compare --bags B... --configs C... -o DIR``: a study over bags x configs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+HELP = ('evaluate every bag with every configuration as eval does (a study), in parallel '
+        'and resumable; one table and one recommendation')
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``compare``."""
+    parser.add_argument('--bags', nargs='+', default=[], metavar='BAG',
+                        help='rosbag2 directories or .mcap / .db3 files')
+    parser.add_argument('--configs', nargs='+', default=[], metavar='CONFIG',
+                        help='configurations: NAME=YAML, YAML (named by its file stem) or '
+                             '"default" (the package defaults); the first is the reference of '
+                             'the recommendation')
+    parser.add_argument('--study', metavar='YAML',
+                        help='study file with bags: (list) and configs: (name: YAML or '
+                             'default), optional mode:; --bags / --configs add to it')
+    parser.add_argument('-o', '--output', required=True,
+                        help='study folder: results.csv, results.json, aggregate.json '
+                             '(results.parquet with pyarrow) and cells/<bag>__<config>/ as '
+                             'eval writes them; a rerun reuses finished cells whose inputs are '
+                             'unchanged')
+    parser.add_argument('--workers', type=int, default=1,
+                        help='worker processes (default 1); each cell gets cpu_count / workers '
+                             'threads')
+    parser.add_argument('--mode', choices=('auto', 'rgbd', 'mono'),
+                        help="odometry mode of every cell (default: each configuration's)")
+    parser.add_argument('--plots', action='store_true', help="write each cell's PNG plots")
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study, write the tables and print the recommendation; 1 if every cell failed."""
+    from tqdm import tqdm
+
+    from relperception.evaluation.study_report import (aggregate, format_table, recommend,
+                                                       write_results)
+    from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
+                                              run_study)
+
+    bags, configs, mode = [], [], args.mode
+    if args.study:
+        bags, configs, options = load_study(args.study)
+        mode = mode or options.get('mode')
+    bags += args.bags
+    configs += [parse_config_spec(spec) for spec in args.configs]
+    cells = plan_cells(bags, configs, args.output, mode)
+    with tqdm(total=len(cells), unit='cell', disable=args.no_progress,
+              desc='compare') as bar:
+        rows = run_study(cells, workers=args.workers, mode=mode, plots=args.plots,
+                         on_row=lambda row: bar.update(1))
+    names = [c.name for c in configs]
+    aggregates = aggregate(rows, names)
+    recommendation = recommend(rows, names)
+    written = write_results(rows, aggregates, recommendation, args.output)
+    reused = sum(bool(r.get('reused')) for r in rows)
+    failed = [r for r in rows if r['status'] != 'ok']
+    for row in failed:
+        logger.warning('cell %s x %s failed: %s', row['bag'], row['config'], row['error'])
+    sys.stdout.write(format_table(aggregates) + '\n' + recommendation + '\n')
+    logger.info('%d cells (%d reused from an earlier run, %d failed); written: %s', len(rows),
+                reused, len(failed), ', '.join(sorted(written)))
+    return 1 if len(failed) == len(rows) else 0

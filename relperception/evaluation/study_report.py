@@ -1,0 +1,156 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Aggregate a study's rows (one per bag x configuration) into tables and a recommendation.
+
+Pure functions over the rows :func:`relperception.pipeline.study.run_study` returns, plus the
+writers of ``results.csv`` / ``results.json`` / ``aggregate.json`` (and ``results.parquet``
+where pyarrow is installed).
+
+* :func:`aggregate`: per configuration, the cells that succeeded and failed, the mean and median
+  of each metric over its bags, and its mean rank per bag (1 = the lowest ATE on that bag among
+  the configurations that succeeded there).
+* :func:`recommend`: one plain line with its criterion: the configuration with the lowest
+  median ATE over the bags where every configuration succeeded, against the first (reference)
+  configuration, with the ratio of the median time per frame.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from relperception.atomic_files import atomic_open, write_text_atomic
+
+logger = logging.getLogger(__name__)
+
+#: Metrics aggregated per configuration (lower is better for each).
+AGGREGATED = ('ate_rmse_m', 'drift_percent', 'rpe_trans_rmse_m', 'timing_median_ms',
+              'tracking_median_ms', 'frames_lost')
+#: The metric that ranks configurations.
+RANK_METRIC = 'ate_rmse_m'
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
+    """Return one dict per configuration (in ``config_names`` order), see the module docstring.
+
+    Keys: ``config``, ``cells``, ``ok``, ``failed``, ``<metric>_mean`` / ``_median`` for each of
+    :data:`AGGREGATED` (None when no cell has it) and ``mean_rank``.
+    """
+    ranks: dict[str, list[float]] = {name: [] for name in config_names}
+    by_bag: dict[str, list[dict]] = {}
+    for row in rows:
+        if row['status'] == 'ok' and _finite(row.get(RANK_METRIC)):
+            by_bag.setdefault(row['bag'], []).append(row)
+    for bag_rows in by_bag.values():
+        order = sorted(bag_rows, key=lambda r: r[RANK_METRIC])
+        for rank, row in enumerate(order, start=1):
+            ranks[row['config']].append(float(rank))
+    out = []
+    for name in config_names:
+        own = [r for r in rows if r['config'] == name]
+        ok = [r for r in own if r['status'] == 'ok']
+        entry: dict[str, Any] = {'config': name, 'cells': len(own), 'ok': len(ok),
+                                 'failed': len(own) - len(ok)}
+        for metric in AGGREGATED:
+            values = [float(r[metric]) for r in ok if _finite(r.get(metric))]
+            entry[f'{metric}_mean'] = float(np.mean(values)) if values else None
+            entry[f'{metric}_median'] = float(np.median(values)) if values else None
+        entry['mean_rank'] = float(np.mean(ranks[name])) if ranks[name] else None
+        out.append(entry)
+    return out
+
+
+def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
+    """Return the recommendation line (see the module docstring)."""
+    if len(config_names) < 2:
+        return 'one configuration: nothing to compare'
+    bags = sorted({r['bag'] for r in rows})
+    complete = [bag for bag in bags
+                if all(any(r['bag'] == bag and r['config'] == name and r['status'] == 'ok'
+                           and _finite(r.get(RANK_METRIC)) for r in rows)
+                       for name in config_names)]
+    if not complete:
+        return 'no bag where every configuration succeeded: no recommendation'
+    medians = {}
+    for name in config_names:
+        own = [r for r in rows if r['config'] == name and r['bag'] in complete]
+        times = [r['timing_median_ms'] for r in own if _finite(r.get('timing_median_ms'))]
+        medians[name] = (float(np.median([r[RANK_METRIC] for r in own])),
+                         float(np.median(times)) if times else float('nan'))
+    reference = config_names[0]
+    best = min(config_names, key=lambda name: medians[name][0])
+    ate_ref, time_ref = medians[reference]
+    ate_best, time_best = medians[best]
+    bags_text = f'{len(complete)} bag' + ('s' if len(complete) != 1 else '')
+    criterion = (f'criterion: lowest median ATE over the {bags_text} where every '
+                 'configuration succeeded')
+    if best == reference or ate_best >= ate_ref:
+        return (f'on these {bags_text}, `{reference}` (the reference) has the lowest '
+                f'median ATE ({ate_ref:.4g} m); {criterion}')
+    change = 100.0 * (ate_ref - ate_best) / ate_ref if ate_ref > 0 else float('nan')
+    time_ratio = time_best / time_ref if time_ref > 0 else float('nan')
+    return (f'on these {bags_text}, `{best}` lowers median ATE by {change:.0f} % '
+            f'against `{reference}` ({ate_best:.4g} m against {ate_ref:.4g} m) at '
+            f'{time_ratio:.2g}x the time per frame; {criterion}')
+
+
+def write_results(rows: Sequence[dict], aggregates: Sequence[dict], recommendation: str,
+                  output) -> dict:
+    """Write ``results.csv``, ``results.json``, ``aggregate.json`` (and ``results.parquet``).
+
+    Returns {name: path} of the files written.
+    """
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    columns = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    written = {}
+    with atomic_open(output / 'results.csv') as stream:
+        writer = csv.DictWriter(stream, fieldnames=columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ('' if row.get(k) is None else row.get(k)) for k in columns})
+    written['results.csv'] = output / 'results.csv'
+    written['results.json'] = write_text_atomic(
+        output / 'results.json', json.dumps(list(rows), indent=2, default=str))
+    written['aggregate.json'] = write_text_atomic(output / 'aggregate.json', json.dumps(
+        {'configurations': list(aggregates), 'recommendation': recommendation}, indent=2))
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        logger.info('pyarrow is not installed: no results.parquet (pip install pyarrow)')
+        return written
+    table = pyarrow.Table.from_pylist([{k: row.get(k) for k in columns} for row in rows])
+    with atomic_open(output / 'results.parquet', binary=True) as stream:
+        pyarrow.parquet.write_table(table, stream)
+    written['results.parquet'] = output / 'results.parquet'
+    return written
+
+
+def format_table(aggregates: Sequence[dict]) -> str:
+    """Return the per-configuration table as plain text."""
+    lines = [f'{"configuration":<20} {"ok":>4} {"failed":>6} {"median ATE m":>13} '
+             f'{"median drift %":>14} {"median ms/frame":>15} {"mean rank":>9}']
+
+    def cell(value, spec):
+        return 'n/a' if value is None else format(value, spec)
+
+    for a in aggregates:
+        lines.append(f'{a["config"]:<20} {a["ok"]:4d} {a["failed"]:6d} '
+                     f'{cell(a["ate_rmse_m_median"], "13.4f")} '
+                     f'{cell(a["drift_percent_median"], "14.2f")} '
+                     f'{cell(a["timing_median_ms_median"], "15.1f")} '
+                     f'{cell(a["mean_rank"], "9.2f")}')
+    return '\n'.join(lines)

@@ -1,0 +1,314 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""A study: every (bag, configuration) cell evaluated the way ``relperception eval`` does.
+
+:func:`run_study` runs :func:`~relperception.pipeline.offline_eval.evaluate_bag` (the code path
+of ``eval``, no second implementation of scoring) once per cell, in a pool of worker processes
+(``spawn``; each cell's numeric libraries pinned to its share of the cores), and returns one
+row per cell. Each cell writes what ``eval`` writes into ``<output>/cells/<bag>__<config>/``
+plus ``cell.json`` (its row), whole or not at all.
+
+**Resumable.** A cell is identified by its key: the configuration's hash (every parameter), the
+bag's fingerprint (names, sizes and modification times of its files), the mode and the package
+version. A rerun reuses a finished cell whose key is unchanged and computes the rest; a cell
+that failed is recorded with its error and computed again on the next run. A failing cell
+(or a worker that dies) never stops the others.
+
+Aggregation and the report are :mod:`relperception.evaluation.study_report`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+from pathlib import Path
+import re
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import relperception
+from relperception.atomic_files import write_text_atomic
+from relperception.config import load_config
+
+logger = logging.getLogger(__name__)
+
+#: Summary keys of ``eval`` copied into a study row (besides the identification columns).
+ROW_METRICS = ('ate_rmse_m', 'ate_median_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_deg',
+               'drift_percent', 'scale', 'path_length_m', 'num_poses_matched', 'alignment',
+               'mode', 'matcher', 'frames_processed', 'frames_tracked', 'frames_lost',
+               'reinitializations', 'keyframes', 'timing_median_ms', 'timing_p95_ms',
+               'tracking_median_ms', 'complete', 'num_errors')
+#: Name of a cell's row file inside its folder.
+CELL_FILE = 'cell.json'
+#: Name of the configuration that is the package defaults.
+DEFAULT_CONFIG = 'default'
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+    """A candidate configuration: its name and its YAML file (None: the package defaults)."""
+
+    name: str
+    path: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One (bag, configuration) pair of a study.
+
+    Attributes:
+        bag: the bag (rosbag2 directory or ``.mcap`` / ``.db3`` file).
+        config: the configuration.
+        folder: the cell's output folder.
+        key: hash of everything the cell's result depends on (see the module docstring).
+        config_hash: hash of the configuration's parameters.
+        bag_fingerprint: hash of the bag's file names, sizes and modification times.
+    """
+
+    bag: Path
+    config: StudyConfig
+    folder: Path
+    key: str
+    config_hash: str
+    bag_fingerprint: str
+
+
+def parse_config_spec(spec: str) -> StudyConfig:
+    """Return the configuration of ``NAME=PATH``, ``PATH`` (named by its stem) or ``default``.
+
+    Raises:
+        ValueError: an empty name, or a file that does not exist.
+    """
+    spec = str(spec).strip()
+    if spec == DEFAULT_CONFIG:
+        return StudyConfig(DEFAULT_CONFIG)
+    name, _, path = spec.partition('=') if '=' in spec else ('', '', spec)
+    path = Path(path)
+    name = name or path.stem
+    if not name:
+        raise ValueError(f'configuration {spec!r} has no name')
+    if not path.is_file():
+        raise ValueError(f'configuration file {path} of {name!r} does not exist')
+    return StudyConfig(name, path)
+
+
+def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
+    """Read a study file: ``bags:`` (list), ``configs:`` ({name: YAML path, or ``default``}).
+
+    Relative paths are taken from the study file's folder. Optional ``mode:`` (auto, rgbd,
+    mono) is returned in the options dict.
+
+    Raises:
+        ValueError: a missing file, no bags or configs, or entries of the wrong type.
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f'study file {path} does not exist')
+    tree = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
+    if not isinstance(tree, dict):
+        raise ValueError(f'{path}: a study is a mapping with bags: and configs:')
+    bags, configs = tree.get('bags'), tree.get('configs')
+    if not isinstance(bags, list) or not bags:
+        raise ValueError(f'{path}: bags: must be a non-empty list of bag paths')
+    if not isinstance(configs, dict) or not configs:
+        raise ValueError(f'{path}: configs: must map names to YAML files (or "default")')
+    base = path.parent
+    bag_paths = [Path(b) if Path(b).is_absolute() else base / b for b in map(str, bags)]
+    study_configs = []
+    for name, file in configs.items():
+        if str(file) == DEFAULT_CONFIG:
+            study_configs.append(StudyConfig(str(name)))
+            continue
+        file = Path(str(file))
+        file = file if file.is_absolute() else base / file
+        study_configs.append(parse_config_spec(f'{name}={file}'))
+    options = {k: tree[k] for k in ('mode',) if k in tree}
+    return bag_paths, study_configs, options
+
+
+def bag_fingerprint(bag) -> str:
+    """Return a hash of the bag's file names, sizes and modification times (not contents)."""
+    bag = Path(bag)
+    files = sorted(p for p in bag.rglob('*') if p.is_file()) if bag.is_dir() else [bag]
+    digest = hashlib.sha256()
+    for file in files:
+        stat = file.stat()
+        digest.update(f'{file.relative_to(bag.parent)}:{stat.st_size}:{stat.st_mtime_ns};'
+                      .encode())
+    return digest.hexdigest()[:16]
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """Return a hash of every parameter of a flat configuration."""
+    text = json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r'[^A-Za-z0-9_.-]+', '_', text).strip('_') or 'x'
+
+
+def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
+               mode: str | None = None) -> list[Cell]:
+    """Return every (bag, configuration) cell of a study, bags outer, configurations inner.
+
+    Raises:
+        ValueError: no bags or configurations, a bag that does not exist, two configurations
+            with one name, or two bags with one name.
+    """
+    if not bags or not configs:
+        raise ValueError('a study needs at least one bag and one configuration')
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise ValueError(f'configuration names must be unique, got {names}')
+    bags = [Path(b) for b in bags]
+    for bag in bags:
+        if not bag.exists():
+            raise ValueError(f'bag {bag} does not exist')
+    bag_names = [_slug(b.stem if b.is_file() else b.name) for b in bags]
+    if len(set(bag_names)) != len(bag_names):
+        raise ValueError(f'bag names must be unique within a study, got {bag_names}')
+    hashes = {c.name: config_hash(load_config(c.path)) for c in configs}
+    cells = []
+    for bag, bag_name in zip(bags, bag_names):
+        fingerprint = bag_fingerprint(bag)
+        for config in configs:
+            key = hashlib.sha256(json.dumps(
+                [hashes[config.name], fingerprint, mode, relperception.__version__]
+            ).encode()).hexdigest()[:16]
+            cells.append(Cell(bag, config, Path(output) / 'cells'
+                              / f'{bag_name}__{_slug(config.name)}', key,
+                              hashes[config.name], fingerprint))
+    return cells
+
+
+def _pin_threads(threads: int) -> None:
+    """Worker initialiser: numeric libraries use ``threads`` threads in this process."""
+    for variable in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS'):
+        os.environ[variable] = str(threads)
+    import cv2
+    cv2.setNumThreads(threads)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)
+
+
+def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
+    """Evaluate one cell as ``eval`` does; return its row (also written to ``cell.json``).
+
+    Never raises for a failing evaluation: the row then has ``status: 'failed'`` and the error.
+    """
+    started = time.perf_counter()
+    row = _identity(cell)
+    try:
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        summary = evaluate_bag(cell.bag, cell.folder, load_config(cell.config.path), mode=mode,
+                               progress=False, plots=plots)
+        row.update({k: summary.get(k) for k in ROW_METRICS})
+        row['status'] = 'ok' if summary.get('frames_processed') else 'failed'
+        row['error'] = '' if row['status'] == 'ok' else 'no frame was processed'
+    except (ValueError, OSError, RuntimeError, KeyError) as error:
+        logger.warning('cell %s failed: %s', cell.folder.name, error)
+        row.update(dict.fromkeys(ROW_METRICS))
+        row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
+    row['elapsed_s'] = time.perf_counter() - started
+    cell.folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(cell.folder / CELL_FILE, json.dumps(row, indent=2, default=str))
+    return row
+
+
+def finished_row(cell: Cell) -> dict | None:
+    """Return the row of a cell finished earlier with the same key, else None."""
+    try:
+        row = json.loads((cell.folder / CELL_FILE).read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        return None
+    if row.get('key') != cell.key or row.get('status') != 'ok':
+        return None
+    return row
+
+
+def run_study(cells: Sequence[Cell], workers: int = 1, mode: str | None = None,
+              plots: bool = False,
+              on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run every cell (reusing finished ones); return the rows in the order of ``cells``.
+
+    Args:
+        cells: from :func:`plan_cells`.
+        workers: worker processes (>= 1); each pins its numeric libraries to
+            ``max(1, cpu_count // workers)`` threads.
+        mode: odometry mode of every cell (None: each configuration's ``odometry.mode``).
+        plots: write each cell's PNG plots.
+        on_row: called with each row as it is known (progress).
+
+    Returns:
+        One dict per cell: identification columns, ``status`` ('ok' or 'failed'), ``error``,
+        ``reused`` (finished in an earlier run), :data:`ROW_METRICS` and ``elapsed_s``.
+
+    Raises:
+        ValueError: ``workers`` < 1.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f'workers must be an integer >= 1, got {workers!r}')
+    rows: list = [None] * len(cells)
+    pending = []
+    for index, cell in enumerate(cells):
+        row = finished_row(cell)
+        if row is None:
+            pending.append(index)
+            continue
+        rows[index] = {**row, 'reused': True}
+        if on_row:
+            on_row(rows[index])
+    threads = max(1, (os.cpu_count() or 1) // workers)
+
+    def record(index: int, row: dict) -> None:
+        rows[index] = row
+        if on_row:
+            on_row(row)
+
+    broken = _run_pool(cells, pending, workers, threads, mode, plots, record)
+    if broken:
+        logger.warning('a worker process died: %d cells run again, one at a time', len(broken))
+    for index in broken:   # each alone, so a cell that kills its worker fails by itself
+        if _run_pool(cells, [index], 1, threads, mode, plots, record):
+            record(index, {**_identity(cells[index]), **dict.fromkeys(ROW_METRICS),
+                           'status': 'failed', 'error': 'the worker process died',
+                           'elapsed_s': None, 'reused': False})
+    return rows
+
+
+def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int]:
+    """Run ``indices`` of ``cells`` in one pool; return those lost with a dead worker."""
+    context = multiprocessing.get_context('spawn')
+    broken = []
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=_pin_threads,
+                                                initargs=(threads,)) as pool:
+        futures = {pool.submit(run_cell, cells[i], mode, plots): i for i in indices}
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            try:
+                record(index, {**future.result(), 'reused': False})
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(index)
+    return sorted(broken)
+
+
+def _identity(cell: Cell) -> dict:
+    """The identification columns of a cell's row."""
+    return {'bag': str(cell.bag), 'config': cell.config.name,
+            'config_file': str(cell.config.path) if cell.config.path else '',
+            'config_hash': cell.config_hash, 'bag_fingerprint': cell.bag_fingerprint,
+            'key': cell.key, 'package_version': relperception.__version__,
+            'cell_dir': str(cell.folder)}

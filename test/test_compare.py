@@ -1,0 +1,148 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Tests of ``relperception compare``: a study runs eval's code path per cell, in parallel."""
+
+import json
+import os
+
+import pytest
+
+from relperception.cli.main import main
+from relperception.config import load_config
+from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.evaluation.study_report import aggregate, recommend
+from relperception.pipeline.offline_eval import evaluate_bag
+from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
+                                          run_study, StudyConfig)
+
+
+@pytest.fixture(scope='module')
+def study_inputs(tmp_path_factory):
+    """Two small synthetic bags and two configurations (defaults, fewer keypoints)."""
+    root = tmp_path_factory.mktemp('study')
+    bags = []
+    for seed in (0, 1):
+        bag = root / f'bag{seed}'
+        write_synthetic_bag(bag, frames=12, seed=seed, width=320, height=240)
+        bags.append(bag)
+    small = root / 'small.yaml'
+    small.write_text('ncc:\n  max_keypoints: 300\n')
+    configs = [StudyConfig('default'), StudyConfig('small', small)]
+    return root, bags, configs
+
+
+def test_every_cell_equals_a_plain_eval_and_a_rerun_reuses_them(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    cells = plan_cells(bags, configs, tmp_path / 'out')
+    assert [(c.bag.name, c.config.name) for c in cells] == [
+        ('bag0', 'default'), ('bag0', 'small'), ('bag1', 'default'), ('bag1', 'small')]
+    seen = []
+    rows = run_study(cells, workers=2, on_row=seen.append)
+    assert len(seen) == 4 and all(r['status'] == 'ok' and not r['reused'] for r in rows)
+    for cell, row in zip(cells, rows):
+        plain = evaluate_bag(cell.bag, tmp_path / 'plain' / cell.folder.name,
+                             load_config(cell.config.path), progress=False, plots=False)
+        for key in ('ate_rmse_m', 'drift_percent', 'frames_processed', 'keyframes'):
+            assert row[key] == pytest.approx(plain[key], rel=1e-9), key
+        assert (cell.folder / 'summary.json').is_file()
+        assert json.loads((cell.folder / CELL_FILE).read_text())['key'] == cell.key
+    assert rows[0]['config_hash'] != rows[1]['config_hash']
+    assert rows[0]['bag_fingerprint'] != rows[2]['bag_fingerprint']
+
+    # A rerun computes nothing; a changed configuration recomputes its own cells only.
+    stamps = {c.folder: (c.folder / CELL_FILE).stat().st_mtime_ns for c in cells}
+    again = run_study(plan_cells(bags, configs, tmp_path / 'out'))
+    assert all(r['reused'] for r in again)
+    assert [r['ate_rmse_m'] for r in again] == [r['ate_rmse_m'] for r in rows]
+    assert stamps == {c.folder: (c.folder / CELL_FILE).stat().st_mtime_ns for c in cells}
+    changed = tmp_path / 'changed.yaml'
+    changed.write_text('ncc:\n  max_keypoints: 400\n')
+    mixed = run_study(plan_cells(bags, [configs[0], StudyConfig('small', changed)],
+                                 tmp_path / 'out'))
+    assert [r['reused'] for r in mixed] == [True, False, True, False]
+
+
+def test_a_failing_cell_is_recorded_and_the_others_finish(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    broken = tmp_path / 'broken'
+    broken.mkdir()
+    (broken / 'metadata.yaml').write_text('not: a bag\n')
+    # Monocular: the cell's worker process also starts the bundle-adjustment process, which
+    # must not keep it from exiting.
+    cells = plan_cells([bags[0], broken], configs[:1], tmp_path / 'out', mode='mono')
+    rows = run_study(cells, mode='mono')
+    assert rows[0]['status'] == 'ok' and rows[0]['ate_rmse_m'] > 0
+    assert rows[1]['status'] == 'failed' and 'bag' in rows[1]['error']
+    assert rows[1]['ate_rmse_m'] is None
+    # A failed cell is computed again on the next run (it may have been a passing problem).
+    assert [r['reused'] for r in run_study(cells, mode='mono')] == [True, False]
+
+
+def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
+    root, bags, configs = study_inputs
+    study = tmp_path / 'study.yaml'
+    study.write_text(f'bags: [{bags[0]}]\nconfigs:\n  default: default\n'
+                     f'  small: {configs[1].path}\nmode: rgbd\n')
+    output = tmp_path / 'out'
+    code = main(['compare', '--study', str(study), '--bags', str(bags[1]), '-o', str(output),
+                 '--no-progress'])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert 'criterion: lowest median ATE' in printed and 'small' in printed
+    lines = (output / 'results.csv').read_text().splitlines()
+    assert len(lines) == 5 and lines[0].startswith('bag,config,')
+    summary = json.loads((output / 'aggregate.json').read_text())
+    assert [a['config'] for a in summary['configurations']] == ['default', 'small']
+    assert all(a['ok'] == 2 for a in summary['configurations'])
+    assert all(r['mode'] == 'rgbd' for r in json.loads((output / 'results.json').read_text()))
+    assert main(['compare', '--bags', str(tmp_path / 'missing'), '--configs', 'default',
+                 '-o', str(output)]) == 1   # a clear message, no traceback
+
+
+def _row(bag, config, ate, ms=10.0, status='ok'):
+    return {'bag': bag, 'config': config, 'status': status, 'ate_rmse_m': ate,
+            'timing_median_ms': ms, 'drift_percent': 1.0}
+
+
+def test_aggregate_ranks_per_bag_and_counts_failures():
+    rows = [_row('a', 'x', 0.2), _row('a', 'y', 0.1), _row('b', 'x', 0.1), _row('b', 'y', 0.3),
+            _row('c', 'x', 0.5), _row('c', 'y', None, status='failed')]
+    x, y = aggregate(rows, ['x', 'y'])
+    assert (x['ok'], x['failed'], y['ok'], y['failed']) == (3, 0, 2, 1)
+    assert x['ate_rmse_m_median'] == pytest.approx(0.2)
+    assert y['ate_rmse_m_mean'] == pytest.approx(0.2)
+    assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(1.5)
+
+
+def test_recommendation_states_its_criterion():
+    rows = [_row('a', 'ref', 0.2, 10), _row('a', 'new', 0.1, 90),
+            _row('b', 'ref', 0.4, 10), _row('b', 'new', 0.2, 90),
+            _row('c', 'ref', 9.0), _row('c', 'new', None, status='failed')]
+    line = recommend(rows, ['ref', 'new'])
+    assert line.startswith('on these 2 bags, `new` lowers median ATE by 50 % against `ref`')
+    assert '9x the time per frame' in line and 'criterion' in line
+    assert '(the reference)' in recommend(rows, ['new', 'ref'])
+    assert 'no bag where every' in recommend(rows[4:], ['ref', 'new'])
+    assert 'nothing to compare' in recommend(rows, ['ref'])
+
+
+def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    with pytest.raises(ValueError, match='does not exist'):
+        parse_config_spec(str(tmp_path / 'none.yaml'))
+    assert parse_config_spec(f'fast={configs[1].path}').name == 'fast'
+    assert parse_config_spec(str(configs[1].path)).name == 'small'
+    with pytest.raises(ValueError, match='unique'):
+        plan_cells(bags, [configs[0], configs[0]], tmp_path)
+    with pytest.raises(ValueError, match='at least one'):
+        plan_cells([], configs, tmp_path)
+    with pytest.raises(ValueError, match='workers'):
+        run_study([], workers=0)
+    study = tmp_path / 'study.yaml'
+    study.write_text('bags: []\nconfigs: {a: default}\n')
+    with pytest.raises(ValueError, match='bags'):
+        load_study(study)
+    study.write_text(f'bags: [{os.path.relpath(bags[0], tmp_path)}]\nconfigs: {{a: default}}\n')
+    loaded_bags, loaded_configs, _ = load_study(study)
+    assert loaded_bags == [tmp_path / os.path.relpath(bags[0], tmp_path)]
+    assert loaded_configs == [StudyConfig('a')]
