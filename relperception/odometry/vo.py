@@ -805,7 +805,7 @@ class VisualOdometry:
         return matches
 
     def _map_kind(self, kf: _Keyframe, depth: np.ndarray | None) -> str | None:
-        """The local map this frame is tracked by: 'mono', 'rgbd' or None (two-view steps)."""
+        """Return the local map this frame is tracked by: 'mono', 'rgbd' or None (two-view)."""
         conf = self.conf
         if not self._map_capable:
             return None

@@ -306,7 +306,7 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
 
 
 def _identity(cell: Cell) -> dict:
-    """The identification columns of a cell's row."""
+    """Return the identification columns of a cell's row."""
     return {'bag': str(cell.bag), 'config': cell.config.name,
             'config_file': str(cell.config.path) if cell.config.path else '',
             'config_hash': cell.config_hash, 'bag_fingerprint': cell.bag_fingerprint,
