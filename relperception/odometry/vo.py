@@ -30,8 +30,11 @@ Keyframes: the median flow (pixels) of the matches between keyframe and current 
 parallax measure. Below ``keyframe_min_parallax_px`` the camera is considered static: in
 monocular mode the essential matrix is *not* estimated (it is degenerate) and the pose and the
 keyframe are kept; in RGB-D mode the pose is still estimated by PnP against the kept keyframe
-(no drift while static). In RGB-D mode a frame without valid depth never becomes the keyframe
-(it could not anchor the next PnP). Otherwise the current frame becomes the keyframe.
+(no drift while static). In RGB-D mode a moving frame becomes the keyframe only when one is due
+(the flow or the tracked share, ``_rgbd_keyframe_due``), so frames are tracked against the
+keyframe and errors do not add up frame by frame; a frame without valid depth never becomes
+the keyframe (it could not anchor the next PnP). Otherwise (monocular two-view steps) the
+current frame becomes the keyframe.
 
 Motion prior (``use_motion_prior``): constant velocity. The last frame-to-frame motion, scaled
 to the elapsed time, predicts ``T_cur_kf``; the matcher gets a ``predict`` callable that maps
@@ -56,10 +59,10 @@ The pose-from-matches step (mode choice, PnP / essential matrix, monocular scale
 checks) is :func:`estimate_pose_from_matches`. Monocular frames without depth or a translation
 hint are tracked against the local map of :mod:`relperception.odometry.map_tracker` (PnP
 against triangulated points, bundle adjustment), which carries the scale; ``mono_map: false``
-gives the two-view steps described above instead. RGB-D frames are tracked against a map of
-depth points the same way (``rgbd_map``; bundle adjustment with depth residuals); the
-two-view PnP on the keyframe's depth starts that map and takes over whenever map tracking
-fails; ``rgbd_map: false`` uses it for every frame.
+gives the two-view steps described above instead. With ``rgbd_map: true`` (experimental, off
+by default) RGB-D frames are tracked against a map of depth points the same way (bundle
+adjustment with depth residuals); the PnP on the keyframe's depth then starts that map and
+takes over whenever map tracking fails.
 """
 
 from __future__ import annotations
