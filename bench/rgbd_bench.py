@@ -14,10 +14,9 @@ grey-level noise 2): 150 frames at constant speed (seed 0) and 300 frames whose 
 
 Methods (``relperception eval --mode rgbd`` runs the same ``VisualOdometry``):
 
-* ``ncc_keyframe``: ours, the default (PnP on the keyframe's depth, a new keyframe when the flow
-  or the tracked share asks for one);
-* ``ncc_f2f``: the previous default, every moving frame a keyframe (``keyframe_max_flow_ratio:
-  0``), the regression reference;
+* ``ncc_keyframe``: ours with ``odometry.rgbd_keyframe_tracking: true`` (PnP on the keyframe's
+  depth, a new keyframe when the flow or the tracked share asks for one);
+* ``ncc_f2f``: the default, every moving frame a keyframe, the regression reference;
 * ``ncc_rgbd_map``: ``odometry.rgbd_map: true`` (local map of depth points, windowed bundle
   adjustment with depth residuals), experimental;
 * ``klt_f2f`` and ``klt_keyframe``: the same tracker on pyramidal KLT tracks, the classical peer.
@@ -51,11 +50,11 @@ RECORDINGS = {'const_150': (150, 0, 1.0), 'speed3x_300': (300, 2, 3.0)}
 DEPTHS = ('exact', 'sensor')
 #: name: (matcher, odometry overrides)
 METHODS = {
-    'ncc_keyframe': ('ncc', {}),
-    'ncc_f2f': ('ncc', {'keyframe_max_flow_ratio': 0.0}),
+    'ncc_keyframe': ('ncc', {'rgbd_keyframe_tracking': True}),
+    'ncc_f2f': ('ncc', {}),
     'ncc_rgbd_map': ('ncc', {'rgbd_map': True}),
-    'klt_f2f': ('klt', {'keyframe_max_flow_ratio': 0.0}),
-    'klt_keyframe': ('klt', {}),
+    'klt_f2f': ('klt', {}),
+    'klt_keyframe': ('klt', {'rgbd_keyframe_tracking': True}),
 }
 PEER = 'klt_f2f'
 

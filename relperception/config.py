@@ -202,6 +202,9 @@ PARAMETERS = (
     ParameterSpec('odometry.mono_map', True,
                   'monocular VO tracks a local map of triangulated points (PnP), which '
                   'carries the scale; false: two-view steps scaled by constant speed'),
+    ParameterSpec('odometry.rgbd_keyframe_tracking', False,
+                  'RGB-D frames are tracked against the keyframe until a new one is due (flow, '
+                  'tracked share); false: every moving frame becomes the keyframe'),
     ParameterSpec('odometry.rgbd_map', False,
                   'RGB-D VO tracks a local map of depth points (PnP) refined by bundle '
                   'adjustment with depth residuals (experimental); false: PnP on the '

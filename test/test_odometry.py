@@ -402,9 +402,7 @@ class TestVisualOdometry:
             assert isinstance(r.matches, Matches) and r.num_matches == len(r.matches)
             assert r.inlier_mask.shape == (r.num_matches,)
             assert r.num_inliers == r.inlier_mask.sum() >= vo.conf['min_matches']
-            assert r.mode == 'rgbd' and r.scale_source == 'depth'
-            # Small steps: both frames are tracked against the first frame, the keyframe.
-            assert not r.is_keyframe and r.keyframe_stamp_ns == frames[0].stamp_ns
+            assert r.mode == 'rgbd' and r.scale_source == 'depth' and r.is_keyframe
 
     def test_rgbd_accuracy(self, sequence):
         camera, frames = sequence
@@ -510,8 +508,7 @@ class TestVisualOdometry:
         assert 'no valid depth in this frame, keyframe kept' in results[8].message
         # With every keyframe due (below), the next frame is tracked against frame 7, which
         # has depth: nothing is lost.
-        every = {'mode': 'rgbd', 'keyframe_max_flow_ratio': 0.0}
-        results = _run(VisualOdometry(NCCMatcher(), every), camera, frames[:14],
+        results = _run(VisualOdometry(NCCMatcher(), {'mode': 'rgbd'}), camera, frames[:14],
                        replace={8: no_depth})
         assert not results[8].is_keyframe and results[9].keyframe_stamp_ns == frames[7].stamp_ns
         assert [r.status for r in results[9:]] == ['tracking'] * 5
@@ -520,7 +517,7 @@ class TestVisualOdometry:
 
     def test_rgbd_frames_are_tracked_against_the_keyframe_until_one_is_due(self, sequence):
         camera, frames = sequence
-        vo = VisualOdometry(NCCMatcher())
+        vo = VisualOdometry(NCCMatcher(), {'rgbd_keyframe_tracking': True})
         results = _run(vo, camera, frames)
         keyframes = [i for i, r in enumerate(results) if r.is_keyframe]
         assert 2 <= len(keyframes) < len(frames) // 2
@@ -535,9 +532,8 @@ class TestVisualOdometry:
             assert r.is_keyframe == due or (r.is_keyframe and 'keyframe kept' not in r.message)
             if r.is_keyframe:
                 last = i
-        # Frame to frame (every moving frame a keyframe) is one setting away.
-        every = _run(VisualOdometry(NCCMatcher(), {'keyframe_max_flow_ratio': 0.0}), camera,
-                     frames[:6])
+        # Frame to frame (every moving frame a keyframe) is the default.
+        every = _run(VisualOdometry(NCCMatcher()), camera, frames[:6])
         assert all(r.is_keyframe for r in every[1:])
 
     def test_rgbd_local_map_with_depth_residuals(self, sequence):

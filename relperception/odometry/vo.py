@@ -30,9 +30,10 @@ Keyframes: the median flow (pixels) of the matches between keyframe and current 
 parallax measure. Below ``keyframe_min_parallax_px`` the camera is considered static: in
 monocular mode the essential matrix is *not* estimated (it is degenerate) and the pose and the
 keyframe are kept; in RGB-D mode the pose is still estimated by PnP against the kept keyframe
-(no drift while static). In RGB-D mode a moving frame becomes the keyframe only when one is due
-(the flow or the tracked share, ``_rgbd_keyframe_due``), so frames are tracked against the
-keyframe and errors do not add up frame by frame; a frame without valid depth never becomes
+(no drift while static). In RGB-D mode with ``rgbd_keyframe_tracking`` a moving frame becomes
+the keyframe only when one is due (the flow or the tracked share, ``_rgbd_keyframe_due``), so
+frames are tracked against the keyframe and errors do not add up frame by frame; a frame
+without valid depth never becomes
 the keyframe (it could not anchor the next PnP). Otherwise (monocular two-view steps) the
 current frame becomes the keyframe.
 
@@ -227,6 +228,7 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'max_depth_m': 40.0,
     'use_motion_prior': True,        # constant-velocity prediction handed to the matcher
     'mono_map': True,                # monocular local map (map_tracker.py), else 2-view steps
+    'rgbd_keyframe_tracking': False,  # RGB-D: keep the keyframe until one is due
     'rgbd_map': False,               # RGB-D local map with depth residuals, else PnP on the kf
     # The local map's numbers: defaults, bounds and meanings in the schema.
     **{key: SPECS[f'odometry.{key}'].default for key in _MAP_NUMBERS},
@@ -280,7 +282,7 @@ def check_odometry_conf(conf: dict | None,
         raise ValueError('keyframe_min_parallax_px must be >= 0')
     if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
         raise ValueError('need 0 <= min_depth_m < max_depth_m')
-    for key in ('use_motion_prior', 'mono_map', 'rgbd_map'):
+    for key in ('use_motion_prior', 'mono_map', 'rgbd_map', 'rgbd_keyframe_tracking'):
         if not isinstance(merged[key], (bool, np.bool_)):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'{key} must be a bool, got {merged[key]!r}')
@@ -866,7 +868,7 @@ class VisualOdometry:
             # A frame without depth cannot anchor the next PnP: keep the keyframe.
             moving = False
             message += '; no valid depth in this frame, keyframe kept'
-        elif use_rgbd and moving and kind is None:
+        elif use_rgbd and moving and kind is None and conf['rgbd_keyframe_tracking']:
             moving = self._rgbd_keyframe_due(kf, matches, estimate.inlier_mask, frame.camera)
             if not moving:
                 message += '; keyframe kept (enough overlap)'
