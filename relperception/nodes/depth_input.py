@@ -186,14 +186,11 @@ class DepthInput:
         """Return the (H, W) float32 metres depth nearest ``stamp_ns``, or None.
 
         None when no depth lies within ``max_dt_ns`` (after waiting up to ``wait_s`` for it,
-        once depth has been received at all or while the depth topic has a publisher, so that
-        the first frames do not start without the depth that is on its way) or the one found
-        is refused by
+        once depth has been received at all) or the one found is refused by
         :func:`~relperception.imaging.depth_checks.check_depth` (logged, throttled, counted in
         :attr:`problems`).
         """
-        if self.newest_stamp_ns is None and self._subscription.get_publisher_count() == 0:
-            wait_s = 0.0
+        wait_s = wait_s if self.newest_stamp_ns is not None else 0.0
         msg = self._cache.nearest(stamp_ns, max_dt_ns, wait_s)
         if msg is None:
             return None
