@@ -371,17 +371,11 @@ class MapTracker:
             camera: intrinsics of both images.
         """
         points_kf = geometry.backproject(matches.keypoints0, depth_kf, camera)
-        T_cur_kf = invert_transform(T_world_cur) @ T_world_kf
-        points_cur = points_kf @ T_cur_kf[:3, :3].T + T_cur_kf[:3, 3]
-        with np.errstate(invalid='ignore'):
-            error = np.linalg.norm(geometry.project(points_cur, camera)
-                                   - matches.keypoints1, axis=1)
-            good = (np.asarray(inlier_mask, dtype=bool) & np.isfinite(points_kf).all(axis=1)
-                    & (points_cur[:, 2] > 0)
-                    & (np.nan_to_num(error, nan=np.inf) <= self.max_point_error_px))
+        points_world, good = self._points_from_depth(points_kf, matches.keypoints1,
+                                                     T_world_kf, T_world_cur, camera)
+        good &= np.asarray(inlier_mask, dtype=bool)
         num_good = int(np.count_nonzero(good))
         accepted = num_good >= self.conf['min_matches']
-        points_world = points_kf @ T_world_kf[:3, :3].T + T_world_kf[:3, 3]
         message = (f'depth map initialised: {num_good} points' if accepted else
                    f'no depth map yet: only {num_good} matches with depth reproject '
                    f'(min_matches={self.conf["min_matches"]})')
@@ -629,10 +623,11 @@ class MapTracker:
     def _points_from_depth(self, points_cam: np.ndarray, pixels_reference: np.ndarray,
                            T_world_cam: np.ndarray, T_world_reference: np.ndarray,
                            camera: Camera) -> tuple[np.ndarray, np.ndarray]:
-        """Place back-projected keyframe points (N, 3, camera frame, NaN none) in the world.
+        """Place back-projected points (N, 3, camera frame, NaN none) in the world.
 
         Returns ``(points_world (N, 3), good (N,) bool)``: good where the point is finite and
-        reprojects onto its match ``pixels_reference`` (N, 2) in the reference keyframe.
+        reprojects onto its match ``pixels_reference`` (N, 2) in the other view
+        ``T_world_reference``.
         """
         points_world = points_cam @ T_world_cam[:3, :3].T + T_world_cam[:3, 3]
         T_reference_world = invert_transform(T_world_reference)
