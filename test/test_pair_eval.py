@@ -16,7 +16,9 @@ from relperception.data.pairs import (ImagePair, load_pairs_npz, pairs_from_bag,
 from relperception.data.synthetic import SyntheticScene
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.evaluation.pairs import (epipolar_precision, estimate_relative_pose,
-                                            evaluate_pairs, relative_pose_error, relpose_auc,
+                                            evaluate_pair, evaluate_pairs, MIN_POSE_INLIERS,
+                                            relative_pose_error, relpose_auc,
+                                            rotation_compensated_parallax_px,
                                             symmetric_epipolar_distance)
 from relperception.transforms import make_transform
 from scipy.spatial.transform import Rotation
@@ -210,6 +212,61 @@ class TestEvaluatePairs:
             evaluate_pairs(_FailingMatcher(), [])
 
 
+class _FixedMatcher:
+    """Returns the given matches whatever the images (a matcher stuck on a border)."""
+
+    def __init__(self, keypoints0, keypoints1):
+        self.matches = Matches(np.asarray(keypoints0, np.float32),
+                               np.asarray(keypoints1, np.float32),
+                               np.ones(len(keypoints0), np.float32))
+
+    def match(self, image0, image1, predict=None):
+        return self.matches
+
+
+class TestDegeneratePose:
+    def test_matches_without_parallax_are_a_failure(self, synthetic_pair_with_depth):
+        # Matches that only rotate (no parallax): the essential matrix exists, its
+        # translation direction is noise.
+        pair, _ = synthetic_pair_with_depth
+        rng = np.random.default_rng(0)
+        R = Rotation.from_euler('xyz', [2, -5, 1], degrees=True).as_matrix()
+        k0 = rng.uniform([20, 20], [SIZE[0] - 20, SIZE[1] - 20], (60, 2))
+        rays = np.c_[(k0 - pair.K0[:2, 2]) / np.diag(pair.K0)[:2], np.ones(len(k0))] @ R.T
+        k1 = _project(rays, pair.K1) + rng.normal(0, 0.2, k0.shape)
+        assert estimate_relative_pose(k0, k1, pair.K0, pair.K1) is not None
+        result = evaluate_pairs(_FixedMatcher(k0, k1), [pair], warmup=0)
+        row = result['rows'][0]
+        assert row['pose_ok'] is False and row['pose_err_deg'] == math.inf
+        assert row['pose_degenerate'].startswith('no parallax')
+        assert result['summary']['pose_failures'] == 1
+        assert result['summary']['pose_degenerate'] == 1
+
+    def test_too_few_inliers_are_a_failure(self, synthetic_pair_with_depth):
+        pair, depth0 = synthetic_pair_with_depth
+        k0, k1 = _depth_matches(depth0, pair.K0, pair.K1, pair.T_0to1, step=7)
+        pick = np.random.default_rng(1).choice(len(k0), 6, replace=False)
+        row = evaluate_pairs(_FixedMatcher(k0[pick], k1[pick]), [pair], warmup=0)['rows'][0]
+        assert row['pose_ok'] is False
+        assert row['pose_degenerate'] == f'6 inliers < {MIN_POSE_INLIERS}'
+
+    def test_exact_matches_are_not_degenerate(self, synthetic_pair_with_depth):
+        pair, depth0 = synthetic_pair_with_depth
+        k0, k1 = _depth_matches(depth0, pair.K0, pair.K1, pair.T_0to1)
+        row = evaluate_pair(Matches(k0.astype(np.float32), k1.astype(np.float32),
+                                    np.ones(len(k0), np.float32)), pair)
+        assert row['pose_ok'] is True and row['pose_degenerate'] is None
+
+    def test_parallax_of_a_pure_rotation_is_zero(self):
+        R = Rotation.from_euler('xyz', [2, -5, 1], degrees=True).as_matrix()
+        k0, k1 = _exact_points(make_transform(R, [0, 0, 0]), n=50)
+        parallax = rotation_compensated_parallax_px(k0, k1, K, K, R)
+        assert np.all(parallax < 1e-6)
+        assert np.all(rotation_compensated_parallax_px(k0, k1, K, K, np.eye(3))[:5] > 1.0)
+        with pytest.raises(ValueError):
+            rotation_compensated_parallax_px(k0, k1, K, K, np.eye(2))
+
+
 class TestPairSources:
     def test_npz_round_trip(self, tmp_path, synthetic_pair_with_depth):
         pair, _ = synthetic_pair_with_depth
@@ -287,6 +344,14 @@ class TestEvalPairsCli:
         assert len(results['rows'][f'ncc | {bag} gap 3']) == 5
         assert (out / 'pairs_auc.png').is_file()
         assert 'AUC@5' in (out / 'pairs_table.txt').read_text()
+        # two pairs per matcher and group drawn side by side, first and last
+        rows = results['rows'][f'ncc | {bag} gap 1']
+        drawn = [row['drawing'] for row in rows if 'drawing' in row]
+        assert len(drawn) == 2 and 'drawing' in rows[0] and 'drawing' in rows[-1]
+        image = cv2.imread(str(out / 'match_drawings' / drawn[0]))
+        assert image is not None and image.shape[1] > 2 * SIZE[0]
+        # groups of one pair (synthetic, listed) get one drawing
+        assert len(list((out / 'match_drawings').glob('*.png'))) == 2 * (2 + 2 + 1 + 1 + 1)
 
     def test_unknown_matcher_reported(self, small_bag, tmp_path):
         rc = main(['eval-pairs', '--bag', str(small_bag), '--matchers', 'orb', 'nosuch',

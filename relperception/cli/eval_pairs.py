@@ -2,14 +2,17 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """``relperception eval-pairs``: two-view relative-pose evaluation of matchers, side by side.
 
-Pairs come from bags (``--bag``, sampled at ``--gaps``), an ``.npz`` pair list (``--pairs``)
-and / or rendered synthetic pairs (``--synthetic N``). Every matcher of ``--matchers`` is
+Pairs come from bags (``--bag``, sampled at ``--gaps``), pair lists (``--pairs``: the
+project's ``.npz`` format or a SuperGlue / LoFTR ``pairs_with_gt.txt`` whose image names are
+relative to ``--image-dir``, see :func:`relperception.data.pairs.load_pairs`) and / or rendered
+synthetic pairs (``--synthetic N``). Every matcher of ``--matchers`` is
 built with ``build_matcher(name, section(config, name))`` and scored with the LoFTR /
 SuperGlue protocol (:mod:`relperception.evaluation.pairs`): pose AUC@5/10/20, epipolar
 precision, matches and time per pair, per source and gap. Writes into ``--output``:
-``pairs_results.json`` (summaries and per-pair rows), ``pairs_table.txt`` and
-``pairs_auc.png``. A matcher that cannot be built is reported in the JSON and makes the exit
-code 1; the others are still evaluated.
+``pairs_results.json`` (summaries and per-pair rows), ``pairs_table.txt``,
+``pairs_auc.png`` and ``match_drawings/`` (``--drawings`` pairs per matcher and group drawn
+side by side, coloured by the ground truth). A matcher that cannot be built is reported in the
+JSON and makes the exit code 1; the others are still evaluated.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from pathlib import Path
 from relperception.atomic_files import write_text_atomic
 
 HELP = ('two-view relative pose evaluation (LoFTR protocol: pose AUC, epipolar precision, '
-        'time per pair) of several matchers on pairs from bags, .npz files or synthetic scenes')
+        'time per pair) of several matchers on pairs from bags, .npz / SuperGlue .txt pair lists '
+        'or synthetic scenes')
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--max-pairs', type=int,
                         help='bags: at most this many pairs per bag and gap')
     parser.add_argument('--pairs', action='append', default=[],
-                        help='.npz pair list with images, K0, K1, T_0to1 (repeatable)')
+                        help='pair list (repeatable): .npz with K0, K1, T_0to1 and images or '
+                             'image paths, or SuperGlue / LoFTR pairs_with_gt.txt (name0 name1 '
+                             'rot0 rot1 K0 K1 T_0to1 per line)')
+    parser.add_argument('--image-dir', metavar='DIR',
+                        help="base folder of image names in .txt pair lists; default the list's "
+                             'folder')
     parser.add_argument('--synthetic', type=int, default=0, metavar='N',
                         help='also evaluate N rendered synthetic first frames per gap')
     parser.add_argument('--synthetic-size', type=int, nargs=2, default=(640, 480),
@@ -56,12 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('-o', '--output', required=True,
                         help='output folder (pairs_results.json, pairs_table.txt, '
                              'pairs_auc.png)')
+    parser.add_argument('--drawings', type=int, default=2, metavar='N',
+                        help='draw N pairs per matcher and group side by side into '
+                             'match_drawings/ (green: right by the ground-truth epipolar '
+                             'distance, red: wrong)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
 
 
 def collect_pairs(args: argparse.Namespace, config) -> dict:
     """Return {group name: [ImagePair, ...]} for every pair source of ``args``."""
-    from relperception.data.pairs import load_pairs_npz, pairs_from_bag, synthetic_pairs
+    from relperception.data.pairs import load_pairs, pairs_from_bag, synthetic_pairs
 
     groups: dict = {}
 
@@ -83,7 +96,10 @@ def collect_pairs(args: argparse.Namespace, config) -> dict:
             logger.warning('%s: no pair with ground truth at gaps %s', bag, args.gaps)
         add(Path(bag).name, pairs)
     for path in args.pairs:
-        add(Path(path).stem, load_pairs_npz(path))
+        pairs = load_pairs(path, args.image_dir)
+        if not pairs:
+            logger.warning('%s lists no pairs', path)
+        add(Path(path).stem, pairs)
     if args.synthetic:
         width, height = args.synthetic_size
         add('synthetic', synthetic_pairs(args.synthetic, args.gaps, seed=args.seed,
@@ -121,10 +137,12 @@ def run(args: argparse.Namespace) -> int:
             continue
         for group, pairs in groups.items():
             logger.info('%s on %s: %d pairs', name, group, len(pairs))
+            key = f'{name} | {group}'
             result = evaluate_pairs(matcher, pairs, threshold_px=args.threshold_px,
                                     epipolar_threshold=args.epipolar_threshold,
-                                    progress=not args.no_progress)
-            key = f'{name} | {group}'
+                                    progress=not args.no_progress,
+                                    drawings_dir=output / 'match_drawings',
+                                    num_drawings=args.drawings, label=key)
             summaries[key] = {'matcher': name, 'pairs': group, **result['summary']}
             details[key] = result['rows']
     if summaries:

@@ -13,8 +13,10 @@ Writes into DIR:
 
 * ``matches.npz``: ``keypoints0`` (N, 2) float32, ``keypoints1`` (N, 2) float32 (x, y in pixels
   of the ORIGINAL image files, pixel centre at integer) and ``confidence`` (N,) float32;
-* ``matches.png``: the matches drawn on image 1 (``relperception.imaging.drawing``): a line
-  from the image-0 position to the image-1 position, coloured by confidence (turbo).
+* ``matches.png``: both images side by side (``relperception.imaging.drawing``), a line per
+  match, green where it fits the fundamental matrix found by MAGSAC++ (1 px), red where it does
+  not (the geometry check needs no intrinsics; with 8 matches or fewer lines are coloured by
+  confidence), with the matcher, the file names and the counts in the title.
 
 Colour images are converted to grey (``cv2.IMREAD_GRAYSCALE``). ``--config loftr`` /
 ``loftr_lite`` choose the LoFTR preset; the matcher resizes EACH image to the configured input
@@ -166,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
 
     from relperception.atomic_files import atomic_path
     from relperception.imaging import write_image
-    from relperception.imaging.drawing import draw_matches
+    from relperception.evaluation.pairs import fundamental_inliers
+    from relperception.imaging.drawing import draw_match_pair
 
     if args.runs < 1:
         raise ValueError(f'--runs must be >= 1, got {args.runs}')
@@ -194,8 +197,13 @@ def run(args: argparse.Namespace) -> int:
                  keypoints0=np.asarray(matches.keypoints0, np.float32).reshape(-1, 2),
                  keypoints1=np.asarray(matches.keypoints1, np.float32).reshape(-1, 2),
                  confidence=np.asarray(matches.confidence, np.float32).reshape(-1))
-    write_image(output / 'matches.png', draw_matches(image1, matches))
     label = args.config if name == 'loftr' else 'ncc'
+    inliers = fundamental_inliers(matches.keypoints0, matches.keypoints1) if len(matches) \
+        else None
+    title = f'{label}: {Path(args.image0).name} (left) -> {Path(args.image1).name} (right)'
+    write_image(output / 'matches.png',
+                draw_match_pair(image0, image1, matches, inliers, title,
+                                names=('fit the fundamental matrix', 'do not')))
     steady = (f', median of runs 2..{len(times)}: {1000.0 * np.median(times[1:]):.1f} ms'
               if len(times) > 1 else '')
     print(f'{label}: {len(matches)} matches in {1000.0 * times[0]:.1f} ms{steady} '

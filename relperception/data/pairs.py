@@ -7,10 +7,12 @@ transform that maps points from camera-0 coordinates into camera-1 coordinates
 (``T_0to1 = inv(T_world_cam1) @ T_world_cam0``, REP 103 optical frames, metres), which is
 what the LoFTR / SuperGlue evaluation protocol expects.
 
-Three sources:
+Four sources:
 
 * :func:`load_pairs_npz`: pairs given explicitly in an ``.npz`` file (format in its docstring;
   :func:`save_pairs_npz` writes it);
+* :func:`load_pairs_txt`: a SuperGlue / LoFTR ``pairs_with_gt.txt`` pair list (image names,
+  EXIF rotations, K0, K1, T_0to1 per line); :func:`load_pairs` picks the reader by suffix;
 * :func:`pairs_from_bag`: pairs sampled at chosen frame gaps from a rosbag2 recording written
   by the converters or ``relperception synth`` (image, CameraInfo and ground-truth pose topics,
   read with the offline-evaluation helpers of :mod:`relperception.pipeline.offline_eval`);
@@ -28,7 +30,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
-from relperception.transforms import check_transform, invert_transform
+from relperception.transforms import check_transform, invert_transform, nearest_rigid
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +185,207 @@ def _read_gray(path: Path) -> np.ndarray:
     if image is None:
         raise ValueError(f'cannot read image {path}')
     return image
+
+
+PAIRS_TXT_FIELDS = 38
+"""Fields of a ``pairs_with_gt.txt`` line: name0 name1 rot0 rot1 K0 (9) K1 (9) T_0to1 (16)."""
+
+ROTATION_TOLERANCE = 1e-3
+"""Largest ``|R @ R.T - I|`` entry accepted (and snapped to SO(3)) in a text ``T_0to1``."""
+
+
+def load_pairs_txt(path, image_dir=None, max_pairs: Optional[int] = None) -> List[ImagePair]:
+    """Read a SuperGlue / LoFTR pair list with ground truth (``pairs_with_gt.txt``).
+
+    One pair per line, 38 whitespace-separated fields::
+
+        name0 name1 rot0 rot1 K0(9) K1(9) T_0to1(16)
+
+    * ``name0``, ``name1``: image files relative to ``image_dir`` (SuperGlue's ``--input_dir``),
+      read with OpenCV as grey at their stored size (no resizing: K must be for that size);
+    * ``rot0``, ``rot1``: EXIF rotations, integers 0-3: image ``i`` is rotated by
+      ``rot_i * 90`` degrees counter-clockwise as SuperGlue's ``read_image`` does
+      (``np.rot90(image, rot_i)``, so a (H, W) image becomes (W, H) for odd ``rot_i``); the
+      camera matrix and ``T_0to1`` are rotated with it (an in-plane rotation of the camera
+      frame about its optical axis) so that the ground truth describes the rotated images;
+    * ``K0``, ``K1``: row-major (3, 3) camera matrices in pixels of the stored images
+      (``[fx, s, cx; 0, fy, cy; 0, 0, 1]``, fx, fy > 0; skew ``s`` must be 0 when rotating by
+      90 or 270 degrees);
+    * ``T_0to1``: row-major (4, 4) rigid transform from camera-0 to camera-1 coordinates
+      (metres for ScanNet; an arbitrary but consistent unit for SfM data such as MegaDepth).
+      Rotation blocks rounded in the text (``|R @ R.T - I|`` up to :data:`ROTATION_TOLERANCE`)
+      are snapped to the nearest rotation.
+
+    Blank lines and lines starting with ``#`` are skipped. An image listed several times is
+    read once.
+
+    Args:
+        path: the ``.txt`` pair list.
+        image_dir: folder the image names are relative to (None: the list's folder).
+        max_pairs: read at most this many pairs (the first ones; None: all).
+
+    Returns:
+        the pairs in file order; ``name`` is ``'<name0> - <name1>'``, ``source`` the list's path,
+        ``gap`` None.
+
+    Raises:
+        FileNotFoundError: the list or ``image_dir`` does not exist.
+        ValueError: a bad ``max_pairs``, a list that is not UTF-8 text, or a line (named by file
+            and line number) with another number of fields than 38, a field that is not a
+            (finite) number, a rotation outside 0-3, a missing or unreadable image, an invalid
+            or singular camera matrix, or a ``T_0to1`` that is not rigid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'pairs file {path} does not exist')
+    if max_pairs is not None and (isinstance(max_pairs, bool) or int(max_pairs) < 1):
+        raise ValueError(f'max_pairs must be >= 1 or None, got {max_pairs}')
+    image_dir = path.parent if image_dir is None else Path(image_dir)
+    if not image_dir.is_dir():
+        raise FileNotFoundError(f'image folder {image_dir} (for {path}) does not exist')
+    try:
+        text = path.read_bytes().decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise ValueError(f'{path} is not a UTF-8 text pair list ({exc})') from exc
+    images: dict = {}   # (file, rotation) -> grey image, shared by the pairs that list it
+    pairs: List[ImagePair] = []
+    for number, line in enumerate(text.split('\n'), start=1):
+        fields = line.split()
+        if not fields or fields[0].startswith('#'):
+            continue
+        if max_pairs is not None and len(pairs) >= int(max_pairs):
+            break
+        pairs.append(_parse_pair_line(fields, f'{path}, line {number}', image_dir, images,
+                                      str(path)))
+    logger.info('%s: %d pairs', path, len(pairs))
+    return pairs
+
+
+def load_pairs(path, image_dir=None) -> List[ImagePair]:
+    """Read pairs with ground truth from an ``.npz`` file or a ``.txt`` pair list.
+
+    Args:
+        path: ``.npz`` (:func:`load_pairs_npz`; image paths relative to its folder) or ``.txt``
+            (:func:`load_pairs_txt`, the SuperGlue / LoFTR ``pairs_with_gt.txt`` format).
+        image_dir: ``.txt`` only: folder the image names are relative to (None: the list's
+            folder); ignored for ``.npz``.
+
+    Returns:
+        the pairs, in file order.
+
+    Raises:
+        FileNotFoundError: the file (or an image) does not exist.
+        ValueError: another suffix than ``.npz`` / ``.txt``, or a malformed file.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == '.npz':
+        return load_pairs_npz(path)
+    if suffix == '.txt':
+        return load_pairs_txt(path, image_dir)
+    raise ValueError(f'{path}: pair files must be .npz (arrays K0, K1, T_0to1 and images) or '
+                     f'.txt (SuperGlue / LoFTR pairs_with_gt.txt), got suffix {path.suffix!r}')
+
+
+def _parse_pair_line(fields: List[str], where: str, image_dir: Path, images: dict,
+                     source: str) -> ImagePair:
+    if len(fields) != PAIRS_TXT_FIELDS:
+        raise ValueError(f'{where}: {len(fields)} fields, expected {PAIRS_TXT_FIELDS}: name0 '
+                         'name1 rot0 rot1, K0 (9 numbers), K1 (9), T_0to1 (16)')
+    rotations = []
+    for index, key in ((2, 'rot0'), (3, 'rot1')):
+        try:
+            rotation = int(fields[index])
+        except ValueError:
+            rotation = -1
+        if not 0 <= rotation <= 3:
+            raise ValueError(f'{where}: {key} must be an integer 0-3 (multiples of 90 '
+                             f'degrees), got {fields[index]!r}')
+        rotations.append(rotation)
+    numbers = np.empty(PAIRS_TXT_FIELDS - 4)
+    for index, text in enumerate(fields[4:]):
+        try:
+            numbers[index] = float(text)
+        except ValueError:
+            numbers[index] = np.nan
+        if not np.isfinite(numbers[index]):
+            raise ValueError(f'{where}: field {index + 5} ({_field_name(index)}) must be a '
+                             f'finite number, got {text!r}')
+    Ks = [_check_text_K(numbers[:9].reshape(3, 3), 'K0', where),
+          _check_text_K(numbers[9:18].reshape(3, 3), 'K1', where)]
+    T_0to1 = _check_text_T(numbers[18:].reshape(4, 4), where)
+    grey = []
+    in_plane = []
+    for i, (name, rotation) in enumerate(zip(fields[:2], rotations)):
+        file = image_dir / name
+        if (file, rotation) not in images:
+            if not file.is_file():
+                raise ValueError(f'{where}: image{i} {file} does not exist')
+            try:
+                image = _read_gray(file)
+            except ValueError as exc:
+                raise ValueError(f'{where}: {exc}') from exc
+            images[(file, rotation)] = np.ascontiguousarray(np.rot90(image, rotation))
+        image = images[(file, rotation)]
+        height, width = image.shape if rotation % 2 == 0 else image.shape[::-1]
+        if rotation % 2 and abs(Ks[i][0, 1]) > 1e-9 * Ks[i][0, 0]:
+            raise ValueError(f'{where}: K{i} has skew {Ks[i][0, 1]}; a camera with skew cannot '
+                             f'be rotated by {rotation * 90} degrees')
+        pixels, R = _rot90_maps(rotation, width, height)
+        Ks[i] = pixels @ Ks[i] @ R.T
+        in_plane.append(R)
+        grey.append(image)
+    T_0to1 = T_0to1.copy()
+    T_0to1[:3, :3] = in_plane[1] @ T_0to1[:3, :3] @ in_plane[0].T
+    T_0to1[:3, 3] = in_plane[1] @ T_0to1[:3, 3]
+    return ImagePair(grey[0], grey[1], Ks[0], Ks[1], T_0to1, name=f'{fields[0]} - {fields[1]}',
+                     source=source)
+
+
+def _field_name(index: int) -> str:
+    """Return the name of number ``index`` (0 = first K0 entry) of a pair-list line."""
+    if index < 18:
+        return f'K{index // 9}[{index % 9 // 3}, {index % 3}]'
+    return f'T_0to1[{(index - 18) // 4}, {(index - 18) % 4}]'
+
+
+def _check_text_K(K: np.ndarray, name: str, where: str) -> np.ndarray:
+    if not np.allclose(K[2], (0.0, 0.0, 1.0), rtol=0.0, atol=1e-9) or abs(K[1, 0]) > 1e-9:
+        raise ValueError(f'{where}: {name} must be [fx, s, cx, 0, fy, cy, 0, 0, 1], got '
+                         f'{K.ravel().tolist()}')
+    if K[0, 0] <= 0 or K[1, 1] <= 0:
+        raise ValueError(f'{where}: {name} is singular or invalid: fx, fy must be > 0, got '
+                         f'{K[0, 0]}, {K[1, 1]}')
+    return K
+
+
+def _check_text_T(T: np.ndarray, where: str) -> np.ndarray:
+    R = T[:3, :3]
+    error = float(np.abs(R @ R.T - np.eye(3)).max())
+    if not np.allclose(T[3], (0.0, 0.0, 0.0, 1.0), rtol=0.0, atol=1e-9) \
+            or error > ROTATION_TOLERANCE or np.linalg.det(R) <= 0:
+        raise ValueError(f'{where}: T_0to1 is not a rigid transform (last row '
+                         f'{T[3].tolist()}, |R R^T - I| = {error:.2g}, det R = '
+                         f'{np.linalg.det(R):.3g}; expected [0, 0, 0, 1], <= '
+                         f'{ROTATION_TOLERANCE:g}, +1)')
+    return nearest_rigid(T)
+
+
+def _rot90_maps(rotation: int, width: int, height: int):
+    """Return the pixel map (3, 3) and camera rotation (3, 3) of ``np.rot90(image, rotation)``.
+
+    ``np.rot90`` turns the (height, width) image counter-clockwise on screen: the pixel
+    ``(x, y)`` moves to ``(y, width - 1 - x)`` (rotation 1), ``(width - 1 - x, height - 1 - y)``
+    (2) or ``(height - 1 - y, x)`` (3), i.e. ``p' = A @ p`` (homogeneous). The camera frame
+    turns with it about the optical axis: ``X' = R @ X`` with the 2 x 2 block of ``A``, so the
+    rotated camera matrix is ``A @ K @ R.T``.
+    """
+    cos, sin = ((1, 0), (0, -1), (-1, 0), (0, 1))[rotation]   # of -rotation * 90 degrees
+    offset = ((0, 0), (0, width - 1), (width - 1, height - 1), (height - 1, 0))[rotation]
+    R = np.array([[cos, -sin, 0.0], [sin, cos, 0.0], [0.0, 0.0, 1.0]])
+    pixels = R.copy()
+    pixels[:2, 2] = offset
+    return pixels, R
 
 
 def save_pairs_npz(path, pairs: Sequence[ImagePair]) -> Path:

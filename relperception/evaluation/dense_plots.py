@@ -15,7 +15,9 @@ import cv2
 import numpy as np
 from relperception.evaluation.report import _pyplot, _save_figure
 from relperception.evaluation.segmentation import ConfusionMatrix
-from relperception.imaging.colormap import colorize_depth, colorize_labels
+from relperception.imaging.colormap import (CAMVID_CLASS_NAMES, CAMVID_PALETTE, colorize_depth,
+                                            colorize_labels)
+from relperception.imaging.drawing import add_caption, depth_colour_bar, label_legend
 from relperception.imaging.image_files import write_image
 
 _SEPARATOR_PX = 4
@@ -87,8 +89,14 @@ def _as_rgb(image: np.ndarray) -> np.ndarray:
 def sample_strip(image: np.ndarray, prediction: np.ndarray, ground_truth: np.ndarray,
                  kind: str = 'labels', palette: Optional[np.ndarray] = None,
                  depth_range: Optional[Sequence[float]] = None,
-                 path_png: Union[str, Path, None] = None) -> np.ndarray:
+                 path_png: Union[str, Path, None] = None, caption: Optional[str] = None,
+                 class_names: Optional[Sequence[str]] = None) -> np.ndarray:
     """Return (and optionally save) one image ``input | prediction | ground truth``.
+
+    With a ``caption`` the figure is annotated: a title bar (the caption, then the panel
+    names), a depth colour bar in metres on the right (``kind='depth'``) or a legend of the
+    classes present below (``kind='labels'``, names from ``class_names``, default the CamVid
+    classes).
 
     Args:
         image: (H, W, 3) uint8 RGB or (H, W) uint8 grey input image.
@@ -104,7 +112,8 @@ def sample_strip(image: np.ndarray, prediction: np.ndarray, ground_truth: np.nda
         path_png: also write the strip there (parent folders are created).
 
     Returns:
-        (H, 3 * W + 2 * 4, 3) uint8 RGB strip (white 4-pixel separators).
+        (H, 3 * W + 2 * 4, 3) uint8 RGB strip (white 4-pixel separators); with a caption,
+        taller and wider by the annotations.
 
     Raises:
         ValueError: bad ``kind`` or shapes that differ.
@@ -138,6 +147,29 @@ def sample_strip(image: np.ndarray, prediction: np.ndarray, ground_truth: np.nda
         gt_rgb = colorize_depth(ground_truth, low, high)
     separator = np.full((shape[0], _SEPARATOR_PX, 3), 255, np.uint8)
     strip = np.concatenate([rgb, separator, pred_rgb, separator, gt_rgb], axis=1)
+    if caption is not None:
+        strip = _annotate(strip, caption, kind, prediction, ground_truth, palette,
+                          depth_range if kind == 'depth' else None, class_names)
     if path_png is not None:
         write_image(path_png, strip)
     return strip
+
+
+def _annotate(strip: np.ndarray, caption: str, kind: str, prediction: np.ndarray,
+              ground_truth: np.ndarray, palette: Optional[np.ndarray],
+              depth_range: Optional[Sequence[float]],
+              class_names: Optional[Sequence[str]]) -> np.ndarray:
+    """Add the caption bar, and the depth colour bar or the class legend, to a strip."""
+    height = strip.shape[0]
+    if kind == 'depth' and depth_range is not None and height >= 40:
+        bar = depth_colour_bar(height, float(depth_range[0]), float(depth_range[1]))
+        strip = np.concatenate([strip, bar], axis=1)
+    elif kind == 'labels' and strip.shape[1] >= 100:
+        names = list(class_names) if class_names else list(CAMVID_CLASS_NAMES)
+        present = np.union1d(np.unique(prediction), np.unique(ground_truth))
+        legend = label_legend(names, CAMVID_PALETTE if palette is None else palette,
+                              strip.shape[1], present=[int(i) for i in present])
+        strip = np.concatenate([strip, legend], axis=0)
+    panels = ('input | prediction | ground truth' if kind == 'labels'
+              else 'input | predicted depth | ground-truth depth (black: no value)')
+    return add_caption(strip, [caption, panels])

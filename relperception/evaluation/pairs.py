@@ -11,7 +11,11 @@ then:
    ``f_mean = mean(fx0, fy1, fx0, fy1)`` exactly as LoFTR's ``estimate_pose`` computes it, and
    confidence 0.99999; every essential matrix returned is decomposed with ``recoverPose``
    and the one with the most inliers in front of both cameras wins. Fewer than 5 matches or no
-   essential matrix: the pose is a failure (error ``inf``).
+   essential matrix: the pose is a failure (error ``inf``). So is a **degenerate** pose
+   (:func:`degenerate_pose_reason`, a check LoFTR does not make): fewer than
+   ``MIN_POSE_INLIERS`` inliers, or inliers without parallax (median rotation-compensated
+   displacement below ``MIN_POSE_PARALLAX_PX``), whose translation direction is unobservable
+   (e.g. matches stuck on a black image border).
 2. **pose error** (:func:`relative_pose_error`): the angle of ``R_gt^T R`` and the angle
    between the estimated and true translation directions, the latter taken as
    ``min(e, 180 - e)`` (the sign of ``t`` is not observable from ``E``); the pair's pose error
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -51,6 +56,10 @@ RANSAC_THRESHOLD_PX = 0.5
 RANSAC_CONFIDENCE = 0.99999
 #: Symmetric epipolar distance threshold on normalised coordinates (LoFTR, ScanNet).
 EPIPOLAR_THRESHOLD = 5e-4
+#: A pose from fewer essential-matrix inliers is degenerate (a failure).
+MIN_POSE_INLIERS = 8
+#: A pose whose inliers move less than this (median, pixels, rotation removed) is degenerate.
+MIN_POSE_PARALLAX_PX = 0.5
 
 
 def _check_points(kpts, name: str) -> np.ndarray:
@@ -280,6 +289,100 @@ def _rotation_deg(R: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0))))
 
 
+def fundamental_inliers(kpts0, kpts1, threshold_px: float = 1.0) -> Optional[np.ndarray]:
+    """Return which matches fit one fundamental matrix (MAGSAC++), for images without K.
+
+    Args:
+        kpts0: (N, 2) pixel coordinates in image 0.
+        kpts1: (N, 2) corresponding pixel coordinates in image 1.
+        threshold_px: inlier threshold, pixels (> 0).
+
+    Returns:
+        (N,) bool inlier mask, or None with fewer than 8 matches or no model found.
+
+    Raises:
+        ValueError: malformed points or threshold.
+    """
+    kpts0, kpts1 = _check_pair_points(kpts0, kpts1)
+    if not threshold_px > 0:
+        raise ValueError(f'threshold_px must be > 0, got {threshold_px}')
+    if len(kpts0) < 8:
+        return None
+    F, mask = cv2.findFundamentalMat(kpts0, kpts1, cv2.USAC_MAGSAC, threshold_px, 0.999, 10000)
+    if F is None or mask is None:
+        return None
+    return mask.ravel() > 0
+
+
+def rotation_compensated_parallax_px(kpts0, kpts1, K0, K1, R) -> np.ndarray:
+    """Return how far each match moves once the rotation ``R`` is removed, in pixels.
+
+    Args:
+        kpts0: (N, 2) pixel coordinates in image 0.
+        kpts1: (N, 2) corresponding pixel coordinates in image 1.
+        K0: (3, 3) camera matrix of image 0.
+        K1: (3, 3) camera matrix of image 1.
+        R: (3, 3) rotation camera 0 -> camera 1.
+
+    Returns:
+        (N,) float64: the distance in image 1 (pixels) between ``kpts1`` and ``kpts0``'s ray
+        rotated by ``R`` (the displacement only a translation can explain); ``inf`` where the
+        rotated ray points behind camera 1.
+
+    Raises:
+        ValueError: malformed inputs.
+    """
+    kpts0, kpts1 = _check_pair_points(kpts0, kpts1)
+    K0, K1 = _check_K(K0, 'K0'), _check_K(K1, 'K1')
+    R = np.asarray(R, dtype=np.float64)
+    if R.shape != (3, 3) or not np.isfinite(R).all():
+        raise ValueError(f'R must be a finite (3, 3) matrix, got shape {R.shape}')
+    rays = np.c_[normalize_points(kpts0, K0), np.ones(len(kpts0))] @ R.T
+    parallax = np.full(len(kpts0), np.inf)
+    front = rays[:, 2] > 1e-9
+    rotated = rays[front, :2] / rays[front, 2:] * np.diag(K1)[:2] + K1[:2, 2]
+    parallax[front] = np.linalg.norm(kpts1[front] - rotated, axis=1)
+    return parallax
+
+
+def degenerate_pose_reason(kpts0, kpts1, K0, K1, pose: Dict[str, np.ndarray],
+                           min_inliers: int = MIN_POSE_INLIERS,
+                           min_parallax_px: float = MIN_POSE_PARALLAX_PX) -> Optional[str]:
+    """Return why an estimated relative pose is degenerate, or None when it is usable.
+
+    Degenerate: fewer than ``min_inliers`` inliers, or a median rotation-compensated
+    displacement of the inliers (:func:`rotation_compensated_parallax_px`) below
+    ``min_parallax_px``: without parallax the translation direction is not observable.
+
+    Args:
+        kpts0: (N, 2) pixel coordinates in image 0.
+        kpts1: (N, 2) corresponding pixel coordinates in image 1.
+        K0: (3, 3) camera matrix of image 0.
+        K1: (3, 3) camera matrix of image 1.
+        pose: :func:`estimate_relative_pose`'s result (``R``, ``inliers`` (N,) bool).
+        min_inliers: fewest inliers of a usable pose.
+        min_parallax_px: smallest median parallax of a usable pose, pixels.
+
+    Raises:
+        ValueError: malformed inputs.
+    """
+    inliers = np.asarray(pose['inliers'], dtype=bool).reshape(-1)
+    if len(inliers) != len(np.asarray(kpts0).reshape(-1, 2)):
+        raise ValueError(f'pose inliers ({len(inliers)}) and matches '
+                         f'({len(np.asarray(kpts0).reshape(-1, 2))}) differ in length')
+    count = int(np.count_nonzero(inliers))
+    if count < min_inliers:
+        return f'{count} inliers < {min_inliers}'
+    kpts0 = np.asarray(kpts0, dtype=np.float64).reshape(-1, 2)[inliers]
+    kpts1 = np.asarray(kpts1, dtype=np.float64).reshape(-1, 2)[inliers]
+    parallax = rotation_compensated_parallax_px(kpts0, kpts1, K0, K1, pose['R'])
+    parallax = float(np.median(parallax))
+    if parallax < min_parallax_px:
+        return (f'no parallax: median inlier displacement without rotation {parallax:.2f} px '
+                f'< {min_parallax_px:g} px')
+    return None
+
+
 def evaluate_pair(matches, pair: ImagePair, threshold_px: float = RANSAC_THRESHOLD_PX,
                   conf: float = RANSAC_CONFIDENCE,
                   epipolar_threshold: float = EPIPOLAR_THRESHOLD) -> Dict[str, Any]:
@@ -294,20 +397,27 @@ def evaluate_pair(matches, pair: ImagePair, threshold_px: float = RANSAC_THRESHO
 
     Returns:
         dict ``num_matches``, ``num_inliers``, ``pose_ok``, ``R_err_deg``, ``t_err_deg``,
-        ``pose_err_deg`` (``inf`` when no pose was found), ``epi_precision``.
+        ``pose_err_deg`` (``inf`` when no pose was found or it is degenerate),
+        ``pose_degenerate`` (None, or why the pose is degenerate, see
+        :func:`degenerate_pose_reason`), ``epi_precision``.
     """
     k0 = np.asarray(matches.keypoints0, dtype=np.float64).reshape(-1, 2)
     k1 = np.asarray(matches.keypoints1, dtype=np.float64).reshape(-1, 2)
-    row: Dict[str, Any] = {'num_matches': int(len(k0))}
+    row: Dict[str, Any] = {'num_matches': int(len(k0)), 'pose_degenerate': None}
     row['epi_precision'] = epipolar_precision(k0, k1, pair.K0, pair.K1, pair.T_0to1,
                                               epipolar_threshold)
     pose = estimate_relative_pose(k0, k1, pair.K0, pair.K1, threshold_px, conf)
+    failed = {'pose_ok': False, 'R_err_deg': math.inf, 't_err_deg': math.inf,
+              'pose_err_deg': math.inf}
     if pose is None:
-        row.update(num_inliers=0, pose_ok=False, R_err_deg=math.inf, t_err_deg=math.inf,
-                   pose_err_deg=math.inf)
+        row.update(num_inliers=0, **failed)
+        return row
+    row['num_inliers'] = int(pose['inliers'].sum())
+    row['pose_degenerate'] = degenerate_pose_reason(k0, k1, pair.K0, pair.K1, pose)
+    if row['pose_degenerate'] is not None:
+        row.update(failed)
     else:
-        row.update(num_inliers=int(pose['inliers'].sum()), pose_ok=True,
-                   **relative_pose_error(pair.T_0to1, pose['R'], pose['t']))
+        row.update(pose_ok=True, **relative_pose_error(pair.T_0to1, pose['R'], pose['t']))
     return row
 
 
@@ -315,7 +425,8 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
                    conf: float = RANSAC_CONFIDENCE,
                    epipolar_threshold: float = EPIPOLAR_THRESHOLD,
                    auc_thresholds: Sequence[float] = AUC_THRESHOLDS, warmup: int = 1,
-                   progress: bool = False) -> Dict[str, Any]:
+                   progress: bool = False, drawings_dir=None, num_drawings: int = 2,
+                   label: str = '') -> Dict[str, Any]:
     """Run ``matcher.match`` on every pair (timed) and score it with the LoFTR protocol.
 
     The matcher gets no motion prior (``predict=None``): this is two-view matching. Before
@@ -332,6 +443,11 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
         auc_thresholds: AUC thresholds, degrees.
         warmup: untimed calls before the first timed one (>= 0).
         progress: show a tqdm progress bar on stderr.
+        drawings_dir: when given, ``num_drawings`` pairs spread over ``pairs`` are drawn
+            there side by side (:func:`draw_scored_pair`), named ``<label>_<k>.png``; their
+            rows get ``drawing`` (the file name).
+        num_drawings: how many pairs to draw (>= 0).
+        label: the matcher / pair group for drawing titles and file names.
 
     Returns:
         ``{'rows': [...], 'summary': {...}}``. Each row: ``name``, ``source``, ``gap``,
@@ -339,7 +455,8 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
         call), the keys of :func:`evaluate_pair` and ``error`` (None or the message). The
         summary: ``num_pairs``, ``auc@<t>`` per threshold (fractions), ``epi_precision``
         (mean over pairs), ``matches_mean``, ``matches_median``, ``inliers_mean``,
-        ``match_ms_mean``, ``match_ms_median``, ``pose_failures``, ``pose_err_median_deg``,
+        ``match_ms_mean``, ``match_ms_median``, ``pose_failures`` (no pose or a degenerate
+        one), ``pose_degenerate`` (of them, degenerate), ``pose_err_median_deg``,
         ``num_errors`` and the protocol parameters.
 
     Raises:
@@ -349,6 +466,12 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
         raise ValueError('evaluate_pairs needs at least one pair')
     if int(warmup) < 0:
         raise ValueError(f'warmup must be >= 0, got {warmup}')
+    if int(num_drawings) < 0:
+        raise ValueError(f'num_drawings must be >= 0, got {num_drawings}')
+    drawn = set()
+    if drawings_dir is not None and num_drawings:
+        drawn = set(np.linspace(0, len(pairs) - 1, min(int(num_drawings), len(pairs)))
+                    .round().astype(int).tolist())
     import sys
 
     from tqdm import tqdm
@@ -360,8 +483,8 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
             logger.warning('warm-up call failed: %s', exc)
             break
     rows = []
-    for pair in tqdm(pairs, disable=not progress, file=sys.stderr, unit='pair',
-                     dynamic_ncols=True, desc='pairs'):
+    for index, pair in enumerate(tqdm(pairs, disable=not progress, file=sys.stderr,
+                                      unit='pair', dynamic_ncols=True, desc='pairs')):
         row: Dict[str, Any] = {
             'name': pair.name, 'source': pair.source, 'gap': pair.gap,
             'gt_rotation_deg': _rotation_deg(pair.T_0to1[:3, :3]),
@@ -371,17 +494,64 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
             matches = matcher.match(pair.image0, pair.image1)
         except (ValueError, RuntimeError, cv2.error) as exc:
             row.update(match_ms=1e3 * (time.perf_counter() - start), num_matches=0,
-                       num_inliers=0, pose_ok=False, R_err_deg=math.inf, t_err_deg=math.inf,
-                       pose_err_deg=math.inf, epi_precision=0.0,
-                       error=f'{type(exc).__name__}: {exc}')
+                       num_inliers=0, pose_ok=False, pose_degenerate=None,
+                       R_err_deg=math.inf, t_err_deg=math.inf, pose_err_deg=math.inf,
+                       epi_precision=0.0, error=f'{type(exc).__name__}: {exc}')
             logger.warning('%s: matching failed: %s', pair.name, row['error'])
             rows.append(row)
             continue
         row['match_ms'] = 1e3 * (time.perf_counter() - start)
         row.update(evaluate_pair(matches, pair, threshold_px, conf, epipolar_threshold))
+        if index in drawn:
+            row['drawing'] = draw_scored_pair(drawings_dir, f'{_file_stem(label)}_{index}',
+                                              matches, pair, row, label, epipolar_threshold)
         rows.append(row)
     return {'rows': rows, 'summary': summarize_rows(rows, auc_thresholds, threshold_px, conf,
                                                     epipolar_threshold)}
+
+
+def _file_stem(label: str) -> str:
+    return re.sub(r'[^A-Za-z0-9.-]+', '_', label).strip('_') or 'pairs'
+
+
+def draw_scored_pair(folder, stem: str, matches, pair: ImagePair, row: Dict[str, Any],
+                     label: str = '', epipolar_threshold: float = EPIPOLAR_THRESHOLD) -> str:
+    """Draw one evaluated pair side by side, matches coloured by their ground-truth error.
+
+    Green: symmetric epipolar distance below ``epipolar_threshold`` (right), red: above
+    (wrong), as in LoFTR's figures. The title names the matcher / group ``label``, the pair
+    and its pose error.
+
+    Args:
+        folder: output folder (created).
+        stem: file name without ``.png``.
+        matches: the pair's ``Matches``.
+        pair: the pair with its ground truth.
+        row: its row of :func:`evaluate_pairs` (pose error, inliers).
+        label: matcher and pair group, for the title.
+        epipolar_threshold: see :func:`epipolar_precision`.
+
+    Returns:
+        the file name written (relative to ``folder``).
+    """
+    from pathlib import Path
+
+    from relperception.imaging.drawing import draw_match_pair
+    from relperception.imaging.image_files import write_image
+
+    distances = symmetric_epipolar_distance(matches.keypoints0, matches.keypoints1, pair.K0,
+                                            pair.K1, pair.T_0to1) if len(matches) else \
+        np.zeros(0)
+    error = row.get('pose_err_deg', math.inf)
+    outcome = (f'pose error {error:.1f} deg' if math.isfinite(error)
+               else f'no pose ({row.get("pose_degenerate") or "RANSAC failed"})')
+    title = f'{label}: {pair.name} - {outcome}, {row.get("num_inliers", 0)} RANSAC inliers'
+    drawing = draw_match_pair(pair.image0, pair.image1, matches,
+                              distances < epipolar_threshold, title,
+                              names=('right (epipolar)', 'wrong'))
+    name = f'{stem}.png'
+    write_image(Path(folder) / name, drawing)
+    return name
 
 
 def summarize_rows(rows: Sequence[Dict[str, Any]],
@@ -409,6 +579,7 @@ def summarize_rows(rows: Sequence[Dict[str, Any]],
         'match_ms_mean': float(ms.mean()),
         'match_ms_median': float(np.median(ms)),
         'pose_failures': int(sum(not r['pose_ok'] for r in rows)),
+        'pose_degenerate': int(sum(r.get('pose_degenerate') is not None for r in rows)),
         'pose_err_median_deg': float(np.median(errors)),
         'num_errors': int(sum(r.get('error') is not None for r in rows)),
         'ransac_threshold_px': float(threshold_px),

@@ -182,14 +182,26 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
     pairing = _DenseGroundTruth(topics)
     kinds = {topic: kind for kind, topic in topics.items() if topic}
 
-    def write_sample(kind: str, rgb, prediction, truth) -> None:
-        """Write the next sample strip of ``kind`` (depth / labels) while samples are due."""
+    total = reader.message_counts.get(image_topic, 0)
+    if max_frames is not None:
+        total = min(total, int(max_frames))
+    # Samples spread over the run (not its first, nearly identical frames).
+    expected = max(1, -(-total // stride))
+    due_at = np.linspace(0, expected - 1, max(1, samples)).round().astype(int)
+
+    def write_sample(kind: str, rgb, prediction, truth, stamp: int) -> None:
+        """Write the next sample strip of ``kind`` (depth / labels) once its frame is due."""
         if not plots or written[kind] >= samples:
+            return
+        frame = result['frames_evaluated'] - 1
+        if frame < due_at[written[kind]]:
             return
         from relperception.evaluation.dense_plots import sample_strip
 
         name = f'{kind}_{written[kind]}.png'
-        sample_strip(rgb, prediction, truth, kind=kind, path_png=sample_dir / name)
+        caption = f'{result["model"]} - frame {frame} of {expected} (stamp {stamp} ns)'
+        sample_strip(rgb, prediction, truth, kind=kind, path_png=sample_dir / name,
+                     caption=caption, class_names=pipeline.class_names or None)
         result['outputs'][f'dense_sample_{kind}_{written[kind]}'] = f'dense_samples/{name}'
         written[kind] += 1
 
@@ -220,7 +232,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
                 else:
                     pred = out.raw_depth
                 depth_acc.update(pred, gt_depth)
-                write_sample('depth', rgb, pred, gt_depth)
+                write_sample('depth', rgb, pred, gt_depth, stamp)
             except ValueError as exc:
                 errors.add(f'{where}: depth not scored ({exc})')
         elif topics['depth']:
@@ -245,14 +257,11 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
                     unknown_labels += int(unknown.sum())
                     gt_labels = np.where(unknown, 255, gt_labels).astype(np.uint8)
                 confusion.update(out.labels, gt_labels)
-                write_sample('labels', rgb, out.labels, gt_labels.astype(np.uint8))
+                write_sample('labels', rgb, out.labels, gt_labels.astype(np.uint8), stamp)
             except ValueError as exc:
                 errors.add(f'{where}: labels not scored ({exc})')
 
     from tqdm import tqdm
-    total = reader.message_counts.get(image_topic, 0)
-    if max_frames is not None:
-        total = min(total, int(max_frames))
     bar = tqdm(total=total, unit='frame', file=sys.stderr, disable=not progress,
                desc='dense', dynamic_ncols=True)
     images_seen = 0
@@ -289,7 +298,11 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
             from relperception.evaluation.dense_plots import plot_confusion_matrix
 
             try:
-                plot_confusion_matrix(output_dir / 'confusion_matrix.png', confusion)
+                plot_confusion_matrix(
+                    output_dir / 'confusion_matrix.png', confusion,
+                    title=(f'{result["model"]}: mIoU {100 * confusion.miou():.1f} %, pixel '
+                           f'accuracy {100 * confusion.pixel_accuracy():.1f} %, '
+                           f'{result["frames_evaluated"]} frames'))
                 result['outputs']['confusion_matrix'] = 'confusion_matrix.png'
             except (ValueError, RuntimeError, OSError) as exc:
                 errors.add(f'confusion matrix plot failed: {exc}', logging.ERROR)
