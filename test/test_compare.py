@@ -10,7 +10,7 @@ import pytest
 from relperception.cli.main import main
 from relperception.config import load_config
 from relperception.data.synthetic_bag import write_synthetic_bag
-from relperception.evaluation.study_report import aggregate, recommend
+from relperception.evaluation.study_report import aggregate, pareto_front, recommend
 from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
                                           run_study, StudyConfig)
@@ -95,6 +95,9 @@ def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
     assert [a['config'] for a in summary['configurations']] == ['default', 'small']
     assert all(a['ok'] == 2 for a in summary['configurations'])
     assert all(r['mode'] == 'rgbd' for r in json.loads((output / 'results.json').read_text()))
+    report = (output / 'report.html').read_text()
+    assert 'criterion: lowest median ATE' in report and 'data:image/png;base64,' in report
+    assert report.count('cells/') >= 4 and 'relperception compare --study' in report
     assert main(['compare', '--bags', str(tmp_path / 'missing'), '--configs', 'default',
                  '-o', str(output)]) == 1   # a clear message, no traceback
 
@@ -122,8 +125,18 @@ def test_recommendation_states_its_criterion():
     assert line.startswith('on these 2 bags, `new` lowers median ATE by 50 % against `ref`')
     assert '9x the time per frame' in line and 'criterion' in line
     assert '(the reference)' in recommend(rows, ['new', 'ref'])
+    # the trade-off against the fastest configuration is stated
+    assert 'the fastest, `ref`, takes 0.11x its time per frame at 2x its median ATE' in line
     assert 'no bag where every' in recommend(rows[4:], ['ref', 'new'])
     assert 'nothing to compare' in recommend(rows, ['ref'])
+
+
+def test_pareto_front_keeps_the_unbeaten():
+    entries = [{'config': 'slow_good', 'ate_rmse_m_median': 0.1, 'timing_median_ms_median': 90},
+               {'config': 'fast_bad', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 10},
+               {'config': 'beaten', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 50},
+               {'config': 'failed', 'ate_rmse_m_median': None, 'timing_median_ms_median': 5}]
+    assert pareto_front(entries) == ['slow_good', 'fast_bad']
 
 
 def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):

@@ -353,6 +353,16 @@ class TestEvalPairsCli:
         # groups of one pair (synthetic, listed) get one drawing
         assert len(list((out / 'match_drawings').glob('*.png'))) == 2 * (2 + 2 + 1 + 1 + 1)
 
+    def test_results_name_the_loftr_preset(self, tmp_path):
+        out = tmp_path / 'out'
+        assert main(['eval-pairs', '--synthetic', '1', '--synthetic-size', str(SIZE[0]),
+                     str(SIZE[1]), '--matchers', 'loftr', '--drawings', '0', '-o', str(out),
+                     '--no-progress']) == 0
+        summaries = json.loads((out / 'pairs_results.json').read_text())['summaries']
+        (key, summary), = summaries.items()
+        assert key == 'loftr_lite | synthetic gap 1'
+        assert summary['matcher'] == 'loftr_lite' and summary['matcher_weights'] == 'shipped'
+
     def test_unknown_matcher_reported(self, small_bag, tmp_path):
         rc = main(['eval-pairs', '--bag', str(small_bag), '--matchers', 'orb', 'nosuch',
                    '-o', str(tmp_path), '--no-progress', '--max-pairs', '2'])

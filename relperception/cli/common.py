@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+import shlex
 from typing import Any, Dict, Optional
 
 
@@ -30,3 +32,9 @@ def loftr_weight_overrides(weights: Optional[str], threshold: Optional[float]
             raise ValueError(f'--threshold must be in [0, 1], got {threshold}')
         overrides['loftr.threshold'] = float(threshold)
     return overrides
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """Return the command line that produced ``args`` (recorded by ``main``), for reports."""
+    argv = getattr(args, 'argv', None)
+    return 'relperception ' + shlex.join(argv) if argv is not None else '(not recorded)'

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 import sys
 
 HELP = ('evaluate every bag with every configuration as eval does (a study), in parallel '
@@ -43,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the study, write the tables and print the recommendation; 1 if every cell failed."""
     from tqdm import tqdm
 
-    from relperception.evaluation.study_report import (aggregate, format_table, recommend,
-                                                       write_results)
+    from relperception.cli.common import command_line
+    from relperception.evaluation.html_report import study_report, write_report
+    from relperception.evaluation.study_report import (aggregate, format_table, pareto_front,
+                                                       plot_pareto, recommend, write_results)
     from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
                                               run_study)
 
@@ -63,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     aggregates = aggregate(rows, names)
     recommendation = recommend(rows, names)
     written = write_results(rows, aggregates, recommendation, args.output)
+    front = pareto_front(aggregates)
+    pareto_png = plot_pareto(Path(args.output) / 'pareto.png', aggregates)
+    written['report.html'] = write_report(args.output, study_report(
+        rows, aggregates, recommendation, front, Path(args.output), command_line(args),
+        pareto_png))
     reused = sum(bool(r.get('reused')) for r in rows)
     failed = [r for r in rows if r['status'] != 'ok']
     for row in failed:

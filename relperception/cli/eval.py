@@ -16,9 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``eval``."""
     parser.add_argument('bag', help='rosbag2 directory or .mcap / .db3 file')
     parser.add_argument('-o', '--output', required=True,
-                        help='output folder (trajectory.tum, groundtruth.tum, summary.json, '
-                             'timing.csv, trajectory.png, errors.png); the files of an earlier '
-                             'run there (those its summary.json lists) are removed first')
+                        help='output folder (report.html, trajectory.tum, groundtruth.tum, '
+                             'summary.json, timing.csv, trajectory.png, errors.png); the files '
+                             'of an earlier run there (those its summary.json lists) are '
+                             'removed first')
     parser.add_argument('--config', help='YAML configuration (flat, nested or ROS params file)')
     parser.add_argument('--mode', choices=('auto', 'rgbd', 'mono'),
                         help='odometry mode (default: odometry.mode of the configuration; '
@@ -46,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the bag, write the report and log the key metrics; 1 if nothing was tracked."""
-    from relperception.config import load_config
+    from relperception.cli.common import command_line
+    from relperception.config import defaults, load_config
+    from relperception.evaluation.html_report import eval_report, write_report
     from relperception.pipeline.offline_eval import evaluate_bag
 
     config = load_config(args.config)
@@ -55,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
                            gt_scale=args.gt_scale, plots=not args.no_plots,
                            dense=args.dense, dense_stride=args.dense_stride,
                            depth_source=args.depth_from)
-    logger.info('report written to %s', args.output)
+    report = write_report(args.output, eval_report(summary, args.output, command_line(args),
+                                                   config, defaults()))
+    logger.info('report written to %s (open %s first)', args.output, report)
     if summary['num_errors']:
         logger.warning('%d problems met (see summary.json "errors")', summary['num_errors'])
     if not summary['complete']:

@@ -9,7 +9,8 @@ synthetic pairs (``--synthetic N``). Every matcher of ``--matchers`` is
 built with ``build_matcher(name, section(config, name))`` and scored with the LoFTR /
 SuperGlue protocol (:mod:`relperception.evaluation.pairs`): pose AUC@5/10/20, epipolar
 precision, matches and time per pair, per source and gap. Writes into ``--output``:
-``pairs_results.json`` (summaries and per-pair rows), ``pairs_table.txt``,
+``report.html`` (open it first), ``pairs_results.json`` (summaries and per-pair rows),
+``pairs_table.txt``,
 ``pairs_auc.png`` and ``match_drawings/`` (``--drawings`` pairs per matcher and group drawn
 side by side, coloured by the ground truth). A matcher that cannot be built is reported in the
 JSON and makes the exit code 1; the others are still evaluated.
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='symmetric epipolar distance threshold, normalised coordinates '
                              '(LoFTR: 5e-4 ScanNet, 1e-4 MegaDepth)')
     parser.add_argument('-o', '--output', required=True,
-                        help='output folder (pairs_results.json, pairs_table.txt, '
+                        help='output folder (report.html, pairs_results.json, pairs_table.txt, '
                              'pairs_auc.png)')
     parser.add_argument('--drawings', type=int, default=2, metavar='N',
                         help='draw N pairs per matcher and group side by side into '
@@ -109,11 +110,13 @@ def collect_pairs(args: argparse.Namespace, config) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate every matcher on every pair group; print and write the comparison."""
+    from relperception.cli.common import command_line
     from relperception.config import load_config, section
+    from relperception.evaluation.html_report import pairs_report, write_report
     from relperception.evaluation.pairs import (evaluate_pairs, format_pairs_table,
                                                 plot_pairs_summary)
     from relperception.evaluation.report import write_json
-    from relperception.matching.base import build_matcher
+    from relperception.matching.base import build_matcher, describe_matcher
 
     if not (args.bag or args.pairs or args.synthetic):
         raise ValueError('no pairs: give --bag, --pairs and/or --synthetic N')
@@ -135,28 +138,32 @@ def run(args: argparse.Namespace) -> int:
             failed[name] = f'{type(exc).__name__}: {exc}'
             logger.error('matcher %s cannot be built: %s', name, exc)
             continue
+        described = describe_matcher({**config, 'matcher': name})   # e.g. the LoFTR preset
+        label = described['matcher']
         for group, pairs in groups.items():
-            logger.info('%s on %s: %d pairs', name, group, len(pairs))
-            key = f'{name} | {group}'
+            logger.info('%s on %s: %d pairs', label, group, len(pairs))
+            key = f'{label} | {group}'
             result = evaluate_pairs(matcher, pairs, threshold_px=args.threshold_px,
                                     epipolar_threshold=args.epipolar_threshold,
                                     progress=not args.no_progress,
                                     drawings_dir=output / 'match_drawings',
                                     num_drawings=args.drawings, label=key)
-            summaries[key] = {'matcher': name, 'pairs': group, **result['summary']}
+            summaries[key] = {**described, 'pairs': group, **result['summary']}
             details[key] = result['rows']
     if summaries:
         table = format_pairs_table(summaries)
         print(table)
         write_text_atomic(output / 'pairs_table.txt', table + '\n')
         plot_pairs_summary(output / 'pairs_auc.png', summaries)
-    write_json(output / 'pairs_results.json', {
+    results = {
         'matchers': list(args.matchers), 'groups': {g: len(p) for g, p in groups.items()},
         'summaries': summaries, 'failed_matchers': failed, 'rows': details,
         'protocol': {'ransac_threshold_px': args.threshold_px, 'ransac_confidence': 0.99999,
                      'epipolar_threshold': args.epipolar_threshold, 'motion_prior': None,
                      'auc': 'SuperGlue pose_auc of max(R error, t error) at 5/10/20 deg'},
-    })
+    }
+    write_json(output / 'pairs_results.json', results)
+    write_report(output, pairs_report(results, output, command_line(args)))
     logger.info('results written to %s', output)
     if failed:
         logger.error('matchers not evaluated: %s', ', '.join(sorted(failed)))

@@ -81,6 +81,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     chosen = next((a for a in argv if not a.startswith('-')), None)
     parser = build_parser(chosen if chosen in verbs else None)
     args = parser.parse_args(argv)
+    args.argv = argv   # for the reports' "how this was produced"
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format='%(levelname)s %(name)s: %(message)s')
     if not args.verb:

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when odometry came out of the nodes, 1 otherwise.
     """
-    from relperception.config import load_parameter_file
+    from relperception.cli.common import command_line
+    from relperception.config import defaults, load_parameter_file
+    from relperception.evaluation.html_report import eval_report, write_report
     from relperception.nodes.replay import replay_bag
 
     parameter_file = load_parameter_file(args.config)
@@ -68,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         logger.info('%s: %d/%d frames out, %d dropped, latency median %.1f ms, p95 %.1f ms',
                     topic, stats['frames_out'], stats['frames_in'], stats['dropped_frames'],
                     stats['latency_ms_median'], stats['latency_ms_p95'])
-    logger.info('report written to %s', args.output)
+    report = write_report(args.output, eval_report(summary, args.output, command_line(args),
+                                                   parameter_file.config, defaults()))
+    logger.info('report written to %s (open %s first)', args.output, report)
     if not summary['complete']:
         logger.warning('the bag was damaged; the frames before (and, SQLite 3, past) the damage '
                        'were replayed: results are partial (see summary.json "errors")')

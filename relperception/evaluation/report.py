@@ -146,6 +146,36 @@ def plot_errors(path_png: str | Path, stamps_s, ape_m, title: str = 'absolute er
         plt.close(fig)
 
 
+def plot_scatter_front(path_png: str | Path, points: Mapping[str, tuple],
+                       front: set, x_label: str, y_label: str, title: str) -> Path:
+    """Scatter named points (x, y), ringing those in ``front``, and save the figure.
+
+    Args:
+        path_png: output PNG (parent folders are created).
+        points: {name: (x, y)} finite values.
+        front: names drawn with a ring (e.g. the Pareto front).
+        x_label: x axis label with its unit.
+        y_label: y axis label with its unit.
+        title: figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 5.0))
+    try:
+        for name, (x, y) in points.items():
+            ax.scatter([x], [y], s=40, color='tab:blue', zorder=3)
+            if name in front:
+                ax.scatter([x], [y], s=220, facecolors='none', edgecolors='tab:green',
+                           linewidths=2, zorder=2)
+            ax.annotate(name, (x, y), textcoords='offset points', xytext=(6, 6), fontsize=9)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.grid(True, alpha=0.3)
+        ax.margins(0.2)
+        return _save_figure(fig, title, path_png)
+    finally:
+        plt.close(fig)
+
+
 def to_jsonable(value: Any) -> Any:
     """Return ``value`` with numpy types, paths and tuples converted; NaN/inf become None."""
     if isinstance(value, Mapping):

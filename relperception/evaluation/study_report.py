@@ -95,13 +95,21 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
     criterion = (f'criterion: lowest median ATE over the {bags_text} where every '
                  'configuration succeeded')
     if best == reference or ate_best >= ate_ref:
-        return (f'on these {bags_text}, `{reference}` (the reference) has the lowest '
-                f'median ATE ({ate_ref:.4g} m); {criterion}')
-    change = 100.0 * (ate_ref - ate_best) / ate_ref if ate_ref > 0 else float('nan')
-    time_ratio = time_best / time_ref if time_ref > 0 else float('nan')
-    return (f'on these {bags_text}, `{best}` lowers median ATE by {change:.0f} % '
-            f'against `{reference}` ({ate_best:.4g} m against {ate_ref:.4g} m) at '
-            f'{time_ratio:.2g}x the time per frame; {criterion}')
+        best, ate_best, time_best = reference, ate_ref, time_ref
+        line = (f'on these {bags_text}, `{reference}` (the reference) has the lowest '
+                f'median ATE ({ate_ref:.4g} m)')
+    else:
+        change = 100.0 * (ate_ref - ate_best) / ate_ref if ate_ref > 0 else float('nan')
+        time_ratio = time_best / time_ref if time_ref > 0 else float('nan')
+        line = (f'on these {bags_text}, `{best}` lowers median ATE by {change:.0f} % '
+                f'against `{reference}` ({ate_best:.4g} m against {ate_ref:.4g} m) at '
+                f'{time_ratio:.2g}x the time per frame')
+    fastest = min(config_names, key=lambda name: medians[name][1])
+    time_fast, ate_fast = medians[fastest][1], medians[fastest][0]
+    if fastest != best and time_fast < time_best and time_best > 0 and ate_best > 0:
+        line += (f'; the fastest, `{fastest}`, takes {time_fast / time_best:.2g}x its time '
+                 f'per frame at {ate_fast / ate_best:.2g}x its median ATE')
+    return f'{line}; {criterion}'
 
 
 def write_results(rows: Sequence[dict], aggregates: Sequence[dict], recommendation: str,
@@ -154,3 +162,37 @@ def format_table(aggregates: Sequence[dict]) -> str:
                      f'{cell(a["timing_median_ms_median"], "15.1f")} '
                      f'{cell(a["mean_rank"], "9.2f")}')
     return '\n'.join(lines)
+
+
+def pareto_front(aggregates: Sequence[dict], accuracy: str = 'ate_rmse_m_median',
+                 cost: str = 'timing_median_ms_median') -> list[str]:
+    """Return the configurations no other beats on both ``accuracy`` and ``cost`` (lower).
+
+    A configuration is on the front when no other one is at least as good on both and better
+    on one. Configurations without both values are left out.
+    """
+    points = [(a['config'], a.get(accuracy), a.get(cost)) for a in aggregates]
+    points = [(name, float(x), float(y)) for name, x, y in points if _finite(x) and _finite(y)]
+    front = []
+    for name, error, time in points:
+        beaten = any(e <= error and t <= time and (e < error or t < time)
+                     for other, e, t in points if other != name)
+        if not beaten:
+            front.append(name)
+    return front
+
+
+def plot_pareto(path_png, aggregates: Sequence[dict]) -> Path | None:
+    """Plot median ATE against median time per frame per configuration; None without data."""
+    from relperception.evaluation.report import plot_scatter_front
+
+    points = {a['config']: (a.get('timing_median_ms_median'), a.get('ate_rmse_m_median'))
+              for a in aggregates}
+    points = {k: (float(x), float(y)) for k, (x, y) in points.items()
+              if _finite(x) and _finite(y)}
+    if not points:
+        return None
+    return plot_scatter_front(path_png, points, set(pareto_front(aggregates)),
+                              'median time per frame [ms]', 'median ATE RMSE [m]',
+                              'accuracy against time per frame (ringed: Pareto front, '
+                              'lower left is better)')

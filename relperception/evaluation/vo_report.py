@@ -4,7 +4,9 @@
 
 :func:`write_report` is shared by the offline evaluation and the live replay, so both write the
 same files (``trajectory.tum``, ``groundtruth.tum``, ``timing.csv``, ``trajectory.png``,
-``errors.png``) and the same summary keys (:data:`METRIC_KEYS`, frame counts, timing).
+``errors.png``) and the same summary keys (:data:`METRIC_KEYS`, frame counts, timing, and
+``matcher`` / ``matcher_weights`` of :func:`~relperception.matching.base.describe_matcher`: the
+LoFTR preset and weights that ran, not just ``loftr``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
                                                  PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import MAP_SCALE_SOURCES
 from relperception.transforms import invert_transform
 
@@ -33,6 +36,10 @@ logger = logging.getLogger(__name__)
 METRIC_KEYS = ('ate_rmse_m', 'ate_mean_m', 'ate_median_m', 'ate_max_m', 'rpe_trans_rmse_m',
                'rpe_rot_rmse_deg', 'drift_percent', 'rot_drift_deg_per_m', 'scale',
                'num_poses_matched', 'path_length_m', 'alignment')
+
+#: What a run without ground-truth poses at its frames lacks: the metrics of
+#: :data:`METRIC_KEYS` (the dense scores need the depth and label topics, not the poses).
+NO_TRAJECTORY_METRICS = 'no trajectory metrics (ATE, RPE, drift, scale)'
 
 _NS_PER_S = 1_000_000_000
 
@@ -80,7 +87,9 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         scale_source = 'depth (metric RGB-D)'
     elif gt_scale:
         scale_source = ('ground-truth distance between consecutive frames (benchmark option '
-                        '--gt-scale; not available to a real monocular system)')
+                        '--gt-scale; not available to a real monocular system); the ATE is '
+                        'still taken after Sim(3) alignment, whose "scale" is the correction '
+                        'left to make (1 = the hinted scale held)')
     else:
         scale_source = ('none metric: monocular trajectory in the unit of its first map '
                         '(the local map carries it), Sim(3) alignment')
@@ -108,7 +117,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'tracking_median_ms': percentile(tracking_ms, 50),
         'tracking_p95_ms': percentile(tracking_ms, 95),
         'ground_truth_poses': len(gt_stamps),
-        'matcher': config['matcher'],
+        **describe_matcher(config),
     }
     summary.update(dict.fromkeys(METRIC_KEYS))
     summary['alignment'] = alignment
@@ -132,7 +141,8 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         summary['trajectory_frame'] = 'first camera (no ground truth at the frame stamps)'
         if len(gt_stamps):
             errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns does not cover the '
-                       f'frames [{stamps[0]}, {stamps[-1]}] ns; no metrics', logging.ERROR)
+                       f'frames [{stamps[0]}, {stamps[-1]}] ns; {NO_TRAJECTORY_METRICS}',
+                       logging.ERROR)
     write_tum(output_dir / 'trajectory.tum', stamps, poses)
     summary['outputs']['trajectory'] = 'trajectory.tum'
     if not valid.any():
@@ -151,10 +161,18 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     return summary
 
 
+def _alignment_label(alignment, gt_scale: bool) -> str:
+    """Return the alignment as the log and plots state it (``--gt-scale``: Sim(3) on top)."""
+    if alignment == 'sim3' and gt_scale:
+        return 'sim3 alignment on top of the --gt-scale step lengths'
+    return f'{alignment} alignment'
+
+
 def _plot_run(output_dir: Path, result: dict, rows: list, resolved: str, alignment: str,
               summary: dict, errors: ErrorLog) -> None:
     per_pose = result[PER_POSE_KEY]
-    title = (f'{resolved} VO, {alignment} aligned: ATE RMSE {result["ate_rmse_m"]:.4f} m, '
+    alignment = _alignment_label(alignment, summary['gt_scale'])
+    title = (f'{resolved} VO, {alignment}: ATE RMSE {result["ate_rmse_m"]:.4f} m, '
              f'{result["num_poses_matched"]} poses')
     origin_ns = int(per_pose['stamps_ns'][0])
     events = {}
@@ -189,5 +207,6 @@ def log_summary(summary: Mapping[str, Any]) -> None:
                 fmt(summary.get('ate_rmse_m'), ' m'), fmt(summary.get('rpe_trans_rmse_m'), ' m'),
                 fmt(summary.get('rpe_rot_rmse_deg'), ' deg'),
                 fmt(summary.get('drift_percent'), ' %'), fmt(summary.get('scale')),
-                summary.get('alignment'), fmt(summary.get('timing_median_ms'), ' ms'),
+                _alignment_label(summary.get('alignment'), bool(summary.get('gt_scale'))),
+                fmt(summary.get('timing_median_ms'), ' ms'),
                 fmt(summary.get('timing_p95_ms'), ' ms'))

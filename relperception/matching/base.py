@@ -15,11 +15,15 @@ keypoints; with other matchers it uses two-view steps.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
+from relperception.config import section, SPECS
 from relperception.core_types import Matches
+
+#: ``matcher_weights`` of :func:`describe_matcher` for LoFTR on the weights shipped for its preset.
+SHIPPED_WEIGHTS = 'shipped'
 
 #: Signature of a motion prior: (N, 2) float32 keypoints of image 0 (pixels) ->
 #: (N, 2) float32 predicted positions in image 1 (pixels), NaN where there is no prediction.
@@ -126,3 +130,39 @@ def build_matcher(name: str, conf: Optional[Mapping] = None) -> Matcher:
     if factory is None:
         raise ValueError(f'unknown matcher {name!r}; choose one of {available_matchers()}')
     return factory(conf)
+
+
+def describe_matcher(config: Mapping[str, Any]) -> Dict[str, Optional[str]]:
+    """Name the matcher a flat configuration runs, the way results should state it.
+
+    ``config['matcher']`` names the method. For ``'loftr'`` what runs is the model of
+    ``loftr.preset`` (``loftr`` or ``loftr_lite``) with the weights of ``loftr.weights`` (empty:
+    the weights shipped for the preset) or, with a backend other than torch, the exported model
+    ``loftr.onnx_path``; so the LoFTR preset is named instead of ``'loftr'``.
+
+    Args:
+        config: flat configuration (:func:`relperception.config.load_config`); ``loftr.*`` keys
+            it lacks take their defaults.
+
+    Returns:
+        ``{'matcher': name, 'matcher_weights': file}``: ``name`` is the method, or the LoFTR
+        preset; ``file`` is the LoFTR weights file, its exported model file or
+        :data:`SHIPPED_WEIGHTS`, and None for the other matchers.
+
+    Raises:
+        ValueError: when ``config`` is not a mapping or names no known matcher.
+    """
+    name = config.get('matcher') if isinstance(config, Mapping) else None
+    if name not in _FACTORIES:
+        raise ValueError(f'config must name a matcher, one of {available_matchers()}; got '
+                         f'{name!r}')
+    if name != 'loftr':
+        return {'matcher': name, 'matcher_weights': None}
+    conf = {key: SPECS[f'loftr.{key}'].default
+            for key in ('preset', 'weights', 'backend', 'onnx_path')}
+    conf.update(section(config, 'loftr'))
+    if conf['backend'] != 'torch':
+        weights = str(conf['onnx_path'])
+    else:
+        weights = str(conf['weights']) or SHIPPED_WEIGHTS
+    return {'matcher': str(conf['preset']), 'matcher_weights': weights}

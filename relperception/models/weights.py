@@ -308,12 +308,15 @@ def read_manifest(weights_dir: Union[str, Path, None] = None) -> Dict[str, Dict[
     return manifest
 
 
-def shipped_weights(name: str, weights_dir: Union[str, Path, None] = None) -> Path:
+def shipped_weights(name: str, weights_dir: Union[str, Path, None] = None,
+                    advice: Optional[str] = None) -> Path:
     """Return the verified path of the weights shipped for preset ``name``.
 
     Args:
         name: weights name (normally the model preset, e.g. ``conv_small``).
         weights_dir: folder holding ``manifest.json``; default the package's ``weights/``.
+        advice: what the caller's user can do when there are none (e.g. which parameter takes
+            a weights file); None: train them or pass a weights file, no parameter named.
 
     Returns:
         Path of ``<weights_dir>/<file>`` whose SHA-256 equals the manifest entry.
@@ -329,10 +332,11 @@ def shipped_weights(name: str, weights_dir: Union[str, Path, None] = None) -> Pa
     path = folder / file_name
     if entry is None or not path.is_file():
         why = 'not listed in' if entry is None else f'listed but {path} is missing from'
+        if advice is None:
+            advice = ('Train them with `relperception train ...` (which registers them with '
+                      'add_to_manifest), or pass a weights file explicitly.')
         raise FileNotFoundError(
-            f'no shipped weights {name!r} ({why} {folder / MANIFEST_NAME}). Train them with '
-            f'`relperception train ...` (which registers them with add_to_manifest), or pass a '
-            f'weights file explicitly (e.g. the dense.weights / loftr.weights parameter).')
+            f'no shipped weights {name!r} ({why} {folder / MANIFEST_NAME}). {advice}')
     expected = entry.get('sha256')
     actual = file_sha256(path)
     if expected != actual:

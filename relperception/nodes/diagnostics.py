@@ -11,7 +11,7 @@ node's own input counters (``counters``: e.g. refused depth images by problem, r
 ``camera_info``), added to the first stage; any counter that grew since the last report makes it
 WARN and is named in its message, and the node's state (``state``: e.g. the tracking state of
 the odometry, with its own level). Reports follow steady (wall) time, also under
-``use_sim_time``.
+``use_sim_time``; a last one goes out when the publisher is destroyed (the node stops).
 """
 
 from __future__ import annotations
@@ -110,6 +110,15 @@ class DiagnosticsPublisher:
         self._publisher.publish(array)
 
     def destroy(self) -> None:
-        """Destroy the timer and the publisher."""
+        """Publish a last report, then destroy the timer and the publisher.
+
+        The last report counts what happened since the previous one (e.g. frames dropped while
+        the node stopped); it is skipped when the node's context is already shut down.
+        """
         self._node.destroy_timer(self._timer)
+        if self._node.context.ok():
+            try:
+                self.publish()
+            except RuntimeError:  # rclpy's RCLError: the context went down meanwhile
+                pass
         self._node.destroy_publisher(self._publisher)

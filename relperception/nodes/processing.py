@@ -93,12 +93,17 @@ class FrameWorker(Generic[Item]):
     def stop(self, timeout: float = 5.0) -> None:
         """Stop taking items and join the thread (waits for the item in progress).
 
+        Items still waiting are never processed: they are counted as dropped, so every
+        submitted item ends up processed, dropped or failed.
+
         Args:
             timeout: seconds to wait for the item in progress to finish.
         """
         self._slot.close()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        while self._slot.take(0) is not None:
+            self.stats.record_drop()
 
     def _run(self) -> None:
         while not self._slot.closed:

@@ -220,9 +220,12 @@ def resolve_weights(dense_conf: Mapping[str, Any],
                          'shipped weights: set dense.weights (relperception infer: --weights) '
                          'to a weights file')
     try:
-        return Path(shipped_weights(name))
+        return Path(shipped_weights(name, advice=(
+            'Train them with `relperception train ...` (which registers them with '
+            'add_to_manifest), or set dense.weights (relperception infer: --weights FILE) to '
+            'a weights file.')))
     except FileNotFoundError as exc:
-        raise ValueError(f'{exc} (relperception infer: --weights FILE)') from exc
+        raise ValueError(str(exc)) from exc
 
 
 def build_dense_backend(dense_conf: Mapping[str, Any], model_conf: Mapping[str, Any]):

@@ -334,7 +334,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     """
     from relperception.data.bag_frames import read_ground_truth
     from relperception.data.error_log import ErrorLog
-    from relperception.evaluation.vo_report import write_report
+    from relperception.evaluation.vo_report import NO_TRAJECTORY_METRICS, write_report
 
     started = time.perf_counter()
     if mode not in ('rgbd', 'mono'):
@@ -351,7 +351,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     gt_topic = config['topics.ground_truth_pose'] or None
     with BagReader(input_bag) as reader:
         if gt_topic is not None and gt_topic not in reader.topics:
-            errors.add(f'bag has no ground-truth topic {gt_topic}; no metrics')
+            errors.add(f'bag has no ground-truth topic {gt_topic}: {NO_TRAJECTORY_METRICS}')
             gt_topic = None
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         frames_in_bag = reader.message_counts.get(config['topics.image'], 0)

@@ -76,7 +76,8 @@ from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S, MODES
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import remove_earlier_outputs, write_json
 from relperception.evaluation.trajectory import interpolate_poses
-from relperception.evaluation.vo_report import log_summary, percentile, write_report
+from relperception.evaluation.vo_report import (log_summary, NO_TRAJECTORY_METRICS,
+                                                percentile, write_report)
 from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.odometry.map_tracker import SCALE_JUMP_FACTOR
 from relperception.pipeline.dense_eval import build_dense_depth, DENSE_SAMPLES, evaluate_dense
@@ -196,8 +197,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                                     depth_topic)
         gt_topic = config['topics.ground_truth_pose'] or None
         if gt_topic is not None and gt_topic not in bag_topics:
-            logger.warning('bag has no ground-truth topic %s; no metrics will be computed',
-                           gt_topic)
+            logger.warning('bag has no ground-truth topic %s: %s will be computed%s', gt_topic,
+                           NO_TRAJECTORY_METRICS,
+                           ' (the dense model is still scored against the depth and label '
+                           'topics)' if dense else '')
             gt_topic = None
         if gt_scale and gt_topic is None:
             raise ValueError('gt_scale needs the ground-truth topic '

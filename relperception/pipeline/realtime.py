@@ -249,7 +249,9 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
     """Summarise a stage's health for a ``diagnostic_msgs/DiagnosticStatus``.
 
     The level is WARN when no input arrived for ``stale_after_s`` (or never), or when frames were
-    dropped or failed since ``previous``; OK otherwise.
+    dropped or failed since ``previous``; OK otherwise. The message then gives the new drops
+    (failures) with the total since the start: ``'6 frames dropped since the last report, 8 in
+    all'`` (only the total without ``previous``).
 
     Args:
         current: the newest snapshot.
@@ -269,10 +271,11 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         problems.append('no input received')
     elif current.time_s - current.last_arrival_s > stale_after_s:
         problems.append(f'no input for {current.time_s - current.last_arrival_s:.1f} s')
+    since = '' if previous is None else ' since the last report, {} in all'
     if dropped > 0:
-        problems.append(f'{dropped} frames dropped')
+        problems.append(f'{dropped} frames dropped' + since.format(current.dropped))
     if errors > 0:
-        problems.append(f'{errors} errors')
+        problems.append(f'{errors} errors' + since.format(current.errors))
     level = LEVEL_WARN if problems else LEVEL_OK
     message = '; '.join(problems) if problems else (
         f'{current.input_rate_hz:.1f} Hz, processing {_format(current.processing_ms_median)} ms')

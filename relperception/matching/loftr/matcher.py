@@ -156,15 +156,17 @@ class LoFTRMatcher:
     def _load_state(weights: str, preset: str) -> Dict[str, torch.Tensor]:
         from relperception.models.weights import load_state_dict_file, shipped_weights
         if weights:
-            return load_state_dict_file(weights)
+            try:
+                return load_state_dict_file(weights)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(f'loftr.weights: {exc}') from None
         try:
-            path = shipped_weights(preset)
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(
-                f'no weights for LoFTR preset {preset!r}: none are shipped yet ({exc}). Train '
-                f'them with `relperception train matcher --config {preset}`, or set '
+            path = shipped_weights(preset, advice=(
+                f'Train them with `relperception train matcher --config {preset}`, or set '
                 'loftr.weights to a weights file (for preset loftr a kornia / official LoFTR '
-                'checkpoint works).') from None
+                'checkpoint works).'))
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f'LoFTR preset {preset!r}: {exc}') from None
         return load_state_dict_file(path)
 
     def _prepare(self, image: np.ndarray) -> np.ndarray:
