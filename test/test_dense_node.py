@@ -198,6 +198,18 @@ class TestDenseNode:
         assert status.name == 'dense_node: dense' and status.hardware_id == 'cam_9'
         assert (values['frames_processed'], values['errors']) == ('1', '1')
 
+    def test_an_untrained_depth_head_publishes_no_depth(self, harness, frames, model,
+                                                         tmp_path):
+        from relperception.models.weights import (load_state_dict_file, save_weights,
+                                                  TRAINED_HEADS_KEY)
+
+        seg_only = save_weights(load_state_dict_file(model[1]), tmp_path / 'seg.safetensors',
+                                metadata={TRAINED_HEADS_KEY: 'segmentation'})
+        run = harness(weights=str(seg_only))
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.wait_outputs('labels', 1)
+        assert run.received['depth'] == [] and run.received['depth_color'] == []
+
     def test_missing_weights_fail_at_start(self, context, model, tmp_path):
         config = tiny_config(model[0], str(tmp_path / 'absent.safetensors'))
         with pytest.raises(Exception, match='absent'):

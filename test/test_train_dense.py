@@ -3,6 +3,7 @@
 """Tests of dense training: augmentation, losses, datasets, a few real steps and the CLI."""
 
 import json
+import logging
 
 import cv2
 import numpy as np
@@ -269,6 +270,67 @@ class TestTrainCli:
         assert changed and all(k.startswith('depth_head.') for k in changed)
         metrics = json.loads((out / 'metrics.json').read_text())['metrics']
         assert 0.0 <= metrics['delta1'] <= 1.0 and metrics['abs_rel'] > 0
+        from relperception.models.weights import read_trained_heads
+
+        assert read_trained_heads(seg / 'model.safetensors') == ('segmentation',)
+        # the depth run adds its head to the segmentation head of --init
+        assert read_trained_heads(out / 'model.safetensors') == ('depth', 'segmentation')
+
+    def test_seg_validates_at_every_checkpoint(self, tmp_path, tiny_config):
+        data = _write_label_folder(tmp_path / 'data', count=6)
+        out = tmp_path / 'run'
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                     '--val-data', str(data), '-o', str(out), '--batch-size', '2',
+                     '--steps', '4', '--checkpoint-every', '2', '--no-progress',
+                     '--num-threads', '1']) == 0
+        summary = json.loads((out / 'metrics.json').read_text())
+        # checkpoints: step 2 (--checkpoint-every), 3 (end of the 3-step epoch), 4 (the end)
+        assert [h['step'] for h in summary['history']] == [2.0, 3.0, 4.0]
+        assert all(0.0 <= h['miou'] <= 1.0 for h in summary['history'])
+        assert summary['metrics']['step'] == 4.0 and 'miou' in summary['metrics']
+
+    def test_seg_only_weights_write_labels_but_no_depth(self, tmp_path, tiny_config, caplog):
+        """Seg from scratch says so, warns about the missing validation; infer skips depth."""
+        from relperception.models.weights import read_trained_heads
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        run = tmp_path / 'seg'
+        with caplog.at_level(logging.INFO):
+            assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                         '-o', str(run), '--steps', '2', '--batch-size', '2', '--no-progress',
+                         '--num-threads', '1']) == 0
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum(m.startswith('no --val-data: no validation metrics; pass a CamVid-layout')
+                   for m in messages) == 2                   # at the start and at the end
+        assert any('random initialisation' in m and 'the depth head stays untrained' in m
+                   for m in messages)
+        weights = run / 'model.safetensors'
+        assert read_trained_heads(weights) == ('segmentation',)
+        assert json.loads((run / 'metrics.json').read_text())['trained_heads'] == \
+            ['segmentation']
+        caplog.clear()
+        out = tmp_path / 'infer'
+        with caplog.at_level(logging.INFO):
+            assert main(['infer', '--config', str(tiny_config), '--weights', str(weights),
+                         str(data / 'images'), '-o', str(out)]) == 0
+        assert sorted(p.name for p in out.iterdir()) == [
+            'f0_labels.png', 'f0_labels_color.png', 'f1_labels.png', 'f1_labels_color.png']
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and 'depth head' in warnings[0] \
+            and 'never trained' in warnings[0]
+
+    def test_weights_without_record_have_every_head_trained(self, tmp_path):
+        from relperception.models.weights import (
+            read_trained_heads, save_weights, shipped_weights)
+        from relperception.pipeline.dense_pipeline import DensePipeline
+
+        for name in ('conv_small', 'vit_small'):   # trained seg, then depth: no record
+            assert read_trained_heads(shipped_weights(name)) is None
+        assert DensePipeline({'dense.model': 'conv_small'}).untrained_heads == ()
+        path = save_weights({'w': torch.zeros(1)}, tmp_path / 'w.safetensors',
+                            metadata={'trained_heads': 'depth,wings'})
+        with pytest.raises(ValueError, match='wings'):
+            read_trained_heads(path)
 
     def test_ship_weights_half(self, tmp_path):
         from relperception.cli.train import ship_weights

@@ -3,11 +3,13 @@
 """Tests of the generic training loop (relperception.training.loop)."""
 
 import math
+import time
 
 import numpy as np
 import pytest
 from relperception.training.loop import (
-    item_rng, lr_factor, plain_config, seed_everything, Trainer)
+    DEFAULT_WARMUP_STEPS, effective_warmup, item_rng, lr_factor, plain_config, seed_everything,
+    Trainer)
 import torch
 
 
@@ -76,6 +78,44 @@ class TestLrFactor:
     def test_unknown_schedule(self):
         with pytest.raises(ValueError, match='schedule'):
             lr_factor(0, 10, schedule='step')
+
+
+class TestWarmup:
+    def test_automatic_warmup_scales_with_the_run(self):
+        assert effective_warmup(None, 39) == 2            # 5 % of a short run
+        assert effective_warmup(None, 10 ** 5) == DEFAULT_WARMUP_STEPS
+        assert effective_warmup(None, None) == DEFAULT_WARMUP_STEPS   # not yet estimated
+        assert effective_warmup(None, 5) == 0
+        assert effective_warmup(50, 39) == 50             # a given count is kept
+        for bad in ((-1, 10), (None, 0)):
+            with pytest.raises(ValueError):
+                effective_warmup(*bad)
+
+    def test_short_time_budget_reaches_peak_and_decays(self, tmp_path):
+        """A budget of fewer steps than the default warm-up still runs the whole schedule."""
+        lrs = []
+        model = torch.nn.Linear(4, 1)
+
+        def slow_loss(m, batch):
+            lrs.append(trainer.optimizer.param_groups[0]['lr'])
+            time.sleep(0.02)
+            return ((m(batch['x']).squeeze(-1) - batch['y']) ** 2).mean(), {}
+        trainer = Trainer(model, slow_loss, tmp_path, lr=1e-2, total_steps=None,
+                          warmup_steps=None, schedule='poly', time_budget_s=1.0,
+                          estimate_steps=3, checkpoint_every=5, progress=False)
+        result = trainer.fit(_Regression(), batch_size=8)
+        assert 3 < trainer.total_steps < DEFAULT_WARMUP_STEPS
+        peak = max(lrs)
+        assert peak > 0.9e-2                              # the warm-up ended inside the run
+        assert lrs.index(peak) < len(lrs) // 2
+        assert lrs[-1] < 0.3 * peak                       # and the schedule decayed
+        assert result.finished or result.step >= 0.8 * trainer.total_steps
+
+    def test_explicit_warmup_longer_than_the_run_is_warned_about(self, tmp_path, caplog):
+        trainer = _trainer(tmp_path, total_steps=4, warmup_steps=10)
+        trainer.fit(_Regression(), batch_size=8)
+        assert any('warm-up of 10 steps' in r.getMessage() and r.levelname == 'WARNING'
+                   for r in caplog.records)
 
 
 class TestSeeding:
@@ -155,6 +195,14 @@ class TestTrainer:
         assert result.seconds < 5.0
         assert torch.load(tmp_path / 'last.pt', weights_only=True)['total_steps'] \
             == trainer.total_steps
+
+    def test_validation_at_most_once_per_step(self, tmp_path):
+        # validate_every 5 = the epoch length: each epoch end would otherwise validate twice
+        trainer = _trainer(tmp_path, total_steps=12, validate_every=5,
+                           validate_fn=lambda m: {'score': 1.0})
+        result = trainer.fit(_Regression(), batch_size=8)
+        steps = [h['step'] for h in result.history]
+        assert steps == [5.0, 10.0, 12.0]
 
     def test_time_budget_stops_with_checkpoint_and_validation(self, tmp_path):
         trainer = _trainer(tmp_path, total_steps=10 ** 6, time_budget_s=0.3,

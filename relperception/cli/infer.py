@@ -17,6 +17,14 @@ For every input image ``<stem>.<ext>`` the output folder receives:
 
 Preprocessing (resize rule, input size, mean/std) is the model preset's, e.g. exactly the
 Depth Anything V2 reference preprocessing for ``depth_anything_v2_vits``.
+
+Untrained heads: weights written by ``relperception train`` record which heads were trained
+(``trained_heads`` metadata; ``DensePipeline.untrained_heads``). The output of a head that was
+never trained is not written: weights of ``train seg`` alone give labels but no ``_depth``
+files (their "metric depth" would be the random head's constant tens of metres), and a warning
+says so once. Weights with no trained head among the model's outputs are refused with an
+error. Files without the record (the shipped weights, foreign files, ONNX exports) count as
+fully trained.
 """
 
 from __future__ import annotations
@@ -45,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'the raw model output: metres for metric presets (conv_small, vit_small), relative '
         'INVERSE depth for relative presets (depth_anything_v2_vits); <stem>_depth.png = that '
         'map coloured (near blue, far red); with a segmentation head <stem>_labels.png = mono8 '
-        'class ids and <stem>_labels_color.png = colour overlay.')
+        'class ids and <stem>_labels_color.png = colour overlay. The outputs of a head the '
+        'weights record as untrained (trained_heads metadata of `relperception train`, e.g. '
+        'the depth of `train seg` weights) are not written (warning).')
     parser.add_argument('inputs', nargs='+', metavar='IMAGE|DIR',
                         help='image files, or folders whose images are all processed '
                              f'({", ".join(IMAGE_SUFFIXES)})')
@@ -110,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
         0 when every image was processed, 1 when some could not be read.
 
     Raises:
-        ValueError: bad configuration, weights or ONNX file.
+        ValueError: bad configuration, weights or ONNX file, or weights whose every output
+            head is untrained (see the module docstring).
     """
     import cv2
     from relperception.interruption import INTERRUPTIONS, interruption_reason
@@ -128,6 +139,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError('--backend onnxruntime needs --onnx FILE (or dense.onnx_path in the '
                          'parameter file)')
     pipeline = DensePipeline(overrides)
+    write_depth = 'depth' not in pipeline.untrained_heads
+    write_labels = pipeline.has_segmentation and 'segmentation' not in pipeline.untrained_heads
+    if not write_depth and not write_labels:
+        raise ValueError(f'the weights record every output head as untrained '
+                         f'({", ".join(pipeline.untrained_heads)}): nothing meaningful to '
+                         'write; train them with `relperception train` first')
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     failed = done = 0
@@ -147,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                 stem = f'{stem}_{stems[stem]}'
             else:
                 stems[stem] = 0
-            _write_outputs(output, stem, result, pipeline.relative)
+            _write_outputs(output, stem, result, pipeline.relative, write_depth, write_labels)
             done += 1
             logger.info('%s: %dx%d, %.1f ms (inference %.1f ms)', path.name, rgb.shape[1],
                         rgb.shape[0], result.timing_ms['total'], result.timing_ms['inference'])
@@ -156,23 +173,30 @@ def run(args: argparse.Namespace) -> int:
                      'the rest were not processed', interruption_reason(exc), done + failed,
                      len(images), done, output)
         raise
-    logger.info('wrote %d of %d images to %s (%s depth%s)', done, len(images),
-                output, 'relative inverse' if pipeline.relative else 'metric',
-                ', labels' if pipeline.has_segmentation else '')
+    written = ([f'{"relative inverse" if pipeline.relative else "metric"} depth']
+               if write_depth else []) + (['labels'] if write_labels else [])
+    skipped = ', '.join(f'no {h} output: untrained {h} head' for h in pipeline.untrained_heads)
+    logger.info('wrote %d of %d images to %s (%s%s)', done, len(images), output,
+                ', '.join(written), f'; {skipped}' if skipped else '')
     return 1 if failed else 0
 
 
-def _write_outputs(output: Path, stem: str, result, relative: bool) -> None:
-    """Write one image's depth (.npy, .png) and labels; each file whole or not at all."""
+def _write_outputs(output: Path, stem: str, result, relative: bool, depth: bool = True,
+                   labels: bool = True) -> None:
+    """Write one image's depth (.npy, .png) and labels; each file whole or not at all.
+
+    ``depth`` / ``labels`` False leave those files out (untrained heads).
+    """
     import numpy as np
     from relperception.atomic_files import atomic_path
     from relperception.imaging import write_image
     from relperception.pipeline.dense_pipeline import colorize_raw_depth
 
-    with atomic_path(output / f'{stem}_depth.npy') as temporary:
-        np.save(temporary, result.raw_depth.astype(np.float32))
-    write_image(output / f'{stem}_depth.png', colorize_raw_depth(result.raw_depth, relative))
-    if result.labels is not None:
+    if depth:
+        with atomic_path(output / f'{stem}_depth.npy') as temporary:
+            np.save(temporary, result.raw_depth.astype(np.float32))
+        write_image(output / f'{stem}_depth.png', colorize_raw_depth(result.raw_depth, relative))
+    if labels and result.labels is not None:
         write_image(output / f'{stem}_labels.png', result.labels)
         write_image(output / f'{stem}_labels_color.png', result.labels_color)
 

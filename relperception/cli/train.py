@@ -7,8 +7,8 @@ Dense recipe (what the shipped ``conv_small`` / ``vit_small`` weights were train
 1. ``train seg --config conv_small --data CAMVID_TRAIN --val-data CAMVID_VAL -o runs/seg``:
    backbone + segmentation head from scratch on a CamVid-layout folder (random scale crop at the
    preset input size, flip, colour jitter; cross entropy, optionally median-frequency class
-   weights); validation mIoU on the whole validation images at the preset input size after each
-   epoch.
+   weights); validation mIoU on the whole validation images at the preset input size at every
+   checkpoint and epoch end.
 2. ``train depth --config conv_small --init runs/seg/model.safetensors --data synth:0-15:30
    --val-data synth:1000-1001:10 -o runs/depth``: the depth head on RGB-D frames (a bag with
    image + depth topics, or ``synth:`` scenes rendered at start-up), SILog + 0.1 L1 loss. The
@@ -17,7 +17,14 @@ Dense recipe (what the shipped ``conv_small`` / ``vit_small`` weights were train
    lower learning rate (and changes the segmentation output).
 
 Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step),
-``<output>/model.safetensors`` (the weights) and ``<output>/metrics.json``. ``--ship NAME``
+``<output>/model.safetensors`` (the weights; its metadata ``trained_heads`` names the heads that
+were trained, by this run or in the ``--init`` weights, so that ``relperception infer`` does not
+write the output of an untrained head) and ``<output>/metrics.json`` (with ``--val-data`` the
+validation metrics of every checkpoint in ``history``, the last ones in ``metrics``; without it
+there are none, which the run says at its start and end). Without ``--init`` the run says which
+parts start from random initialisation. The warm-up defaults to a few per cent of the run
+(``training.loop.effective_warmup``); ``--time-budget-min`` alone fits the whole schedule into
+the budget. ``--ship NAME``
 also copies the weights to ``relperception/weights/NAME.safetensors`` and registers them in the
 manifest (``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
 """
@@ -60,8 +67,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     parser.add_argument('--steps', type=int, help='optimiser steps')
     parser.add_argument('--epochs', type=float, help='epochs (when --steps is not given)')
     parser.add_argument('--time-budget-min', type=float,
-                        help='stop after this many minutes; alone, the step count is estimated '
-                             'from the first steps so the schedule fits the budget')
+                        help='stop after this many minutes; alone (no --steps/--epochs), the '
+                             'step count is estimated from the measured step time and the '
+                             'warm-up and learning-rate schedule are fitted to the budget')
     parser.add_argument('--batch-size', type=int, default=8, help='samples per step (8)')
     parser.add_argument('--lr', type=float, default=2e-3 if dense else 1e-3,
                         help='peak learning rate')
@@ -78,12 +86,15 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     parser.add_argument('--scale-range', type=float, nargs=2, metavar=('MIN', 'MAX'),
                         help='random zoom range around the preset input scale')
     parser.add_argument('--weight-decay', type=float, default=1e-4, help='AdamW decay (1e-4)')
-    parser.add_argument('--warmup-steps', type=int, default=100, help='linear warm-up (100)')
+    parser.add_argument('--warmup-steps', type=int, default=None,
+                        help='linear warm-up steps (default: automatic, a few per cent of the '
+                             'run)')
     parser.add_argument('--schedule', choices=('cosine', 'poly', 'constant'), default='poly')
     parser.add_argument('--grad-clip', type=float, default=5.0, help='max gradient norm (5)')
     parser.add_argument('--checkpoint-every', type=int, default=200, help='steps (200)')
     parser.add_argument('--val-every', type=int, default=0,
-                        help='steps between validations (0: each epoch end)')
+                        help='steps between validations (0: at every checkpoint and epoch '
+                             'end)')
     parser.add_argument('--workers', type=int, default=0, help='data loader processes (0)')
     parser.add_argument('--max-images', type=int, help='use only the first N training samples')
     parser.add_argument('--ship', metavar='NAME',
@@ -186,7 +197,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     """
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
-    from relperception.models.weights import load_weights
+    from relperception.models.weights import load_weights, TRAINED_HEADS_KEY
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
@@ -198,12 +209,16 @@ def train_dense(args: argparse.Namespace) -> dict:
     if args.init:
         load_weights(model, args.init)
         logger.info('initial weights %s', args.init)
+    trained_heads = _trained_heads(model, args)
     crop = args.crop or (int(inp['height']), int(inp['width']))
     multiple = int(model.size_multiple)
     if crop[0] % multiple or crop[1] % multiple:
         raise ValueError(f'--crop {crop[0]}x{crop[1]} must be a multiple of {multiple}')
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
+    _log_initialisation(model, args, output)
+    if not args.val_data:
+        logger.warning(_no_validation_message(args.task))
     mean, std = inp['mean'], inp['std']
     ignore = int(conf.get('ignore_index', 255))
     eval_modules = []
@@ -289,7 +304,8 @@ def train_dense(args: argparse.Namespace) -> dict:
                       grad_clip=args.grad_clip, checkpoint_every=args.checkpoint_every,
                       time_budget_s=budget, seed=args.seed, config=config,
                       param_groups=param_groups, validate_fn=validate,
-                      validate_every=args.val_every, progress=not args.no_progress,
+                      validate_every=args.val_every or args.checkpoint_every,
+                      progress=not args.no_progress,
                       eval_modules=eval_modules)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
@@ -299,13 +315,16 @@ def train_dense(args: argparse.Namespace) -> dict:
     weights_path = trainer.export_weights(
         output / 'model.safetensors',
         {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
-         'metrics': json.dumps(metrics)})
+         'metrics': json.dumps(metrics), TRAINED_HEADS_KEY: ','.join(trained_heads)})
     summary = {'weights': str(weights_path), 'checkpoint': str(result.checkpoint),
                'step': result.step, 'epoch': result.epoch, 'finished': result.finished,
                'interrupted': result.interrupted,
                'seconds_this_run': time.monotonic() - start, 'metrics': metrics,
-               'history': result.history, 'config': config}
+               'history': result.history, 'config': config,
+               'trained_heads': list(trained_heads)}
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
+    if not args.val_data:
+        logger.warning(_no_validation_message(args.task))
     if args.ship and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
@@ -343,6 +362,75 @@ def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics:
                     model_card=f'{name}.md', dtype='float16' if half else 'float32')
     logger.info('shipped %s -> %s', weights_path, target)
     return target
+
+
+def _task_head(task: str) -> str:
+    """Return the name of the head (``models.weights.HEAD_NAMES``) a dense task trains."""
+    return 'segmentation' if task == 'seg' else 'depth'
+
+
+def _model_heads(model) -> list:
+    """Return the names of the heads ``model`` (a ``DenseModel``) has."""
+    return [name for name, head in (('depth', model.depth_head),
+                                    ('segmentation', model.segmentation_head))
+            if head is not None]
+
+
+def _trained_heads(model, args: argparse.Namespace) -> tuple:
+    """Return the sorted heads trained once this run is done: its own and those of ``--init``.
+
+    The heads of ``--init`` are its ``trained_heads`` metadata; a file without it counts as
+    having every head trained (``models.weights.read_trained_heads``).
+    """
+    from relperception.models.weights import read_trained_heads
+
+    heads = set(_model_heads(model))
+    trained = {_task_head(args.task)}
+    if args.init:
+        recorded = read_trained_heads(args.init)
+        trained |= heads if recorded is None else set(recorded)
+    return tuple(sorted(trained & heads))
+
+
+def _log_initialisation(model, args: argparse.Namespace, output: Path) -> None:
+    """Log one line naming what starts from random initialisation (no ``--init``)."""
+    if args.init:
+        return
+    if args.resume is not False and (args.resume is not True
+                                     or (output / 'last.pt').is_file()):
+        return   # the checkpoint holds the trained state
+    heads = _model_heads(model)
+    own = _task_head(args.task)
+    others = [h for h in heads if h != own]
+    parts = ', '.join(['backbone'] + [f'{h} head' for h in heads])
+    untrained = ' and '.join(f'the {h} head' for h in others)
+    if args.task == 'seg':
+        logger.info('no --init: %s start from random initialisation; this run trains the '
+                    'backbone and the segmentation head%s', parts,
+                    f', {untrained} stays untrained (recorded in the weights; train it with '
+                    f'`train depth --init {output / "model.safetensors"}`)' if others else '')
+    elif float(args.backbone_lr_scale) > 0:
+        logger.info('no --init: %s start from random initialisation; this run trains the '
+                    'backbone and the depth head%s', parts,
+                    f', {untrained} stays untrained (recorded in the weights)' if others else '')
+    else:
+        logger.warning('no --init: %s start from random initialisation and the backbone is '
+                       'frozen (--backbone-lr-scale 0): the depth head learns on random '
+                       'features%s; pass --init with the weights of `train seg` or a positive '
+                       '--backbone-lr-scale', parts,
+                       f' and {untrained} stays untrained' if others else '')
+
+
+def _no_validation_message(task: str) -> str:
+    """Return the line that says a run without ``--val-data`` reports no quality."""
+    if task == 'seg':
+        what, gain = 'a CamVid-layout folder (images/ + labels/, e.g. a validation split)', 'mIoU'
+    else:
+        what = ('RGB-D frames not trained on (a bag with image + depth topics, or synth:SEEDS '
+                'scenes such as synth:1000-1001:10)')
+        gain = 'depth errors'
+    return (f'no --val-data: no validation metrics; pass {what} as --val-data to get {gain} '
+            'at every checkpoint in metrics.json')
 
 
 def _validator(evaluate, images, targets, conf, device):

@@ -11,6 +11,9 @@
   names and shapes against ``module.state_dict()`` and raises one ``ValueError`` listing every
   missing key, unexpected key and shape mismatch *before* anything is copied.
 * ``save_weights`` writes safetensors with string metadata; ``file_sha256``.
+* ``read_trained_heads(path)``: the dense heads a weights file records as trained
+  (:data:`TRAINED_HEADS_KEY` metadata, written by ``relperception train``); files without that
+  entry (the shipped ``conv_small`` / ``vit_small``, foreign files) count as fully trained.
 * Shipped weights live in ``relperception/weights/<name>.safetensors`` and are listed in
   ``relperception/weights/manifest.json`` (``name -> {file, sha256, ...}``);
   ``shipped_weights(name)`` returns the verified path, ``add_to_manifest`` registers a file.
@@ -23,7 +26,7 @@ import json
 import logging
 from pathlib import Path
 import pickle
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from relperception.atomic_files import atomic_path, write_text_atomic
 import safetensors.torch
@@ -40,6 +43,13 @@ MANIFEST_NAME = 'manifest.json'
 _WRAPPER_KEYS = ('state_dict', 'model', 'model_state_dict', 'module')
 #: Number of keys listed per category in error messages.
 _MAX_LISTED = 12
+#: Safetensors metadata entry listing the dense heads whose weights were trained, comma
+#: separated (e.g. ``'segmentation'`` after ``train seg`` from scratch, ``'depth,segmentation'``
+#: after ``train depth --init <seg weights>``).
+TRAINED_HEADS_KEY = 'trained_heads'
+#: Names of the dense heads in :data:`TRAINED_HEADS_KEY` (``DenseModel.depth_head`` and
+#: ``DenseModel.segmentation_head``).
+HEAD_NAMES = ('depth', 'segmentation')
 
 StateDict = Dict[str, torch.Tensor]
 KeyMap = Union[None, Callable[[str], Optional[str]], Mapping[str, str]]
@@ -285,6 +295,40 @@ def read_metadata(path: Union[str, Path]) -> Dict[str, str]:
     """Return the string metadata stored in a ``.safetensors`` header (empty dict if none)."""
     with safetensors.safe_open(str(path), framework='pt') as handle:
         return dict(handle.metadata() or {})
+
+
+def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
+    """Return the dense heads a weights file records as trained, or None when it does not say.
+
+    Args:
+        path: a weights file; only ``.safetensors`` files carry metadata.
+
+    Returns:
+        The sorted head names (a subset of :data:`HEAD_NAMES`) of the file's
+        :data:`TRAINED_HEADS_KEY` entry; ``None`` when the file has no such entry or is no
+        safetensors file: such files count as having every head trained.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: an unreadable safetensors header, or an entry naming an unknown head.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'weights file {path} does not exist')
+    if path.suffix != '.safetensors':
+        return None
+    try:
+        value = read_metadata(path).get(TRAINED_HEADS_KEY)
+    except Exception as err:  # safetensors raises its own error types
+        raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
+    if value is None:
+        return None
+    heads = tuple(sorted({h.strip() for h in value.split(',') if h.strip()}))
+    unknown = [h for h in heads if h not in HEAD_NAMES]
+    if unknown:
+        raise ValueError(f'{path}: metadata {TRAINED_HEADS_KEY}={value!r} names unknown heads '
+                         f'{unknown} (known: {", ".join(HEAD_NAMES)})')
+    return heads
 
 
 def file_sha256(path: Union[str, Path]) -> str:

@@ -135,6 +135,12 @@ class DenseNode(Node):
 
     def _build_pipeline(self, config: Dict[str, Any]) -> DensePipeline:
         pipeline = DensePipeline(config)
+        for head, topic in (('depth', 'depth'), ('segmentation', 'labels')):
+            if head in pipeline.untrained_heads:
+                self.get_logger().error(
+                    f'the {head} head of these weights was never trained: nothing is '
+                    f'published on {topic} (train it with `relperception train`, or use '
+                    'weights that have it)')
         if pipeline.relative:
             self.get_logger().warning(
                 f'model {model_name(pipeline.conf)} predicts RELATIVE inverse depth: the '
@@ -181,12 +187,15 @@ class DenseNode(Node):
             or self._labels_color.get_subscription_count() > 0)
         result = pipeline.run(rgb, colors=colors)
         self._nonfinite_frames += result.nonfinite_fraction > 0
-        self._depth.publish(image_msg_from_array(result.depth, '32FC1', header))
-        if result.labels is not None:
+        depth_trained = 'depth' not in pipeline.untrained_heads
+        if depth_trained:   # an untrained head's depth is noise: not published (logged once)
+            self._depth.publish(image_msg_from_array(result.depth, '32FC1', header))
+        if result.labels is not None and 'segmentation' not in pipeline.untrained_heads:
             self._labels.publish(image_msg_from_array(result.labels, 'mono8', header))
-        if result.depth_color is not None and self._depth_color.get_subscription_count() > 0:
+        if depth_trained and result.depth_color is not None \
+                and self._depth_color.get_subscription_count() > 0:
             self._depth_color.publish(image_msg_from_array(result.depth_color, 'rgb8', header))
-        if result.labels_color is not None \
+        if result.labels_color is not None and 'segmentation' not in pipeline.untrained_heads \
                 and self._labels_color.get_subscription_count() > 0:
             self._labels_color.publish(image_msg_from_array(result.labels_color, 'rgb8',
                                                             header))

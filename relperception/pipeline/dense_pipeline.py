@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import logging
 from pathlib import Path
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -395,6 +395,13 @@ class DensePipeline:
         backend: the inference backend.
         output_names: the backend outputs used (``depth`` and possibly ``logits``).
         class_names: the model's class names (empty without segmentation head).
+        untrained_heads: the heads (``depth``, ``segmentation``) whose weights were never
+            trained according to the torch weights file's ``trained_heads`` metadata
+            (:func:`relperception.models.weights.read_trained_heads`, e.g. ``('depth',)`` for
+            the weights of ``relperception train seg`` from scratch): their outputs are
+            meaningless and a warning says so at construction; ``run`` still returns them
+            (callers such as ``relperception infer`` leave them out). Empty for files without
+            that record (e.g. the shipped weights) and for ONNX or injected backends.
 
     Raises:
         ValueError: invalid configuration, missing weights / ONNX file, weights that do not fit.
@@ -415,10 +422,33 @@ class DensePipeline:
         self.frames_with_nonfinite_output = 0
         self.class_names: List[str] = list(self.model_conf.get('class_names', []) or []) \
             if 'logits' in self.output_names else []
+        self.untrained_heads: Tuple[str, ...] = ()
+        if backend is None and self.conf['backend'] == 'torch':
+            self.untrained_heads = self._untrained_heads()
         logger.info('dense pipeline: model %s (%s depth%s), backend %s',
                     model_name(self.conf), 'relative' if self.relative else 'metric',
                     f', {len(self.class_names)} classes' if self.class_names else '',
                     self.conf['backend'])
+
+    def _untrained_heads(self) -> Tuple[str, ...]:
+        """Return the output heads the torch weights record as untrained; warn about them."""
+        from relperception.models.weights import read_trained_heads
+
+        path = resolve_weights(self.conf, self.model_conf)
+        trained = read_trained_heads(path)
+        if trained is None:
+            return ()
+        heads = ('depth',) + (('segmentation',) if self.has_segmentation else ())
+        untrained = tuple(h for h in heads if h not in trained)
+        if untrained:
+            logger.warning('the %s head of the weights %s %s never trained (trained_heads: '
+                           '%s): %s output is meaningless; train it with `relperception train '
+                           '%s --init %s`', ' and '.join(untrained), path,
+                           'were' if len(untrained) > 1 else 'was',
+                           ', '.join(trained) or 'none',
+                           'their' if len(untrained) > 1 else 'its',
+                           'depth' if 'depth' in untrained else 'seg', path)
+        return untrained
 
     @property
     def has_segmentation(self) -> bool:

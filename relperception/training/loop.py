@@ -27,9 +27,22 @@ containers, so ``torch.load(path, weights_only=True)`` reads them::
 Time budget
 -----------
 ``time_budget_s`` stops training (with a checkpoint) when the wall time spent in this process
-exceeds it. With ``total_steps=None`` and a time budget the step count is estimated once from the
-speed of the first ``estimate_steps`` steps and then fixed (it is stored in the checkpoint), so
-the learning-rate schedule completes inside the budget.
+exceeds it. With ``total_steps=None`` and a time budget the step count is estimated from the
+speed of the first ``estimate_steps`` steps and re-estimated at every checkpoint from the mean
+time per step so far (validation and checkpoints included), so the learning-rate schedule is
+stretched or compressed to end when the budget does; the current estimate is stored in the
+checkpoint and a resumed run keeps it. With a given ``total_steps`` and a budget the budget only
+stops training (continue with ``resume``); a warning after the first steps says when the steps
+will not fit, i.e. the run will stop before the schedule ends.
+
+Warm-up
+-------
+``warmup_steps=None`` (the CLI default) is :func:`effective_warmup`'s automatic warm-up:
+``AUTO_WARMUP_FRACTION`` of the run, at most ``DEFAULT_WARMUP_STEPS``, so a short run (a small
+time budget) reaches the peak learning rate and decays instead of spending itself in warm-up.
+While the step count of a budgeted run is not yet estimated it ramps as if it were
+``DEFAULT_WARMUP_STEPS`` long. A given count is used as it is (resumed runs and recipes stay
+reproducible); a warning says when it exceeds ``MAX_WARMUP_FRACTION`` of the run.
 """
 
 from __future__ import annotations
@@ -54,6 +67,13 @@ logger = logging.getLogger(__name__)
 LossFn = Callable[[torch.nn.Module, Any], Tuple[torch.Tensor, Dict[str, float]]]
 CHECKPOINT_NAME = 'last.pt'
 SCHEDULES = ('cosine', 'poly', 'constant')
+#: Longest automatic warm-up (``warmup_steps=None``), in optimiser steps.
+DEFAULT_WARMUP_STEPS = 100
+#: Automatic warm-up as a fraction of the run's optimiser steps (capped at
+#: ``DEFAULT_WARMUP_STEPS``).
+AUTO_WARMUP_FRACTION = 0.05
+#: A given warm-up longer than this fraction of the run's optimiser steps is warned about.
+MAX_WARMUP_FRACTION = 0.5
 
 
 def seed_everything(seed: int) -> None:
@@ -95,6 +115,32 @@ def lr_factor(step: int, total_steps: int, warmup_steps: int = 0, schedule: str 
     if schedule == 'cosine':
         return min_factor + (1.0 - min_factor) * 0.5 * (1.0 + math.cos(math.pi * t))
     return max((1.0 - t) ** power, min_factor)
+
+
+def effective_warmup(warmup_steps: Optional[int], total_steps: Optional[int]) -> int:
+    """Return the warm-up steps used for a run of ``total_steps`` optimiser steps.
+
+    Args:
+        warmup_steps: None for the automatic warm-up, ``round(AUTO_WARMUP_FRACTION * total)``
+            steps but at most ``DEFAULT_WARMUP_STEPS``; or a count >= 0, returned as it is.
+        total_steps: optimiser steps of the run (>= 1), or None while unknown (a budgeted run
+            before its estimate: the automatic warm-up is then ``DEFAULT_WARMUP_STEPS``).
+
+    Returns:
+        The warm-up length in steps (>= 0).
+
+    Raises:
+        ValueError: a negative ``warmup_steps`` or a ``total_steps`` < 1.
+    """
+    if warmup_steps is not None and int(warmup_steps) < 0:
+        raise ValueError(f'warmup_steps must be >= 0 or None (automatic), got {warmup_steps}')
+    if total_steps is not None and int(total_steps) < 1:
+        raise ValueError(f'total_steps must be >= 1 or None (unknown), got {total_steps}')
+    if warmup_steps is not None:
+        return int(warmup_steps)
+    if total_steps is None:
+        return DEFAULT_WARMUP_STEPS
+    return min(DEFAULT_WARMUP_STEPS, int(AUTO_WARMUP_FRACTION * int(total_steps) + 0.5))
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
@@ -186,7 +232,8 @@ class Trainer:
         weight_decay: AdamW decay, applied to weights with ndim >= 2 only.
         total_steps: optimiser steps to run; None with ``time_budget_s``: estimated (see the
             module docstring).
-        warmup_steps: linear warm-up steps.
+        warmup_steps: linear warm-up steps; None: automatic, scaled to the run
+            (:func:`effective_warmup`).
         schedule: ``cosine``, ``poly`` or ``constant`` (see :func:`lr_factor`).
         min_lr_factor: final learning rate as a fraction of ``lr``.
         grad_clip: maximum gradient norm (<= 0: no clipping).
@@ -198,7 +245,8 @@ class Trainer:
         param_groups: optional list of ``{'params': [...], 'lr_scale': float}``; default: all
             parameters that require gradients at scale 1.
         validate_fn: ``validate_fn(model) -> dict of float metrics``, called at each epoch end
-            and every ``validate_every`` steps (0: epoch ends only), in eval mode, without grad.
+            and every ``validate_every`` steps (0: epoch ends only), in eval mode, without grad;
+            at most once per step.
         validate_every: steps between validations, 0 for epoch ends only.
         progress: show a tqdm progress bar.
         estimate_steps: steps timed to estimate ``total_steps`` under a time budget.
@@ -208,7 +256,7 @@ class Trainer:
 
     def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
                  device='cpu', lr: float = 1e-3, weight_decay: float = 1e-4,
-                 total_steps: Optional[int] = 1000, warmup_steps: int = 0,
+                 total_steps: Optional[int] = 1000, warmup_steps: Optional[int] = 0,
                  schedule: str = 'cosine', min_lr_factor: float = 0.01, grad_clip: float = 1.0,
                  checkpoint_every: int = 500, time_budget_s: Optional[float] = None,
                  seed: int = 0, config: Optional[dict] = None,
@@ -227,8 +275,10 @@ class Trainer:
             raise ValueError(f'lr must be > 0, got {lr}')
         if schedule not in SCHEDULES:
             raise ValueError(f'schedule must be one of {SCHEDULES}, got {schedule!r}')
-        if warmup_steps < 0 or checkpoint_every < 1 or validate_every < 0:
-            raise ValueError('warmup_steps and validate_every must be >= 0, checkpoint_every >= 1')
+        if (warmup_steps is not None and warmup_steps < 0) or checkpoint_every < 1 \
+                or validate_every < 0:
+            raise ValueError('warmup_steps (or None) and validate_every must be >= 0, '
+                             'checkpoint_every >= 1')
         seed_everything(seed)
         self.device = torch_device(device)
         self.model = model.to(self.device)
@@ -236,7 +286,7 @@ class Trainer:
         self.output_dir = Path(output_dir)
         self.lr = float(lr)
         self.total_steps = None if total_steps is None else int(total_steps)
-        self.warmup_steps = int(warmup_steps)
+        self.warmup_steps = None if warmup_steps is None else int(warmup_steps)
         self.schedule = schedule
         self.min_lr_factor = float(min_lr_factor)
         self.grad_clip = float(grad_clip)
@@ -273,7 +323,49 @@ class Trainer:
     # -- schedule -------------------------------------------------------------------------------
     def _factor(self, step: int) -> float:
         total = self.total_steps if self.total_steps is not None else 10 ** 9
-        return lr_factor(step, total, self.warmup_steps, self.schedule, self.min_lr_factor)
+        return lr_factor(step, total, self.warmup, self.schedule, self.min_lr_factor)
+
+    @property
+    def warmup(self) -> int:
+        """Warm-up steps of the current schedule (:func:`effective_warmup`)."""
+        return effective_warmup(self.warmup_steps, self.total_steps)
+
+    def _apply_schedule(self) -> None:
+        """Set the learning rate of the next step after ``total_steps`` changed."""
+        factor = self._factor(self.step)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group['lr'] = base * factor
+
+    def _describe_schedule(self) -> None:
+        """Log the warm-up and decay of the run once its step count is known."""
+        warmup = self.warmup
+        if self.warmup_steps is not None and warmup > MAX_WARMUP_FRACTION * self.total_steps:
+            logger.warning('the warm-up of %d steps is more than %.0f %% of the %d-step run: '
+                           'the learning rate %s; leave the warm-up out for the automatic one '
+                           '(%d steps)', warmup, 100 * MAX_WARMUP_FRACTION, self.total_steps,
+                           'never reaches its peak' if warmup >= self.total_steps else
+                           'decays only late', effective_warmup(None, self.total_steps))
+        logger.info('learning rate %.2e: %d warm-up steps of %d, then %s decay', self.lr,
+                    warmup, self.total_steps, self.schedule)
+
+    def _fit_budget(self, elapsed: float, steps_done: int, estimating: bool) -> Optional[int]:
+        """Return the steps that fit the time budget at the speed so far; update the estimate.
+
+        ``elapsed`` seconds were spent on ``steps_done`` steps in this call of :meth:`fit`;
+        with ``estimating`` ``total_steps`` becomes the estimate (>= the next step).
+        """
+        if self.time_budget_s is None or steps_done < 1:
+            return None
+        per_step = elapsed / steps_done
+        fit = self.step + max(int((self.time_budget_s - elapsed) / max(per_step, 1e-9)), 0)
+        if estimating:
+            first = self.total_steps is None
+            self.total_steps = max(self.step + 1, fit)
+            self._apply_schedule()
+            log = logger.info if first else logger.debug
+            log('%.3f s/step: %d steps fit the %.0f s budget', per_step, self.total_steps,
+                self.time_budget_s)
+        return fit
 
     @property
     def checkpoint_path(self) -> Path:
@@ -372,6 +464,11 @@ class Trainer:
                     ', '.join(f'{k}={v:.4f}' for k, v in metrics.items()))
         return metrics
 
+    def _validate_once(self) -> None:
+        """Validate unless this step's validation is already in the history."""
+        if not self.history or self.history[-1].get('step') != float(self.step):
+            self._validate()
+
     def train_step(self, batch) -> Dict[str, float]:
         """Run one optimiser step on ``batch``; return the logs (with ``loss`` and ``lr``).
 
@@ -439,6 +536,11 @@ class Trainer:
         checkpoint = None
         finished = self.total_steps is not None and self.step >= self.total_steps
         stopped = False
+        # A budgeted run without step count fits its schedule to the budget (module docstring).
+        estimating = self.total_steps is None and self.time_budget_s is not None
+        measured = False
+        if self.total_steps is not None and not finished:
+            self._describe_schedule()
         ema = None
         from tqdm.auto import tqdm
 
@@ -466,14 +568,20 @@ class Trainer:
                         bar.set_postfix(loss=f'{ema:.4f}', lr=f'{logs["lr"]:.2e}',
                                         ep=self.epoch)
                         elapsed = time.monotonic() - start
-                        if self.total_steps is None and \
+                        if self.time_budget_s is not None and not measured and \
                                 self.step - start_step >= self.estimate_steps:
-                            per_step = elapsed / (self.step - start_step)
-                            self.total_steps = max(self.step + 1,
-                                                   int(self.time_budget_s / per_step))
-                            bar.total = self.total_steps
-                            logger.info('%.2f s/step: %d steps fit the %.0f s budget', per_step,
-                                        self.total_steps, self.time_budget_s)
+                            measured = True
+                            fit = self._fit_budget(elapsed, self.step - start_step, estimating)
+                            if estimating:
+                                bar.total = self.total_steps
+                                self._describe_schedule()
+                            elif fit < 0.95 * self.total_steps:
+                                logger.warning(
+                                    'about %d of the %d steps fit the %.0f s time budget: '
+                                    'training will stop near step %d before the learning-rate '
+                                    'schedule ends; continue it with resume, or give only the '
+                                    'time budget (no step count) to fit the schedule into it',
+                                    fit, self.total_steps, self.time_budget_s, fit)
                         finished = self.total_steps is not None and self.step >= self.total_steps
                         stopped = (not finished and self.time_budget_s is not None
                                    and elapsed > self.time_budget_s)
@@ -481,13 +589,17 @@ class Trainer:
                             break
                         if self.validate_fn is not None and self.validate_every and \
                                 self.step % self.validate_every == 0 and not finished:
-                            self._validate()
+                            self._validate_once()
                         if self.step % self.checkpoint_every == 0 or finished or stopped:
                             break
                     epoch_end = self.step - self.epoch * steps_per_epoch >= steps_per_epoch
                     if self.validate_fn is not None and pending.reason is None and (
                             epoch_end or finished or stopped):
-                        self._validate()
+                        self._validate_once()
+                    if estimating and measured and not finished and not stopped:
+                        # stretch / compress the schedule to the budget left (docstring)
+                        self._fit_budget(time.monotonic() - start, self.step - start_step, True)
+                        bar.total = self.total_steps
                     checkpoint = self.save_checkpoint()
             finally:
                 bar.close()

@@ -278,7 +278,7 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
                   epochs: Optional[float] = None, image_size: Optional[Tuple[int, int]] = None,
                   val_data: Optional[Sequence[str]] = DEFAULT_VAL_DATA, val_pairs: int = 8,
                   val_every: int = 200, init_weights: Optional[str] = None,
-                  warmup_steps: int = 100, checkpoint_every: int = 100,
+                  warmup_steps: Optional[int] = None, checkpoint_every: int = 100,
                   max_fine_matches: int = 128, scales: Sequence[float] = DEFAULT_SCALES,
                   loss_config: Optional[LoFTRLossConfig] = None,
                   homography: Optional[HomographyConfig] = None,
@@ -305,7 +305,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
         val_pairs: number of validation pairs.
         val_every: steps between validations (0: only at the end).
         init_weights: optional weights file to start from (``models.weights`` formats).
-        warmup_steps: linear warm-up steps.
+        warmup_steps: linear warm-up steps; None: automatic, a few per cent of the run
+            (``loop.effective_warmup``).
         checkpoint_every: steps between checkpoints.
         max_fine_matches: ground-truth matches per image for the fine loss.
         scales: per-step resize factors of the batch (``make_loss_fn``); the default trains
@@ -326,7 +327,7 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
     """
     from relperception.matching.loftr.model import LoFTR
     from relperception.models.weights import load_state_dict_file
-    from relperception.training.loop import seed_everything, Trainer
+    from relperception.training.loop import CHECKPOINT_NAME, seed_everything, Trainer
 
     if not config_name:
         raise ValueError('config_name (the LoFTR preset) is required')
@@ -339,6 +340,10 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
     if init_weights:
         model.load_weights(load_state_dict_file(init_weights))
         logger.info('initial weights %s', init_weights)
+    elif not (resume is not False and (resume is not True
+                                       or (Path(output) / CHECKPOINT_NAME).is_file())):
+        logger.info('no init_weights (--init): the whole LoFTR model (backbone, coarse and '
+                    'fine transformers) starts from random initialisation')
     size = tuple(int(v) for v in (image_size or model.input_size))
     sources = load_sources(data_paths)
     dataset = HomographyPairDataset(sources, size=size, length=1, seed=seed,
