@@ -209,6 +209,13 @@ PARAMETERS = (
                   'RGB-D VO tracks a local map of depth points (PnP) refined by bundle '
                   'adjustment with depth residuals (experimental); false: PnP on the '
                   "keyframe's depth"),
+    ParameterSpec('odometry.hint_map', False,
+                  'with a translation hint (wheel odometry), monocular VO keeps its local map '
+                  'and adds the hinted distances between keyframes to the bundle adjustment '
+                  '(a metric map); false: two-view steps scaled by the hint'),
+    ParameterSpec('odometry.hint_sigma_rel', 0.05,
+                  'standard deviation of a hinted distance between keyframes in the bundle '
+                  'adjustment, as a share of the distance', 1e-4, 10.0),
     ParameterSpec('odometry.depth_sigma_rel', 0.02,
                   'standard deviation of a depth reading in the bundle adjustment, as a share '
                   'of the depth', 1e-4, 10.0),

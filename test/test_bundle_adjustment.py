@@ -150,6 +150,47 @@ class TestBundleAdjust:
         assert position_error(partial) < 0.01
         assert np.all(np.isnan(partial.depth_errors_rel[::2]))
 
+    def test_measured_distances_fix_the_scale(self):
+        """One fixed camera: distances between consecutive centres (wheel odometry) give the
+        scale that pixels alone leave free."""
+        T_cam_world, points, cams, pts, pixels = _problem(seed=8, pixel_noise=0.3)
+        centres = np.stack([invert_transform(T)[:3, 3] for T in T_cam_world])
+        distances = np.array([(i, i + 1, np.linalg.norm(centres[i + 1] - centres[i]))
+                              for i in range(len(centres) - 1)])
+        rng = np.random.default_rng(2)
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        fixed[0] = True
+        start = T_cam_world.copy()
+        start[1:, :3, 3] *= 1.1
+        start_points = points * 1.1 + rng.normal(0, 0.02, points.shape)
+
+        def position_error(result):
+            found = np.stack([invert_transform(T)[:3, 3] for T in result.T_cam_world])
+            return float(np.max(np.linalg.norm(found - centres, axis=1)))
+
+        pixels_only = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                                    max_iterations=20)
+        hinted = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                               max_iterations=20, distances=distances,
+                               distance_sigma_rel=0.001)
+        assert position_error(pixels_only) > 0.05
+        assert position_error(hinted) < 0.01
+        # A noisy distance (5 %) weighed as such moves the scale part of the way only.
+        loose = bundle_adjust(start, start_points, cams, pts, pixels, CAMERA, fixed,
+                              max_iterations=20, distances=distances[:1] * [1, 1, 1.05],
+                              distance_sigma_rel=0.05)
+        assert position_error(hinted) < position_error(loose)
+
+    @pytest.mark.parametrize('distances', [np.array([[0, 0, 1.0]]), np.array([[0, 9, 1.0]]),
+                                           np.array([[0, 1, -1.0]]), np.array([[0, 1]]),
+                                           np.array([[0.5, 1, 1.0]])])
+    def test_bad_distances_raise_value_error(self, distances):
+        T_cam_world, points, cams, pts, pixels = _problem(seed=6)
+        fixed = np.zeros(len(T_cam_world), dtype=bool)
+        with pytest.raises(ValueError, match='distance'):
+            bundle_adjust(T_cam_world, points, cams, pts, pixels, CAMERA, fixed,
+                          distances=distances)
+
     @pytest.mark.parametrize('change', ['no_observation', 'bad_index', 'nan', 'shape',
                                         'huber', 'fixed_shape', 'camera', 'depth_shape',
                                         'depth_negative', 'depth_sigma'])
@@ -209,6 +250,24 @@ class TestLocalMap:
         assert list(local_map.keyframes) == [k1.keyframe_id, k1.keyframe_id + 1]
         assert only_k0 not in local_map.points and shared in local_map.points
         assert set(local_map.observations[shared]) == {k1.keyframe_id}
+
+    def test_hinted_distances_join_the_window_problem(self):
+        local_map = LocalMap(max_keyframes=10)
+        T_cam_world, points, cams, pts, pixels = _problem(seed=3, num_cameras=4)
+        keyframes = [local_map.add_keyframe(c, invert_transform(T), hint_m=None if c == 0
+                                            else 0.5 * c)
+                     for c, T in enumerate(T_cam_world)]
+        views = {}
+        for c, p, pixel in zip(cams, pts, pixels):
+            views.setdefault(p, {})[keyframes[c].keyframe_id] = pixel
+        for p, v in views.items():
+            local_map.add_point(points[p], v)
+        problem = local_map.window_problem(4, 1000, num_fixed=1)
+        slot = {int(k): i for i, k in enumerate(problem.keyframe_ids)}
+        expected = [(slot[k - 1], slot[k], 0.5 * k) for k in (1, 2, 3)]
+        np.testing.assert_allclose(problem.distances, expected)
+        with pytest.raises(ValueError, match='hint_m'):
+            local_map.add_keyframe(9, np.eye(4), hint_m=-1.0)
 
     def test_depth_readings_travel_with_their_observations(self):
         local_map = LocalMap(max_keyframes=4)

@@ -681,6 +681,24 @@ class TestMonocularMap:
         assert stats['map_keyframes'] >= 5 and stats['map_points'] > 100
         assert stats['ba_failures'] == 0 and stats['ba_ms_median'] > 0
 
+    def test_translation_hints_make_the_map_metric(self, speed_changing_sequence):
+        """``hint_map``: the map starts from the hinted baseline and the bundle adjustment
+        keeps the hinted keyframe distances: metric steps (ratio ~1), not the parallax unit."""
+        camera, frames = speed_changing_sequence
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'hint_map': True})
+        results = _run(vo, camera, frames, use_depth=False, hint=True)
+        assert all(r.status == 'tracking' for r in results[1:])
+        sources = [r.scale_source for r in results[4:]]
+        assert sources == ['hinted_map'] * len(sources)
+        ratios = _step_ratios(results, frames)
+        assert abs(np.median(ratios) - 1.0) < 0.05 and np.std(np.log(ratios)) < 0.1
+        stats = vo.map_stats()
+        assert stats['map_kind'] == 'hinted' and stats['ba_calls'] >= 5
+        # Without the option the hints scale two-view steps (no map).
+        two_view = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames[:6],
+                        use_depth=False, hint=True)
+        assert {r.scale_source for r in two_view[2:]} == {'translation_norm_m'}
+
     def test_pure_rotation_and_static_camera_keep_the_position(self, sequence):
         camera, frames = sequence
         scene = SyntheticScene(seed=0, width=WIDTH, height=HEIGHT)

@@ -187,6 +187,18 @@ class TestEvaluateBag:
                               gt_scale=True, progress=False, plots=False)
         assert scaled['gt_scale'] is True and '--gt-scale' in scaled['scale_source']
         assert abs(scaled['scale'] - 1.0) < 0.2  # metric up to the VO error
+        # Hints 10 % too long (a wheel-radius error): the path is too long, Sim(3) shrinks it.
+        biased = evaluate_bag(synthetic_bag, tmp_path / 'mono_biased', None, mode='mono',
+                              gt_scale=True, gt_scale_noise=(0.0, 0.1), progress=False,
+                              plots=False)
+        assert biased['scale'] == pytest.approx(scaled['scale'] / 1.1, rel=0.02)
+        # The hinted map: metric too, its frames tracked against the map.
+        hinted = evaluate_bag(synthetic_bag, tmp_path / 'mono_hinted',
+                              {'odometry.hint_map': True}, mode='mono', gt_scale=True,
+                              progress=False, plots=False)
+        assert hinted['frames_by_scale_source'].get('hinted_map', 0) >= FRAMES // 2
+        assert hinted['local_map']['map_kind'] == 'hinted'
+        assert abs(hinted['scale'] - 1.0) < 0.2
 
     def test_max_frames(self, synthetic_bag, tmp_path):
         summary = evaluate_bag(synthetic_bag, tmp_path, {'odometry.mode': 'auto'},
@@ -256,6 +268,12 @@ class TestEvaluateBag:
                          mode='mono', gt_scale=True, progress=False)
         with pytest.raises(FileNotFoundError):
             evaluate_bag(tmp_path / 'missing_bag', tmp_path, None)
+        with pytest.raises(ValueError, match='needs gt_scale'):
+            evaluate_bag(synthetic_bag, tmp_path, None, gt_scale_noise=(0.05, 0.0))
+        for noise in ((0.05,), (-0.1, 0.0), (0.05, 2.0), ('a', 'b')):
+            with pytest.raises(ValueError, match='gt_scale_noise'):
+                evaluate_bag(synthetic_bag, tmp_path, None, mode='mono', gt_scale=True,
+                             gt_scale_noise=noise)
 
 
 class TestCli:

@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--gt-scale', action='store_true',
                         help='monocular benchmark option: take the scale from the ground-truth '
                              'distance between frames')
+    parser.add_argument('--gt-scale-noise', type=float, nargs=2, metavar=('SIGMA', 'BIAS'),
+                        help='with --gt-scale: multiply each ground-truth step by (1 + BIAS) '
+                             '(1 + N(0, SIGMA)), seeded, to see what wheel odometry of that '
+                             'quality gives (e.g. 0.05 0.02)')
     parser.add_argument('--max-frames', type=int, help='stop after this many images')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
@@ -57,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
                            max_frames=args.max_frames, progress=not args.no_progress,
                            gt_scale=args.gt_scale, plots=not args.no_plots,
                            dense=args.dense, dense_stride=args.dense_stride,
-                           depth_source=args.depth_from)
+                           depth_source=args.depth_from,
+                           gt_scale_noise=args.gt_scale_noise)
     report = write_report(args.output, eval_report(summary, args.output, command_line(args),
                                                    config, defaults()))
     logger.info('report written to %s (open %s first)', args.output, report)

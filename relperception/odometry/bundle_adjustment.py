@@ -7,9 +7,11 @@ the free camera poses and all points with gtsam (Levenberg-Marquardt on a factor
 ``GenericProjectionFactorCal3_S2``, METIS ordering). An observation with a depth reading
 (RGB-D) is a ``GenericStereoFactor3D`` instead: the pixel plus a virtual right-camera pixel
 whose noise stands for the depth reading's (``depth_sigma_rel`` of the depth), so depth and
-reprojection are weighed in one robust residual. gtsam installs from PyPI on x86-64 and, as
-``gtsam==4.3a1``, on a Jetson (aarch64, Python 3.10); without it :func:`bundle_adjust` raises
-:class:`BundleAdjustmentUnavailable` and visual odometry runs without bundle adjustment.
+reprojection are weighed in one robust residual. A distance between two camera centres
+measured by another sensor (wheel odometry) is a ``RangeFactorPose3``. gtsam installs from PyPI
+on x86-64 and, as ``gtsam==4.3a1``, on a Jetson (aarch64, Python 3.10); without it
+:func:`bundle_adjust` raises :class:`BundleAdjustmentUnavailable` and visual odometry runs
+without bundle adjustment.
 
 Gauge: the poses flagged ``fixed`` are held; fix at least two cameras with distinct centres in
 a monocular problem (that fixes the scale too), at least one with metric points.
@@ -33,6 +35,9 @@ from relperception.validation import as_rows
 #: Baseline of the virtual stereo camera that carries depth readings (map units). Any value
 #: gives the same optimum: the right pixel's noise is scaled with it.
 _VIRTUAL_BASELINE = 1.0
+
+#: Smallest standard deviation of a measured distance between cameras (metres).
+_MIN_DISTANCE_SIGMA_M = 1e-3
 
 #: gtsam keys: symbol 'x' (cameras) and 'l' (points), as gtsam.symbol() builds them.
 _CAMERA_SYMBOL = ord('x') << 56
@@ -103,7 +108,8 @@ def _check_inputs(T_cam_world, points_world, camera_index, point_index, pixels, 
 def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
                   camera: Camera, fixed, huber_px: float = 1.0,
                   max_iterations: int = 10, depths=None,
-                  depth_sigma_rel: float = 0.02) -> BundleAdjustmentResult:
+                  depth_sigma_rel: float = 0.02, distances=None,
+                  distance_sigma_rel: float = 0.02) -> BundleAdjustmentResult:
     """Refine camera poses and points by robust reprojection-error minimisation.
 
     Args:
@@ -119,13 +125,20 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
         depths: optional (M,) depth reading of every observation in metres (the point's z in
             that camera), NaN where there is none; the poses and points must then be metric.
         depth_sigma_rel: standard deviation of a depth reading as a share of the depth.
+        distances: optional (K, 3) rows ``(camera i, camera j, metres)``: the distance between
+            the two camera centres measured by another sensor (wheel odometry), each a range
+            factor with standard deviation ``distance_sigma_rel`` of the distance (at least
+            1 mm); the poses and points must then be metric.
+        distance_sigma_rel: standard deviation of a measured distance as a share of it.
 
     Returns:
         :class:`BundleAdjustmentResult`.
 
     Raises:
         ValueError: shapes or indices that do not fit, non-finite input, no observation,
-            ``huber_px`` <= 0, depth readings <= 0 or ``depth_sigma_rel`` <= 0.
+            ``huber_px`` <= 0, depth readings <= 0, ``depth_sigma_rel`` <= 0, distances that
+            are not (K, 3) rows of two camera indices and a distance >= 0, or
+            ``distance_sigma_rel`` <= 0.
     """
     started = time.perf_counter()
     (T_cam_world, points_world, camera_index, point_index, pixels,
@@ -140,6 +153,9 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
     depths = _check_depths(depths, len(pixels))
     if not (np.isfinite(depth_sigma_rel) and depth_sigma_rel > 0):
         raise ValueError(f'depth_sigma_rel must be > 0, got {depth_sigma_rel}')
+    distances = _check_distances(distances, len(T_cam_world))
+    if not (np.isfinite(distance_sigma_rel) and distance_sigma_rel > 0):
+        raise ValueError(f'distance_sigma_rel must be > 0, got {distance_sigma_rel}')
     try:
         import gtsam
     except ImportError as error:
@@ -180,6 +196,10 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
         else:
             graph.add(gtsam.GenericProjectionFactorCal3_S2(pixel, noise, _camera_key(c),
                                                            _point_key(p), calibration))
+    for i, j, metres in distances:
+        sigma = max(distance_sigma_rel * metres, _MIN_DISTANCE_SIGMA_M)
+        graph.add(gtsam.RangeFactorPose3(_camera_key(int(i)), _camera_key(int(j)), metres,
+                                         gtsam.noiseModel.Isotropic.Sigma(1, sigma)))
     initial_errors = reprojection_errors(T_cam_world, points_world, camera_index, point_index,
                                          observed, K)
     params = gtsam.LevenbergMarquardtParams()
@@ -219,6 +239,26 @@ def _check_depths(depths, num_observations: int) -> np.ndarray:
     if np.any(np.isinf(depths)) or np.any(depths[np.isfinite(depths)] <= 0):
         raise ValueError('depths must be > 0 metres, or NaN where there is no reading')
     return depths
+
+
+def _check_distances(distances, num_cameras: int) -> np.ndarray:
+    """Return (K, 3) float64 ``(i, j, metres)`` rows (K may be 0) or raise ValueError."""
+    if distances is None:
+        return np.zeros((0, 3))
+    distances = np.asarray(distances, dtype=np.float64)
+    if distances.size == 0:
+        return np.zeros((0, 3))
+    if distances.ndim != 2 or distances.shape[1] != 3:
+        raise ValueError(f'distances must be (K, 3) rows (i, j, metres), got {distances.shape}')
+    if not np.all(np.isfinite(distances)):
+        raise ValueError('distances must be finite')
+    cameras = distances[:, :2]
+    if np.any(cameras != np.round(cameras)) or np.any(cameras < 0) \
+            or np.any(cameras >= num_cameras) or np.any(cameras[:, 0] == cameras[:, 1]):
+        raise ValueError('distances must name two different cameras (indices) per row')
+    if np.any(distances[:, 2] < 0):
+        raise ValueError('distances must be >= 0 metres')
+    return distances
 
 
 def _camera_key(index: int) -> int:

@@ -47,6 +47,9 @@ class MapKeyframe:
     point_ids: np.ndarray = dataclasses.field(
         default_factory=lambda: np.zeros(0, dtype=np.int64))
     tree: cKDTree | None = None
+    #: Distance (metres) from the previous keyframe's centre by another sensor (wheel
+    #: odometry), or None.
+    hint_m: float | None = None
 
 
 @dataclasses.dataclass
@@ -62,6 +65,8 @@ class WindowProblem:
         camera_index, point_index: (M,) int indices of every observation.
         pixels: (M, 2) observed pixels.
         depths: (M,) depth readings of the observations (metres), NaN where none.
+        distances: (K, 3) ``(camera index, camera index, metres)``: measured distances between
+            consecutive keyframes (their ``hint_m``) whose cameras are both in the problem.
     """
 
     keyframe_ids: np.ndarray
@@ -73,6 +78,7 @@ class WindowProblem:
     point_index: np.ndarray
     pixels: np.ndarray
     depths: np.ndarray
+    distances: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
 
 
 def _observation(pixel, depth=None) -> np.ndarray:
@@ -116,10 +122,18 @@ class LocalMap:
 
     # ------------------------------------------------------------------ keyframes
 
-    def add_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray) -> MapKeyframe:
-        """Add a keyframe (empty landmark table) and drop the oldest beyond ``max_keyframes``."""
+    def add_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray,
+                     hint_m: float | None = None) -> MapKeyframe:
+        """Add a keyframe (empty landmark table) and drop the oldest beyond ``max_keyframes``.
+
+        ``hint_m``: the distance from the previous keyframe measured by another sensor
+        (metres), or None.
+        """
+        if hint_m is not None and not (np.isfinite(hint_m) and hint_m >= 0):
+            raise ValueError(f'hint_m must be a distance >= 0 or None, got {hint_m}')
         keyframe = MapKeyframe(self._next_keyframe, int(stamp_ns),
-                               np.array(T_world_cam, dtype=np.float64))
+                               np.array(T_world_cam, dtype=np.float64),
+                               hint_m=None if hint_m is None else float(hint_m))
         self._next_keyframe += 1
         self.keyframes[keyframe.keyframe_id] = keyframe
         while len(self.keyframes) > self.max_keyframes:
@@ -241,6 +255,12 @@ class LocalMap:
                     point_index.append(p)
                     rows.append(row)
         rows = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        distances = []
+        order = list(self.keyframes)
+        for before, after in zip(order[:-1], order[1:]):
+            hint = self.keyframes[after].hint_m
+            if hint is not None and before in camera_slot and after in camera_slot:
+                distances.append((camera_slot[before], camera_slot[after], hint))
         return WindowProblem(
             keyframe_ids=np.array(observers, dtype=np.int64),
             T_cam_world=np.stack([invert_transform(self.keyframes[k].T_world_cam)
@@ -249,7 +269,8 @@ class LocalMap:
             points_world=np.stack([self.points[p] for p in point_ids]),
             camera_index=np.array(camera_index, dtype=np.int64),
             point_index=np.array(point_index, dtype=np.int64),
-            pixels=rows[:, :2].copy(), depths=rows[:, 2].copy())
+            pixels=rows[:, :2].copy(), depths=rows[:, 2].copy(),
+            distances=np.array(distances, dtype=np.float64).reshape(-1, 3))
 
     def apply_adjustment(self, problem: WindowProblem, T_cam_world: np.ndarray,
                          points_world: np.ndarray, residuals_px: np.ndarray,

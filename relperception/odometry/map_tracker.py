@@ -3,11 +3,13 @@
 """Tracking against a local map: the scale is carried by the map's points.
 
 :class:`MapTracker` is the map half of :class:`~relperception.odometry.vo.VisualOdometry`. A
-map is of one of two kinds (:attr:`MapTracker.kind`): **monocular** (``'mono'``: points
-triangulated from parallax; frames with no depth and no translation hint) or **RGB-D**
-(``'rgbd'``: points back-projected with the keyframes' depth images, their depth readings kept
-as bundle-adjustment residuals). The steps (``matches`` are always reference keyframe ->
-current frame):
+map is of one of three kinds (:attr:`MapTracker.kind`): **monocular** (``'mono'``: points
+triangulated from parallax; frames with no depth and no translation hint), **monocular with
+translation hints** (``'hinted'``: the same points; the first baseline is the hint and the
+hinted distance between consecutive keyframes is a bundle-adjustment residual, so the map is
+metric) or **RGB-D** (``'rgbd'``: points back-projected with the keyframes' depth images, their
+depth readings kept as bundle-adjustment residuals). The steps (``matches`` are always
+reference keyframe -> current frame):
 
 1. **Initialisation** (:meth:`MapTracker.initialize`): essential matrix between the reference
    keyframe and the frame; accepted only with enough parallax (``min_matches`` triangulated
@@ -31,8 +33,8 @@ current frame):
    when they pass :func:`~relperception.odometry.local_map.triangulate_checked`.
 4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
    keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`; depth
-   readings as residuals in an RGB-D map, whose metric gauge needs one fixed keyframe, where
-   a monocular one fixes two), in a worker
+   readings, or hinted distances (``hint_sigma_rel``), as residuals in a metric map, whose
+   gauge needs one fixed keyframe, where a monocular one fixes two), in a worker
    process (:mod:`~relperception.odometry.ba_worker`): it is joined at the next insertion, and
    the next one starts then; the keyframe inserted meanwhile moves rigidly with the newest
    adjusted keyframe (:meth:`LocalMap.apply_adjustment
@@ -122,6 +124,7 @@ class MapInit:
     good: np.ndarray | None
     message: str
     depths0: np.ndarray | None = None
+    hinted: bool = False
 
 
 class MapTracker:
@@ -150,7 +153,7 @@ class MapTracker:
         self.scale_jumps = 0
         self._last_speed: float | None = None
         self._last_keyframe: tuple[int, np.ndarray] | None = None
-        #: 'mono' or 'rgbd' while a map exists (see the module docstring), else None.
+        #: 'mono', 'hinted' or 'rgbd' while a map exists (see the module docstring), else None.
         self.kind: str | None = None
         uses_map = ((conf['mono_map'] and conf['mode'] != 'rgbd')
                     or (conf['rgbd_map'] and conf['mode'] != 'mono'))
@@ -198,6 +201,7 @@ class MapTracker:
         ba = np.asarray(self._ba_ms, dtype=np.float64)
         insertion = np.asarray(self._insertion_ms, dtype=np.float64)
         return {
+            'map_kind': self.kind,
             'map_initializations': self.initializations,
             'map_keyframes': self.keyframes_inserted,
             'map_points_created': self.points_created,
@@ -299,13 +303,14 @@ class MapTracker:
     # ------------------------------------------------------------------ initialisation
 
     def initialize(self, T_world_kf: np.ndarray, matches: Matches, camera: Camera,
-                   baseline_m: float | None) -> MapInit | str:
+                   baseline_m: float | None, hinted: bool = False) -> MapInit | str:
         """Two-view initialisation reference keyframe -> frame (see the module docstring).
 
         ``baseline_m`` None (the first map): the baseline is the median parallax of the
         triangulated points over ``map_init_min_angle_deg``, i.e. the trajectory's unit is the
         distance at which the scene shows that parallax; frames before the map starts get
-        the same rule, so they stay consistent with it.
+        the same rule, so they stay consistent with it. ``hinted``: ``baseline_m`` is a
+        measured distance (a translation hint): the map becomes a ``'hinted'`` (metric) one.
         """
         conf = self.conf
         keypoints0 = matches.keypoints0.astype(np.float64)
@@ -351,7 +356,7 @@ class MapTracker:
             f'{np.count_nonzero(good)} points, median parallax {median_angle:.2f} deg'
             if accepted else '; '.join(reasons))
         return MapInit(T_world_cur, inliers, accepted, points if accepted else None,
-                       good if accepted else None, message)
+                       good if accepted else None, message, hinted=bool(hinted))
 
     def initialize_from_depth(self, T_world_kf: np.ndarray, T_world_cur: np.ndarray,
                               matches: Matches, inlier_mask: np.ndarray, depth_kf: np.ndarray,
@@ -410,7 +415,7 @@ class MapTracker:
         """
         self.reset()
         self.initializations += 1
-        self.kind = 'mono' if init.depths0 is None else 'rgbd'
+        self.kind = 'rgbd' if init.depths0 is not None else 'hinted' if init.hinted else 'mono'
         reference = self.map.add_keyframe(stamp_kf, T_world_kf)
         ids = np.full(len(matches), -1, dtype=np.int64)
         depths0 = init.depths0 if init.depths0 is not None else np.full(len(matches), np.nan)
@@ -455,10 +460,15 @@ class MapTracker:
         return self.map.apply_adjustment(problem, result.T_cam_world, result.points_world,
                                          result.residuals_px, self.max_point_error_px)
 
-    def begin_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray) -> MapKeyframe:
-        """Add the tracked frame to the map as a keyframe; :meth:`submit_keyframe` fills it."""
+    def begin_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray,
+                       hint_m: float | None = None) -> MapKeyframe:
+        """Add the tracked frame to the map as a keyframe; :meth:`submit_keyframe` fills it.
+
+        ``hint_m``: distance travelled since the previous keyframe by the translation hint
+        (metres), used by the bundle adjustment of a ``'hinted'`` map; None: not known.
+        """
         self.keyframes_inserted += 1
-        return self.map.add_keyframe(stamp_ns, T_world_cam)
+        return self.map.add_keyframe(stamp_ns, T_world_cam, hint_m)
 
     def submit_keyframe(self, matcher, reference: MapKeyframe, gray_reference: np.ndarray,
                         gray: np.ndarray, keyframe: MapKeyframe, matches: Matches,
@@ -661,16 +671,23 @@ class MapTracker:
         window = self.conf['ba_window_keyframes']
         if window < 3 or self.ba_unavailable:
             return
-        metric = self.kind == 'rgbd'
+        metric = self.kind in ('rgbd', 'hinted')
         problem = self.map.window_problem(window, self.conf['ba_max_points'],
                                           num_fixed=1 if metric else 2)
         if problem is None or not np.any(~problem.fixed):
             return
+        if self.kind == 'hinted' and not len(problem.distances):
+            # No measured distance in the window: two fixed keyframes keep its scale.
+            problem = self.map.window_problem(window, self.conf['ba_max_points'], num_fixed=2)
+            if problem is None or not np.any(~problem.fixed):
+                return
         future = submit_bundle_adjustment(
             problem.T_cam_world, problem.points_world, problem.camera_index,
             problem.point_index, problem.pixels, camera, problem.fixed,
             huber_px=self.conf['ransac_threshold_px'],
             max_iterations=self.conf['ba_max_iterations'],
-            depths=problem.depths if metric else None,
-            depth_sigma_rel=self.conf['depth_sigma_rel'])
+            depths=problem.depths if self.kind == 'rgbd' else None,
+            depth_sigma_rel=self.conf['depth_sigma_rel'],
+            distances=problem.distances if self.kind == 'hinted' else None,
+            distance_sigma_rel=self.conf['hint_sigma_rel'])
         self._pending = (problem, future)

@@ -97,13 +97,13 @@ TRACKING_STATES = (STATUS_INITIALIZED, STATUS_TRACKING, STATUS_LOST, STATUS_REIN
 MODES = ('auto', 'rgbd', 'mono')
 
 #: Where the length of a frame's translation came from (``VOResult.scale_source``).
-SCALE_SOURCES = ('map', 'depth_map', 'depth', 'translation_norm_m', 'constant speed', 'unit',
-                 'static')
+SCALE_SOURCES = ('map', 'hinted_map', 'depth_map', 'depth', 'translation_norm_m',
+                 'constant speed', 'unit', 'static')
 #: The scale sources of frames tracked against the local map (monocular, RGB-D).
-MAP_SCALE_SOURCES = ('map', 'depth_map')
+MAP_SCALE_SOURCES = ('map', 'hinted_map', 'depth_map')
 #: The scale sources that give metres; the others (a monocular map's parallax unit, constant
 #: speed, unit length) make the translation covariance large (:data:`NON_METRIC_SIGMA_M`).
-METRIC_SCALE_SOURCES = ('depth_map', 'depth', 'translation_norm_m')
+METRIC_SCALE_SOURCES = ('depth_map', 'hinted_map', 'depth', 'translation_norm_m')
 #: Translation standard deviation (m) added to each keyframe step without metric scale, plus
 #: 100 % of the step length: the step is known in direction, not in length.
 NON_METRIC_SIGMA_M = 1.0
@@ -215,7 +215,7 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
 #: The local map's numeric settings (``odometry.<key>`` in :mod:`relperception.config`).
 _MAP_NUMBERS = ('map_init_min_angle_deg', 'map_init_max_homography_ratio', 'map_min_angle_deg',
                 'keyframe_min_tracked_ratio', 'keyframe_max_flow_ratio', 'ba_window_keyframes',
-                'ba_max_iterations', 'ba_max_points', 'depth_sigma_rel')
+                'ba_max_iterations', 'ba_max_points', 'depth_sigma_rel', 'hint_sigma_rel')
 
 #: Defaults of the 'odometry.*' configuration (``VisualOdometry``).
 ODOMETRY_DEFAULT_CONF: dict = {
@@ -230,6 +230,7 @@ ODOMETRY_DEFAULT_CONF: dict = {
     'mono_map': True,                # monocular local map (map_tracker.py), else 2-view steps
     'rgbd_keyframe_tracking': False,  # RGB-D: keep the keyframe until one is due
     'rgbd_map': False,               # RGB-D local map with depth residuals, else PnP on the kf
+    'hint_map': False,               # mono + translation hints: a metric local map, else 2-view
     # The local map's numbers: defaults, bounds and meanings in the schema.
     **{key: SPECS[f'odometry.{key}'].default for key in _MAP_NUMBERS},
 }
@@ -282,7 +283,8 @@ def check_odometry_conf(conf: dict | None,
         raise ValueError('keyframe_min_parallax_px must be >= 0')
     if not 0.0 <= merged['min_depth_m'] < merged['max_depth_m']:
         raise ValueError('need 0 <= min_depth_m < max_depth_m')
-    for key in ('use_motion_prior', 'mono_map', 'rgbd_map', 'rgbd_keyframe_tracking'):
+    for key in ('use_motion_prior', 'mono_map', 'rgbd_map', 'rgbd_keyframe_tracking',
+                'hint_map'):
         if not isinstance(merged[key], (bool, np.bool_)):
             raise ValueError(  # noqa: TRY004 (house rule: ValueError at the boundary)
                 f'{key} must be a bool, got {merged[key]!r}')
@@ -777,7 +779,8 @@ class VisualOdometry:
                                                      estimate.matches, estimate.map_step)
         else:
             reference, point_ids = kf.map_keyframe, estimate.map_step.point_ids
-        map_keyframe = tracker.begin_keyframe(frame.stamp_ns, estimate.T_world_cam)
+        map_keyframe = tracker.begin_keyframe(frame.stamp_ns, estimate.T_world_cam,
+                                              self._hint_since_keyframe)
         tracker.submit_keyframe(self.matcher, reference, kf.gray, gray, map_keyframe,
                                 estimate.matches, point_ids, frame.camera,
                                 depth if estimate.mode == 'rgbd' else None)
@@ -816,8 +819,8 @@ class VisualOdometry:
             return None
         if kf.depth is None:
             if (conf['mono_map'] and conf['mode'] != 'rgbd' and depth is None
-                    and self._hint_since_keyframe is None):
-                return 'mono'
+                    and (self._hint_since_keyframe is None or conf['hint_map'])):
+                return 'mono'   # a 'mono' or, with translation hints, a 'hinted' map
             return None
         return 'rgbd' if conf['rgbd_map'] and estimator_mode(conf, True) == 'rgbd' else None
 
@@ -903,7 +906,8 @@ class VisualOdometry:
                 return _Estimate(track.T_world_cam, matches, track.inlier_mask,
                                  tracker.wants_keyframe(track, matches, frame.camera,
                                                         reference), 'mono',
-                                 track.message, 'map', track)
+                                 track.message,
+                                 'hinted_map' if tracker.kind == 'hinted' else 'map', track)
             note = f'map tracking failed ({track}); '
         finite = np.isfinite(matches.keypoints0).all(axis=1) \
             & np.isfinite(matches.keypoints1).all(axis=1)
@@ -916,11 +920,12 @@ class VisualOdometry:
             return _Estimate(self._T_world_last.copy(), matches, finite, False, 'mono',
                              f'{note}static (median flow {flow:.2f} px < '
                              'keyframe_min_parallax_px): pose and keyframe kept', 'static')
-        if tracker.initializations == 0:
+        hinted = self._hint_since_keyframe is not None
+        if tracker.initializations == 0 and not hinted:
             baseline, source = None, 'parallax (the first map defines the trajectory unit)'
         else:
             baseline, source = self._fallback_scale(frame)
-        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline)
+        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted)
         if isinstance(init, str):
             return _Failure(note + init, matches, 'mono')
         scale_source = 'unit' if baseline is None else scale_source_kind(source)

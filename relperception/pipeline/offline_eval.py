@@ -109,12 +109,35 @@ def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None
     return float(np.linalg.norm(poses[1][:3, 3] - poses[0][:3, 3]))
 
 
+#: Seed of the noise ``gt_scale_noise`` puts on the ground-truth steps.
+HINT_NOISE_SEED = 0
+
+
+def _check_hint_noise(noise, gt_scale: bool):
+    """Return a () -> factor sampler for ``gt_scale_noise``, or None; ValueError if bad."""
+    if noise is None:
+        return None
+    if not gt_scale:
+        raise ValueError('gt_scale_noise needs gt_scale (the noise is put on its steps)')
+    try:
+        sigma, bias = (float(v) for v in noise)
+    except (TypeError, ValueError):
+        raise ValueError(f'gt_scale_noise must be (sigma_rel, bias_rel), got {noise!r}') \
+            from None
+    if not (np.isfinite(sigma) and 0 <= sigma < 0.5 and np.isfinite(bias) and -0.5 < bias < 1):
+        raise ValueError(f'gt_scale_noise needs 0 <= sigma_rel < 0.5 and -0.5 < bias_rel < 1, '
+                         f'got {noise!r}')
+    rng = np.random.default_rng(HINT_NOISE_SEED)
+    return lambda: max(0.0, (1.0 + bias) * (1.0 + rng.normal(0.0, sigma)))
+
+
 def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, max_frames: int | None = None,
                  progress: bool = True, gt_scale: bool = False,
                  plots: bool = True, dense: bool = False, dense_stride: int = 1,
                  dense_samples: int = DENSE_SAMPLES,
-                 depth_source: str = 'bag') -> dict[str, Any]:
+                 depth_source: str = 'bag',
+                 gt_scale_noise: tuple[float, float] | None = None) -> dict[str, Any]:
     """Run the VO pipeline over a bag, score it against ground truth and write a report.
 
     Args:
@@ -138,6 +161,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             ``dense.*`` configuration) from its RGB image and the VO runs RGB-D on it (mode
             ``'auto'`` or ``'rgbd'``; the bag's depth topic is not read), aligned with SE(3):
             the scale is the depth model's. See the module docstring.
+        gt_scale_noise: with ``gt_scale``, ``(sigma_rel, bias_rel)``: each ground-truth step
+            is multiplied by ``(1 + bias_rel) * (1 + N(0, sigma_rel))`` (seeded, so runs
+            repeat), like wheel odometry with a calibration error and per-step noise.
 
     Returns:
         the summary dict that is also written to ``summary.json`` (see module docstring);
@@ -154,6 +180,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     from relperception.pipeline.vo_pipeline import VOPipeline
 
     started = time.perf_counter()
+    hint_noise = _check_hint_noise(gt_scale_noise, gt_scale)
     config = load_config(overrides=dict(config or {}))
     requested = str(mode if mode is not None else config['odometry.mode'])
     if requested not in MODES:
@@ -239,6 +266,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                 hint = None
                 if gt_scale and previous_stamp is not None:
                     hint = _gt_step_norm(gt_stamps, gt_poses, previous_stamp, stamp)
+                    if hint is not None and hint_noise is not None:
+                        hint *= hint_noise()
                 result = pipeline.process(frame, translation_norm_m=hint)
                 previous_stamp = stamp
                 rows.append({'stamp_ns': stamp, 'status': result.status,
