@@ -13,6 +13,7 @@ the same description ``relperception run`` starts, so the two cannot drift apart
     ros2 launch relperception perception.launch.py dense:=true   # + dense depth and labels
     ros2 launch relperception perception.launch.py dense_depth_to_odometry:=true   # metric mono
     ros2 launch relperception perception.launch.py correspondences_only:=true   # matcher_node
+    ros2 launch relperception perception.launch.py wheel_odom_topic:=/odom   # metric mono
 
 ``one_process:=true`` (alias ``use_composition``): rclpy has no component containers for
 Python nodes, so instead of composition this runs ``relperception run`` - the same nodes in ONE
@@ -56,7 +57,8 @@ def _launch_nodes(context, *args, **kwargs):
         depth_transport=_value(context, 'depth_transport'),
         dense=_flag(context, 'dense') or _flag(context, 'dense_depth_to_odometry'),
         dense_depth_to_odometry=_flag(context, 'dense_depth_to_odometry'),
-        correspondences_only=_flag(context, 'correspondences_only'))
+        correspondences_only=_flag(context, 'correspondences_only'),
+        wheel_odom_topic=_value(context, 'wheel_odom_topic'))
     config_file = _value(context, 'config_file')
     use_sim_time = _flag(context, 'use_sim_time')
     odometry_parameters = launch_odometry_parameters(
@@ -73,6 +75,7 @@ def _launch_nodes(context, *args, **kwargs):
                    '--image-topic', _value(context, 'image_topic'),
                    '--camera-info-topic', _value(context, 'camera_info_topic'),
                    '--depth-topic', _value(context, 'depth_topic'),
+                   '--wheel-odom-topic', _value(context, 'wheel_odom_topic'),
                    '--image-transport', _value(context, 'image_transport'),
                    '--depth-transport', _value(context, 'depth_transport'),
                    '--namespace', _value(context, 'namespace')]
@@ -139,6 +142,9 @@ def generate_launch_description():
         DeclareLaunchArgument('depth_topic', default_value='',
                               description='depth image topic (16UC1 mm or 32FC1 m) for RGB-D '
                                           "odometry; '' = monocular"),
+        DeclareLaunchArgument('wheel_odom_topic', default_value='',
+                              description='nav_msgs/Odometry of the base (wheel odometry): the '
+                                          "monocular translation hints; '' = none"),
         DeclareLaunchArgument('image_transport', default_value='raw',
                               choices=['raw', 'compressed'],
                               description="'compressed' reads <image_topic>/compressed"),

@@ -246,6 +246,10 @@ PARAMETERS = (
                   'depth image topic (16UC1 mm or 32FC1 m); empty to ignore depth'),
     ParameterSpec('topics.ground_truth_pose', '/ground_truth/pose',
                   'ground-truth camera pose topic (PoseStamped, T_world_cam)'),
+    ParameterSpec('topics.wheel_odometry', '',
+                  'wheel odometry topic (nav_msgs/Odometry) whose distances between frames are '
+                  "the monocular VO's translation hints, as visual_odometry_node's wheel_odom "
+                  'input; empty: none'),
     ParameterSpec('topics.ground_truth_labels', '/ground_truth/labels',
                   'ground-truth class-label image topic (mono8); empty to ignore'),
     ParameterSpec('topics.ground_truth_depth', '',
@@ -302,6 +306,10 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
             ParameterSpec('depth_queue_size', 30,
                           'depth messages kept for the stamp lookup (the depth of a frame must '
                           'still be there when the frame is processed)', 1, 1000,
+                          read_only=True),
+            ParameterSpec('wheel_odom_max_gap_s', 0.2,
+                          'wheel_odom (nav_msgs/Odometry) poses further apart than this (s) '
+                          'around a frame give it no translation hint', 0.001, 10.0,
                           read_only=True),
         ),
         'matcher_node': (

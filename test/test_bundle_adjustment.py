@@ -151,8 +151,10 @@ class TestBundleAdjust:
         assert np.all(np.isnan(partial.depth_errors_rel[::2]))
 
     def test_measured_distances_fix_the_scale(self):
-        """One fixed camera: distances between consecutive centres (wheel odometry) give the
-        scale that pixels alone leave free."""
+        """Measured distances between consecutive centres give the scale pixels leave free.
+
+        One fixed camera; the distances are what wheel odometry measures.
+        """
         T_cam_world, points, cams, pts, pixels = _problem(seed=8, pixel_noise=0.3)
         centres = np.stack([invert_transform(T)[:3, 3] for T in T_cam_world])
         distances = np.array([(i, i + 1, np.linalg.norm(centres[i + 1] - centres[i]))

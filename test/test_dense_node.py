@@ -198,8 +198,7 @@ class TestDenseNode:
         assert status.name == 'dense_node: dense' and status.hardware_id == 'cam_9'
         assert (values['frames_processed'], values['errors']) == ('1', '1')
 
-    def test_an_untrained_depth_head_publishes_no_depth(self, harness, frames, model,
-                                                         tmp_path):
+    def test_an_untrained_depth_head_publishes_no_depth(self, harness, frames, model, tmp_path):
         from relperception.models.weights import (load_state_dict_file, save_weights,
                                                   TRAINED_HEADS_KEY)
 

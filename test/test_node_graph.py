@@ -59,6 +59,14 @@ class TestNodeSet:
         assert all('correspondences' not in d.remappings and 'odom' not in d.remappings
                    for d in nodes.values())
 
+    def test_wheel_odometry_input(self):
+        odometry = _by_name(graph.node_set(wheel_odom_topic='/base/odom'))[
+            'visual_odometry_node']
+        assert odometry.remappings['wheel_odom'] == '/base/odom'
+        assert 'wheel_odom' not in _by_name(graph.node_set())['visual_odometry_node'].remappings
+        with pytest.raises(ValueError, match='wheel_odom_topic'):
+            graph.node_set(correspondences_only=True, wheel_odom_topic='/base/odom')
+
     def test_without_depth_there_is_no_depth_input(self):
         odometry = _by_name(graph.node_set())['visual_odometry_node']
         assert 'depth_in' not in odometry.remappings

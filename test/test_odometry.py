@@ -682,8 +682,11 @@ class TestMonocularMap:
         assert stats['ba_failures'] == 0 and stats['ba_ms_median'] > 0
 
     def test_translation_hints_make_the_map_metric(self, speed_changing_sequence):
-        """``hint_map``: the map starts from the hinted baseline and the bundle adjustment
-        keeps the hinted keyframe distances: metric steps (ratio ~1), not the parallax unit."""
+        """``hint_map``: metric steps (ratio ~1), not the parallax unit.
+
+        The map starts from the hinted baseline and the bundle adjustment keeps the hinted
+        keyframe distances.
+        """
         camera, frames = speed_changing_sequence
         vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'hint_map': True})
         results = _run(vo, camera, frames, use_depth=False, hint=True)

@@ -192,6 +192,13 @@ class TestEvaluateBag:
                               gt_scale=True, gt_scale_noise=(0.0, 0.1), progress=False,
                               plots=False)
         assert biased['scale'] == pytest.approx(scaled['scale'] / 1.1, rel=0.02)
+        # A bag's wheel odometry topic gives the hints as the node's wheel_odom does (here the
+        # ground-truth camera poses: exact distances, the same trajectory as --gt-scale).
+        wheel = evaluate_bag(synthetic_bag, tmp_path / 'mono_wheel',
+                             {'topics.wheel_odometry': '/ground_truth/pose'}, mode='mono',
+                             progress=False, plots=False)
+        assert wheel['frames_by_scale_source'] == scaled['frames_by_scale_source']
+        assert wheel['ate_rmse_m'] == pytest.approx(scaled['ate_rmse_m'], rel=1e-6)
         # The hinted map: metric too, its frames tracked against the map.
         hinted = evaluate_bag(synthetic_bag, tmp_path / 'mono_hinted',
                               {'odometry.hint_map': True}, mode='mono', gt_scale=True,

@@ -45,6 +45,7 @@ from relperception.odometry.mount import (  # noqa: E402
     camera_mount_transform,
     DEFAULT_CAMERA_MOUNT_XYZ_QXYZW as DEFAULT_CAMERA_MOUNT,
 )
+from relperception.odometry.wheel_hints import WheelHints  # noqa: E402
 from relperception.pipeline.vo_pipeline import VOPipeline  # noqa: E402
 from relperception.transforms import (  # noqa: E402
     invert_transform,
@@ -364,6 +365,49 @@ class TestVisualOdometryNode:
         for pose, expected in zip(poses, offline):
             np.testing.assert_allclose(pose, expected, atol=1e-6)
         assert run.node.pipeline.odometry.map_stats()['map_initializations'] == 1
+
+    @pytest.mark.parametrize('hint_map', [False, True])
+    def test_wheel_odometry_gives_the_scale(self, harness, sequence, hint_map):
+        """Mono with wheel_odom: the tracker gets the distances between frames, as offline."""
+        camera, frames = sequence
+        config = {'odometry.mode': 'mono', 'odometry.hint_map': hint_map}
+        run = harness([Parameter(k, value=v) for k, v in config.items()])
+        wheel = run.probe.create_publisher(nav_msgs.Odometry, 'wheel_odom', 100)
+        assert wait_for(lambda: wheel.get_subscription_count() > 0)
+        run.send_camera_info(camera)
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        T_cam0_world = invert_transform(frames[0].T_world_cam)
+        offline_hints = WheelHints(T_base_cam)
+        for frame in frames:   # the base's wheel odometry, ahead of the images
+            T_odom_base = T_base_cam @ T_cam0_world @ frame.T_world_cam \
+                @ invert_transform(T_base_cam)
+            msg = odometry_msg(T_odom_base, frame.stamp_ns)
+            wheel.publish(msg)
+            offline_hints.add(frame.stamp_ns, transform_from_pose_msg(msg.pose.pose))
+        assert wait_for(lambda: len(run.node.wheel.hints) == NUM_FRAMES)
+        for frame in frames:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(NUM_FRAMES)
+        pipeline = VOPipeline(config)
+        expected = [pipeline.process(Frame(f.rgb, f.stamp_ns, camera),
+                                     translation_norm_m=offline_hints.hint_m(f.stamp_ns))
+                    .T_world_cam for f in frames]
+        pipeline.odometry.close()
+        steps = [np.linalg.norm(b.T_world_cam[:3, 3] - a.T_world_cam[:3, 3])
+                 for a, b in zip(frames[:-1], frames[1:])]
+        offline_hints.clear()
+        for frame in frames:
+            offline_hints.add(frame.stamp_ns, T_base_cam @ T_cam0_world @ frame.T_world_cam
+                              @ invert_transform(T_base_cam))
+        hints = [offline_hints.hint_m(f.stamp_ns) for f in frames]
+        np.testing.assert_allclose(hints[1:], steps, rtol=1e-9)   # the camera's true steps
+        for pose, offline in zip(camera_poses(run, T_base_cam), expected):
+            np.testing.assert_allclose(pose, offline, atol=1e-6)
+        assert run.node.scale_source == ('hinted_map' if hint_map else 'translation_norm_m')
+        assert run.node.wheel.hints.frames_with_hint == NUM_FRAMES - 1
+        # metric: the last position is the true one (relative to the first frame)
+        truth = (T_cam0_world @ frames[-1].T_world_cam)[:3, 3]
+        assert np.linalg.norm(expected[-1][:3, 3] - truth) < 0.05 * np.linalg.norm(truth)
 
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence

@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--depth-topic', default='', metavar='T',
                         help='depth image topic (16UC1 mm or 32FC1 m) for RGB-D odometry; '
                              'default: none (monocular)')
+    parser.add_argument('--wheel-odom-topic', default='', metavar='T',
+                        help='nav_msgs/Odometry of the base (wheel odometry): the distance '
+                             'between frames is the monocular translation hint; default: none')
     parser.add_argument('--image-transport', choices=('raw', 'compressed'), default='raw',
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
     parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         depth_transport=args.depth_transport,
         dense=args.dense or args.dense_depth_to_odometry,
         dense_depth_to_odometry=args.dense_depth_to_odometry,
-        correspondences_only=args.correspondences_only)
+        correspondences_only=args.correspondences_only,
+        wheel_odom_topic=args.wheel_odom_topic)
     descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
     odometry = graph.launch_odometry_parameters(dict(
         _name_value(text) for text in args.odometry_param))

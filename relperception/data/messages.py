@@ -154,13 +154,14 @@ def camera_info_fields(camera: Camera) -> dict[str, object]:
 def transform_from_pose_msg(pose) -> np.ndarray:
     """Return the (4, 4) float64 transform of a ``geometry_msgs/Pose`` (metres, xyzw quaternion).
 
-    A ``PoseStamped`` (anything with a ``pose`` field) is accepted too. For the ground-truth topic
-    the result is ``T_world_cam``.
+    A ``PoseStamped``, ``PoseWithCovariance(Stamped)`` or ``nav_msgs/Odometry`` (anything with
+    ``pose`` fields down to a Pose) is accepted too. For the ground-truth topic the result is
+    ``T_world_cam``.
 
     Raises:
         ValueError: for a zero or non-finite quaternion or a non-finite position.
     """
-    if not hasattr(pose, 'position') and hasattr(pose, 'pose'):
+    while not hasattr(pose, 'position') and hasattr(pose, 'pose'):
         pose = pose.pose
     p, q = pose.position, pose.orientation
     t = np.array([p.x, p.y, p.z], dtype=np.float64)

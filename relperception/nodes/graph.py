@@ -187,7 +187,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
              image_transport: str = 'raw', namespace: str = '',
              depth_transport: str = 'raw', dense: bool = False,
              dense_depth_to_odometry: bool = False,
-             correspondences_only: bool = False) -> List[NodeDescription]:
+             correspondences_only: bool = False,
+             wheel_odom_topic: str = '') -> List[NodeDescription]:
     """Describe the relperception nodes and how their topics are wired.
 
     Args:
@@ -211,6 +212,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
             ``depth_topic`` and ``depth_transport`` raw.
         correspondences_only: start ``matcher_node`` (consecutive-frame correspondences)
             instead of ``visual_odometry_node``; no depth inputs then.
+        wheel_odom_topic: ``nav_msgs/Odometry`` of the base (wheel odometry) for the odometry
+            node's ``wheel_odom`` input (the monocular translation hints); '' for none.
 
     Returns:
         The node descriptions, upstream first.
@@ -218,7 +221,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     Raises:
         ValueError: for an unknown matcher or transport, an empty or malformed topic,
             ``dense_depth_to_odometry`` without ``dense``, with ``depth_topic`` or with a
-            compressed depth transport, or depth inputs with ``correspondences_only``.
+            compressed depth transport, or depth or wheel odometry inputs with
+            ``correspondences_only``.
     """
     if matcher and matcher not in MATCHERS:
         raise ValueError(f'matcher must be one of {list(MATCHERS)}, got {matcher!r}')
@@ -233,6 +237,9 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     depth_topic = depth_topic.strip()
     if depth_topic:
         depth_topic = _absolute_or_relative(depth_topic, 'depth_topic')
+    wheel_odom_topic = wheel_odom_topic.strip()
+    if wheel_odom_topic:
+        wheel_odom_topic = _absolute_or_relative(wheel_odom_topic, 'wheel_odom_topic')
     namespace = namespace.strip().rstrip('/')
     if namespace and not namespace.startswith('/'):
         namespace = '/' + namespace
@@ -252,9 +259,9 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if dense_depth_to_odometry and depth_topic:
         raise ValueError(f'dense_depth_to_odometry and depth_topic {depth_topic!r} both '
                          "feed the odometry node's depth_in; choose one")
-    if correspondences_only and (depth_topic or dense_depth_to_odometry):
-        raise ValueError('correspondences_only runs no odometry: depth_topic and '
-                         'dense_depth_to_odometry do not apply')
+    if correspondences_only and (depth_topic or dense_depth_to_odometry or wheel_odom_topic):
+        raise ValueError('correspondences_only runs no odometry: depth_topic, '
+                         'dense_depth_to_odometry and wheel_odom_topic do not apply')
 
     if correspondences_only:
         descriptions = [NodeDescription(
@@ -273,6 +280,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
             remappings['depth_in'] = depth_topic
             if depth_transport == 'compressedDepth':
                 remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
+        if wheel_odom_topic:
+            remappings['wheel_odom'] = wheel_odom_topic
         remappings['diagnostics'] = '/diagnostics'
         descriptions = [NodeDescription(
             name='visual_odometry_node', executable='visual_odometry_node',

@@ -137,13 +137,17 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     input_topics = {'image': image_topic, 'camera_info': info_topic}
     if mode == 'rgbd':
         input_topics['depth'] = depth_topic
+    wheel_topic = config['topics.wheel_odometry'] or None
+    if wheel_topic is not None and wheel_topic in bag_topics:
+        input_topics['wheel_odom'] = wheel_topic
     published = {topic: _prefixed(namespace, topic) for topic in input_topics.values()}
     base_image = config['topics.image'] if transport == 'compressed' else image_topic
     descriptions = graph.node_set(
         matcher=config['matcher'], image_topic=_prefixed(namespace, base_image),
         camera_info_topic=published[info_topic],
         depth_topic=published[depth_topic] if mode == 'rgbd' else '',
-        image_transport=transport, namespace=namespace)
+        image_transport=transport, namespace=namespace,
+        wheel_odom_topic=published.get(wheel_topic, ''))
     clock_topic = '/clock'
     diagnostics_topic = '/diagnostics'
     if namespace:
@@ -549,7 +553,7 @@ def _expected_subscribers(plan: ReplayPlan, use_sim_time: bool) -> Dict[str, int
     expected: Dict[str, int] = {}
     for description in plan.descriptions:
         for source, target in description.remappings.items():
-            if source in ('image', 'image/compressed', 'camera_info', 'depth_in'):
+            if source in ('image', 'image/compressed', 'camera_info', 'depth_in', 'wheel_odom'):
                 if source == 'image' and 'image/compressed' in description.remappings:
                     continue
                 expected[target] = expected.get(target, 0) + 1

@@ -6,7 +6,10 @@ Subscribes:
     ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``),
     ``camera_info`` (``sensor_msgs/CameraInfo``, latest kept) and the optional ``depth_in``
     (:mod:`relperception.nodes.depth_input`; the depth nearest the image within
-    ``depth_max_dt_s``). Sensor-data QoS (best effort, keep last 5), overridable.
+    ``depth_max_dt_s``). Sensor-data QoS (best effort, keep last 5), overridable. The optional
+    ``wheel_odom`` (``nav_msgs/Odometry``, :mod:`relperception.nodes.wheel_odometry_input`):
+    the distance the camera moved between frames, the tracker's translation hint (the
+    monocular scale; with ``odometry.hint_map`` fused into the map).
 
 Publishes:
     ``odom`` (``nav_msgs/Odometry``, ``header.frame_id`` = ``odom_frame_id``,
@@ -20,6 +23,7 @@ Parameters:
     ``matcher``, the matcher sections and ``odometry.*`` (the shared schema,
     :mod:`relperception.config`), and the node-local ``camera_mount_xyz_qxyzw`` (read only),
     ``odom_frame_id``, ``base_frame_id``, ``path_max_length``, ``depth_max_dt_s``,
+    ``wheel_odom_max_gap_s``,
     ``publish_tf``, ``image_transport`` and ``depth_transport``.
 
 Each image runs through :class:`~relperception.pipeline.vo_pipeline.VOPipeline` — the same
@@ -71,6 +75,7 @@ from relperception.nodes.ros_messages import (
     pose_stamped_msg,
     transform_stamped_msg,
 )
+from relperception.nodes.wheel_odometry_input import WheelOdometryInput
 from relperception.odometry.covariance import (conjugate_covariance, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_mount_transform
@@ -178,6 +183,8 @@ class VisualOdometryNode(Node):
         self.lost = LostMessages(self)
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         self.depth = DepthInput(self, lambda: self._camera, lost=self.lost)
+        #: translation hints from wheel odometry (``wheel_odom``), where it is published.
+        self.wheel = WheelOdometryInput(self, self.T_base_cam, config['wheel_odom_max_gap_s'])
         #: camera_info messages refused (malformed intrinsics or size).
         self.camera_info_refused = 0
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
@@ -214,13 +221,19 @@ class VisualOdometryNode(Node):
 
         ``camera_info_refused``, ``depth_<problem>`` for every
         :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS` met so far and
-        ``<input>_lost_in_transport`` for inputs DDS lost messages of. (Frames without depth
+        ``<input>_lost_in_transport`` for inputs DDS lost messages of, and once wheel
+        odometry arrives ``wheel_odom_refused`` and ``frames_without_wheel_hint``. (Frames
+        without depth
         are reported with a rate by :class:`~relperception.nodes.depth_input.DepthSync`.)
         """
         counts = {CAMERA_INFO_REFUSED: self.camera_info_refused}
         counts.update({depth_problem_counter(problem): n
                        for problem, n in self.depth.problems.items()})
         counts.update(self.lost.counts())
+        hints = self.wheel.hints
+        if len(hints) or hints.refused:
+            counts.update({'wheel_odom_refused': hints.refused,
+                           'frames_without_wheel_hint': hints.frames_without_hint})
         return counts
 
     def tracking_report(self) -> Tuple[int, str, Dict[str, str]]:
@@ -304,6 +317,7 @@ class VisualOdometryNode(Node):
         self._anchor_covariance = np.zeros(36)
         self._path_poses.clear()
         self.depth.clear()
+        self.wheel.clear()
 
     def _process(self, msg) -> None:
         self._apply_parameters()
@@ -339,7 +353,8 @@ class VisualOdometryNode(Node):
         depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns, self._depth_wait_s)
         if self.depth.newest_stamp_ns is not None:
             self.depth_sync.record(depth is not None, stamp_ns, self._depth_max_dt_ns * 1e-9)
-        result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth))
+        result = self.pipeline.process(Frame(image.gray, stamp_ns, camera, depth),
+                                       translation_norm_m=self.wheel.hint_m(stamp_ns))
         self.status_counts[result.status] += 1
         self.tracking_state = result.status
         self.frames_lost_in_a_row = self.frames_lost_in_a_row + 1 \

@@ -109,6 +109,32 @@ def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None
     return float(np.linalg.norm(poses[1][:3, 3] - poses[0][:3, 3]))
 
 
+def _wheel_hints(reader, topic: str, bag_topics, gt_scale: bool, errors):
+    """Return the ``WheelHints`` of the bag's wheel odometry topic, or None without one."""
+    from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW, NODE_LOCAL_SPECS
+    from relperception.odometry.mount import camera_mount_transform
+    from relperception.odometry.wheel_hints import WheelHints
+
+    if not topic:
+        return None
+    if topic not in bag_topics:
+        logger.warning('bag has no wheel odometry topic %s: no translation hints', topic)
+        return None
+    if gt_scale:
+        logger.info('--gt-scale: the ground-truth steps are the hints, not %s', topic)
+        return None
+    stamps, poses = read_ground_truth(reader, topic, errors)
+    # The node's defaults: the camera centre at the base origin, its largest pose gap.
+    max_gap_s = NODE_LOCAL_SPECS['visual_odometry_node']['wheel_odom_max_gap_s'].default
+    hints = WheelHints(camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
+                       max_gap_s=max_gap_s, max_poses=max(2, len(stamps)))
+    for stamp, T in zip(stamps.tolist(), poses):
+        hints.add(stamp, T)
+    logger.info('%d wheel odometry poses on %s: translation hints for the monocular scale',
+                len(hints), topic)
+    return hints
+
+
 #: Seed of the noise ``gt_scale_noise`` puts on the ground-truth steps.
 HINT_NOISE_SEED = 0
 
@@ -237,6 +263,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
 
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         errors.add_new(reader.errors, seen_reader_errors)
+        wheel = _wheel_hints(reader, config['topics.wheel_odometry'], bag_topics, gt_scale,
+                             errors)
+        errors.add_new(reader.errors, seen_reader_errors)
         pipeline = VOPipeline({**config, 'odometry.mode': resolved})
         assembler = FrameAssembler(use_depth, errors,
                                    predict_depth=_depth_predictor(dense_depth))
@@ -268,6 +297,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                     hint = _gt_step_norm(gt_stamps, gt_poses, previous_stamp, stamp)
                     if hint is not None and hint_noise is not None:
                         hint *= hint_noise()
+                elif wheel is not None:
+                    hint = wheel.hint_m(stamp)
                 result = pipeline.process(frame, translation_norm_m=hint)
                 previous_stamp = stamp
                 rows.append({'stamp_ns': stamp, 'status': result.status,

@@ -1,0 +1,67 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The ``wheel_odom`` input of ``visual_odometry_node``: translation hints from wheel odometry.
+
+Subscribes ``wheel_odom`` (``nav_msgs/Odometry``, remap it to the base controller's or the
+EKF's odometry, reliable, keep last 100) and keeps its poses in a
+:class:`~relperception.odometry.wheel_hints.WheelHints`. :meth:`WheelOdometryInput.hint_m`
+gives each frame the distance the camera moved since the last frame that had one, which the
+node hands to the tracker as ``translation_norm_m``; without wheel odometry nothing changes.
+Counters (frames with and without a hint, poses refused) feed ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from nav_msgs.msg import Odometry
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+from relperception.odometry.wheel_hints import WheelHints
+
+#: The topic (relative: remap it).
+TOPIC = 'wheel_odom'
+
+
+class WheelOdometryInput:
+    """Wheel odometry poses of a node and the translation hint of each frame.
+
+    Args:
+        node: the node that subscribes.
+        T_base_cam: (4, 4) camera mount on the base.
+        max_gap_s: see :class:`~relperception.odometry.wheel_hints.WheelHints`.
+    """
+
+    def __init__(self, node: Node, T_base_cam: np.ndarray, max_gap_s: float):
+        """Subscribe ``wheel_odom``."""
+        self._node = node
+        self._lock = threading.Lock()
+        #: the poses and the hint bookkeeping (read its counters; call under no lock).
+        self.hints = WheelHints(T_base_cam, max_gap_s)
+        self._subscription = node.create_subscription(Odometry, TOPIC, self._on_odometry,
+                                                      QoSProfile(depth=100))
+
+    def _on_odometry(self, msg: Odometry) -> None:
+        try:
+            T_odom_base = transform_from_pose_msg(msg.pose.pose)
+        except ValueError as error:
+            self._node.get_logger().warning(f'wheel_odom pose refused: {error}',
+                                            throttle_duration_sec=5.0)
+            T_odom_base = np.full((4, 4), np.nan)   # counted as refused below
+        with self._lock:
+            if not self.hints.add(stamp_to_ns(msg.header.stamp), T_odom_base):
+                self._node.get_logger().warning(
+                    'wheel_odom pose refused (not rigid, or not after the previous one)',
+                    throttle_duration_sec=5.0)
+
+    def hint_m(self, stamp_ns: int) -> float | None:
+        """Return the frame's translation hint (m), see ``WheelHints.hint_m``, or None."""
+        with self._lock:
+            return self.hints.hint_m(stamp_ns)
+
+    def clear(self) -> None:
+        """Forget the poses and the last frame (a reset or a jump back in time)."""
+        with self._lock:
+            self.hints.clear()
