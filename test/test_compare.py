@@ -2,18 +2,28 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Tests of ``relperception compare``: a study runs eval's code path per cell, in parallel."""
 
+import importlib.util
 import json
+import logging
 import os
+import shutil
+import signal
+import subprocess
+import sys
 
+from conftest import wait_for
 import pytest
 
 from relperception.cli.main import main
 from relperception.config import load_config
 from relperception.data.synthetic_bag import write_synthetic_bag
-from relperception.evaluation.study_report import aggregate, pareto_front, recommend
+from relperception.evaluation.study_report import (aggregate, pareto_front, recommend,
+                                                   write_results)
+from relperception.pipeline import study
 from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
                                           run_study, StudyConfig)
+from relperception.pipeline.study_ray import gpus_for_config
 
 
 @pytest.fixture(scope='module')
@@ -78,6 +88,76 @@ def test_a_failing_cell_is_recorded_and_the_others_finish(study_inputs, tmp_path
     assert [r['reused'] for r in run_study(cells, mode='mono')] == [True, False]
 
 
+def test_a_killed_study_resumes_without_recomputing_finished_cells(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    output = tmp_path / 'out'
+    cells = plan_cells(bags, configs[:1], output)
+    # The whole study (driver and its spawned worker) in a process group of its own, killed
+    # with SIGKILL once the first cell is written: nothing of the study gets to clean up.
+    study_run = subprocess.Popen(
+        [sys.executable, '-c', 'import sys; from relperception.cli.main import main; '
+         'sys.exit(main(sys.argv[1:]))', 'compare', '--bags', *map(str, bags),
+         '--configs', 'default', '--workers', '1', '-o', str(output), '--no-progress'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_for((cells[0].folder / CELL_FILE).is_file, timeout=180.0)
+    finally:
+        os.killpg(study_run.pid, signal.SIGKILL)
+        study_run.wait(timeout=30)
+    assert study_run.returncode == -signal.SIGKILL
+    assert not (output / 'results.json').exists()   # killed before the study ended
+    stamp = (cells[0].folder / CELL_FILE).stat().st_mtime_ns
+    rows = run_study(cells, workers=1)
+    assert [r['status'] for r in rows] == ['ok', 'ok']
+    assert [r['reused'] for r in rows] == [True, False]
+    assert (cells[0].folder / CELL_FILE).stat().st_mtime_ns == stamp
+
+
+def _exit_on_doomed_bag(cell, mode, plots):
+    """Stand-in for run_cell in a pool worker: the worker process dies on the bag 'doomed'."""
+    if cell.bag.name == 'doomed':
+        os._exit(3)
+    return study.run_cell(cell, mode, plots)
+
+
+def test_a_cell_that_kills_its_pool_worker_fails_alone(study_inputs, tmp_path, monkeypatch,
+                                                       caplog):
+    root, bags, configs = study_inputs
+    doomed = tmp_path / 'doomed'
+    shutil.copytree(bags[0], doomed)
+    cells = plan_cells([doomed, bags[1]], configs[:1], tmp_path / 'out')
+    # Workers are spawned: they import this module and run the stand-in by reference.
+    monkeypatch.setattr(study, 'run_cell', _exit_on_doomed_bag)
+    with caplog.at_level(logging.WARNING, logger='relperception.pipeline.study'):
+        rows = run_study(cells, workers=2)
+    # Both cells were in the pool that broke; each ran again alone, the doomed one died again.
+    assert 'a worker process died: 2 cells run again' in caplog.text
+    assert rows[0]['status'] == 'failed' and rows[0]['error'] == study.WORKER_DIED
+    assert rows[0]['bag'] == str(doomed) and rows[0]['ate_rmse_m'] is None
+    assert rows[1]['status'] == 'ok' and rows[1]['ate_rmse_m'] > 0
+
+
+def test_the_ray_executor_without_ray_says_how_to_install_it(study_inputs, tmp_path,
+                                                             monkeypatch):
+    root, bags, configs = study_inputs
+    monkeypatch.setitem(sys.modules, 'ray', None)   # import ray raises ImportError
+    cells = plan_cells(bags[:1], configs[:1], tmp_path / 'out')
+    with pytest.raises(RuntimeError, match=r"pip install 'ray\[default\]'"):
+        run_study(cells, ray_address='auto')
+    assert main(['compare', '--bags', str(bags[0]), '--configs', 'default', '--ray', 'auto',
+                 '-o', str(tmp_path / 'out'), '--no-progress']) == 1
+
+
+def test_a_cell_reserves_a_gpu_only_when_its_matcher_runs_on_cuda():
+    assert gpus_for_config(load_config()) == 0
+    loftr = load_config(overrides={'matcher': 'loftr'})
+    assert gpus_for_config(loftr) == 0
+    assert gpus_for_config({**loftr, 'loftr.device': 'cuda:1'}) == 1
+    assert gpus_for_config({**loftr, 'loftr.backend': 'tensorrt'}) == 1
+    assert gpus_for_config({**loftr, 'loftr.backend': 'onnxruntime'}) == 0
+    assert gpus_for_config({**loftr, 'matcher': 'ncc', 'loftr.device': 'cuda'}) == 0
+
+
 def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
     root, bags, configs = study_inputs
     study = tmp_path / 'study.yaml'
@@ -94,7 +174,14 @@ def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
     summary = json.loads((output / 'aggregate.json').read_text())
     assert [a['config'] for a in summary['configurations']] == ['default', 'small']
     assert all(a['ok'] == 2 for a in summary['configurations'])
-    assert all(r['mode'] == 'rgbd' for r in json.loads((output / 'results.json').read_text()))
+    results = json.loads((output / 'results.json').read_text())
+    assert all(r['mode'] == 'rgbd' for r in results)
+    if importlib.util.find_spec('pyarrow') is None:
+        assert not (output / 'results.parquet').exists()
+    else:   # the same rows, values and types as results.json
+        import pyarrow.parquet
+
+        assert pyarrow.parquet.read_table(output / 'results.parquet').to_pylist() == results
     report = (output / 'report.html').read_text()
     assert 'criterion: lowest median ATE' in report and 'data:image/png;base64,' in report
     assert report.count('cells/') >= 4 and 'relperception compare --study' in report
@@ -105,6 +192,17 @@ def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
 def _row(bag, config, ate, ms=10.0, status='ok'):
     return {'bag': bag, 'config': config, 'status': status, 'ate_rmse_m': ate,
             'timing_median_ms': ms, 'drift_percent': 1.0}
+
+
+def test_results_parquet_round_trips_failed_cells_and_mixed_numbers(tmp_path):
+    parquet = pytest.importorskip('pyarrow.parquet')
+    rows = [_row('a', 'x', 0.2, ms=10), _row('a', 'y', None, ms=None, status='failed'),
+            _row('b', 'x', 1, ms=12.5)]
+    rows[1]['error'] = 'the worker process died'
+    written = write_results(rows, aggregate(rows, ['x', 'y']), 'line', tmp_path)
+    back = parquet.read_table(written['results.parquet']).to_pylist()
+    assert back == [{'error': None, **r} for r in rows]
+    assert back[1]['ate_rmse_m'] is None and back[2]['ate_rmse_m'] == 1.0
 
 
 def test_aggregate_ranks_per_bag_and_counts_failures():
@@ -151,6 +249,10 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
         plan_cells([], configs, tmp_path)
     with pytest.raises(ValueError, match='workers'):
         run_study([], workers=0)
+    with pytest.raises(ValueError, match='cpus_per_cell'):
+        run_study([], ray_address='auto', cpus_per_cell=0)
+    with pytest.raises(ValueError, match='ray_address'):
+        run_study([], ray_address=' ')
     study = tmp_path / 'study.yaml'
     study.write_text('bags: []\nconfigs: {a: default}\n')
     with pytest.raises(ValueError, match='bags'):

@@ -32,8 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'eval writes them; a rerun reuses finished cells whose inputs are '
                              'unchanged')
     parser.add_argument('--workers', type=int, default=1,
-                        help='worker processes (default 1); each cell gets cpu_count / workers '
-                             'threads')
+                        help='local worker processes (default 1); each cell gets cpu_count / '
+                             'workers threads')
+    parser.add_argument('--ray', metavar='ADDRESS',
+                        help='run the cells as tasks on a running Ray cluster instead: auto '
+                             '(RAY_ADDRESS, else the local head) or HOST:PORT of its head; bags '
+                             'and --output on a filesystem every node sees at the same paths '
+                             "(needs pip install 'ray[default]')")
+    parser.add_argument('--cpus-per-cell', type=int, default=1, metavar='N',
+                        help='with --ray: CPUs each cell reserves and threads it uses '
+                             '(default 1); LoFTR on CUDA also reserves one GPU')
     parser.add_argument('--mode', choices=('auto', 'rgbd', 'mono'),
                         help="odometry mode of every cell (default: each configuration's)")
     parser.add_argument('--plots', action='store_true', help="write each cell's PNG plots")
@@ -58,10 +66,13 @@ def run(args: argparse.Namespace) -> int:
     bags += args.bags
     configs += [parse_config_spec(spec) for spec in args.configs]
     cells = plan_cells(bags, configs, args.output, mode)
+    if args.ray and args.workers != 1:
+        logger.warning('--workers is not used with --ray (see --cpus-per-cell)')
     with tqdm(total=len(cells), unit='cell', disable=args.no_progress,
-              desc='compare') as bar:
+              desc='compare (ray)' if args.ray else 'compare') as bar:
         rows = run_study(cells, workers=args.workers, mode=mode, plots=args.plots,
-                         on_row=lambda row: bar.update(1))
+                         on_row=lambda row: bar.update(1), ray_address=args.ray,
+                         cpus_per_cell=args.cpus_per_cell)
     names = [c.name for c in configs]
     aggregates = aggregate(rows, names)
     recommendation = recommend(rows, names)

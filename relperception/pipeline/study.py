@@ -14,6 +14,11 @@ version. A rerun reuses a finished cell whose key is unchanged and computes the 
 that failed is recorded with its error and computed again on the next run. A failing cell
 (or a worker that dies) never stops the others.
 
+**Executors.** The local pool above, or a Ray cluster (``ray_address``, see
+:mod:`relperception.pipeline.study_ray`): each pending cell is then a Ray task that calls
+:func:`run_cell_pinned`, the same :func:`run_cell`; planning, reuse of finished cells and the
+rows are the same for both.
+
 Aggregation and the report are :mod:`relperception.evaluation.study_report`.
 """
 
@@ -47,6 +52,8 @@ ROW_METRICS = ('ate_rmse_m', 'ate_median_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_d
 CELL_FILE = 'cell.json'
 #: Name of the configuration that is the package defaults.
 DEFAULT_CONFIG = 'default'
+#: ``error`` of a cell whose worker process died (both executors).
+WORKER_DIED = 'the worker process died'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,8 +196,17 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
     return cells
 
 
-def _pin_threads(threads: int) -> None:
-    """Worker initialiser: numeric libraries use ``threads`` threads in this process."""
+def pin_threads(threads: int) -> None:
+    """Make the numeric libraries of this process use ``threads`` threads (>= 1).
+
+    OpenMP / OpenBLAS / MKL through their environment variables (libraries loaded later),
+    OpenCV and torch (when installed) directly.
+
+    Raises:
+        ValueError: ``threads`` is not an integer >= 1.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f'threads must be an integer >= 1, got {threads!r}')
     for variable in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS'):
         os.environ[variable] = str(threads)
     import cv2
@@ -227,6 +243,22 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
     return row
 
 
+def run_cell_pinned(cell: Cell, mode: str | None, plots: bool, threads: int) -> dict:
+    """Pin this process to ``threads`` threads (:func:`pin_threads`), then :func:`run_cell`.
+
+    The function a Ray task runs (a Ray worker process serves many tasks, so the pinning is
+    done per cell rather than once per process as in the local pool).
+    """
+    pin_threads(threads)
+    return run_cell(cell, mode, plots)
+
+
+def failed_row(cell: Cell, error: str) -> dict:
+    """Return the row of a cell that produced none (its worker died): ``status: 'failed'``."""
+    return {**_identity(cell), **dict.fromkeys(ROW_METRICS), 'status': 'failed',
+            'error': str(error), 'elapsed_s': None, 'reused': False}
+
+
 def finished_row(cell: Cell) -> dict | None:
     """Return the row of a cell finished earlier with the same key, else None."""
     try:
@@ -240,26 +272,39 @@ def finished_row(cell: Cell) -> dict | None:
 
 def run_study(cells: Sequence[Cell], workers: int = 1, mode: str | None = None,
               plots: bool = False,
-              on_row: Callable[[dict], None] | None = None) -> list[dict]:
+              on_row: Callable[[dict], None] | None = None,
+              ray_address: str | None = None, cpus_per_cell: int = 1) -> list[dict]:
     """Run every cell (reusing finished ones); return the rows in the order of ``cells``.
 
     Args:
         cells: from :func:`plan_cells`.
-        workers: worker processes (>= 1); each pins its numeric libraries to
-            ``max(1, cpu_count // workers)`` threads.
+        workers: local worker processes (>= 1); each pins its numeric libraries to
+            ``max(1, cpu_count // workers)`` threads. Not used with ``ray_address``.
         mode: odometry mode of every cell (None: each configuration's ``odometry.mode``).
         plots: write each cell's PNG plots.
         on_row: called with each row as it is known (progress).
+        ray_address: run the pending cells as tasks on this Ray cluster (``'auto'`` or
+            ``host:port``, see :func:`relperception.pipeline.study_ray.run_on_ray`) instead
+            of the local pool; None: the local pool.
+        cpus_per_cell: with ``ray_address``, the CPUs each cell's task reserves and the threads
+            it is pinned to (>= 1).
 
     Returns:
         One dict per cell: identification columns, ``status`` ('ok' or 'failed'), ``error``,
         ``reused`` (finished in an earlier run), :data:`ROW_METRICS` and ``elapsed_s``.
 
     Raises:
-        ValueError: ``workers`` < 1.
+        ValueError: ``workers`` or ``cpus_per_cell`` < 1, an empty ``ray_address``.
+        RuntimeError: ``ray_address`` without Ray installed, or no cluster there.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f'workers must be an integer >= 1, got {workers!r}')
+    if isinstance(cpus_per_cell, bool) or not isinstance(cpus_per_cell, int) \
+            or cpus_per_cell < 1:
+        raise ValueError(f'cpus_per_cell must be an integer >= 1, got {cpus_per_cell!r}')
+    if ray_address is not None and (not isinstance(ray_address, str)
+                                    or not ray_address.strip()):
+        raise ValueError(f"ray_address must be 'auto' or host:port, got {ray_address!r}")
     rows: list = [None] * len(cells)
     pending = []
     for index, cell in enumerate(cells):
@@ -267,24 +312,29 @@ def run_study(cells: Sequence[Cell], workers: int = 1, mode: str | None = None,
         if row is None:
             pending.append(index)
             continue
-        rows[index] = {**row, 'reused': True}
+        # identification columns as planned now (a path may be spelled differently)
+        rows[index] = {**row, **_identity(cell), 'reused': True}
         if on_row:
             on_row(rows[index])
     threads = max(1, (os.cpu_count() or 1) // workers)
 
     def record(index: int, row: dict) -> None:
-        rows[index] = row
+        rows[index] = {**row, **_identity(cells[index])}
         if on_row:
-            on_row(row)
+            on_row(rows[index])
 
+    if ray_address is not None:
+        if pending:
+            from relperception.pipeline.study_ray import run_on_ray
+
+            run_on_ray(cells, pending, ray_address.strip(), cpus_per_cell, mode, plots, record)
+        return rows
     broken = _run_pool(cells, pending, workers, threads, mode, plots, record)
     if broken:
         logger.warning('a worker process died: %d cells run again, one at a time', len(broken))
     for index in broken:   # each alone, so a cell that kills its worker fails by itself
         if _run_pool(cells, [index], 1, threads, mode, plots, record):
-            record(index, {**_identity(cells[index]), **dict.fromkeys(ROW_METRICS),
-                           'status': 'failed', 'error': 'the worker process died',
-                           'elapsed_s': None, 'reused': False})
+            record(index, failed_row(cells[index], WORKER_DIED))
     return rows
 
 
@@ -293,7 +343,7 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
     context = multiprocessing.get_context('spawn')
     broken = []
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=_pin_threads,
+                                                initializer=pin_threads,
                                                 initargs=(threads,)) as pool:
         futures = {pool.submit(run_cell, cells[i], mode, plots): i for i in indices}
         for future in concurrent.futures.as_completed(futures):
