@@ -154,6 +154,17 @@ class TestHeatmaps:
         figure = compose_panels([panel, rgb], 'caption', gap=4)
         assert figure.shape[1] == 100 + 4 + 60
 
+    def test_labels_of_markers_at_one_point_do_not_overlap(self):
+        red, green = (255, 0, 0), (0, 255, 0)
+        rgb = draw_markers(np.zeros((60, 120, 3), np.uint8), [(60, 30), (60, 30)],
+                           [red, green], ['NCC', 'LoFTR'], size=5)
+        text_rows = slice(20, 45)
+        reddish = (rgb[text_rows, :, 0] > 150) & (rgb[text_rows, :, 1] < 100)
+        greenish = (rgb[text_rows, :, 1] > 150) & (rgb[text_rows, :, 0] < 100)
+        # the first label right of the marker, the second left of it
+        assert reddish[:, 67:].any() and not reddish[:, :53].any()
+        assert greenish[:, :53].any() and not greenish[:, 67:].any()
+
 
 @pytest.fixture(scope='module')
 def image_files(tmp_path_factory):

@@ -290,7 +290,12 @@ def run_match(args: argparse.Namespace) -> Path:
         left, 'image 0: query pixel', f'magenta box: NCC patch ({args.patch_size} px)'
         + ('; green box: LoFTR coarse cell' if attention is not None else ''),
         min_width=320)]
-    ncc_panel = rel.heatmap_overlay(image1, surface, alpha=0.65, vmin=-1.0, vmax=1.0,
+    # From the median score up: most of an image correlates somewhat, the peaks are what counts.
+    finite = surface[np.isfinite(surface)]
+    ncc_low = float(np.median(finite)) if finite.size else -1.0
+    ncc_low = min(ncc_low, ncc_score - 0.05) if np.isfinite(ncc_score) else ncc_low
+    ncc_panel = rel.heatmap_overlay(image1, np.where(surface >= ncc_low, surface, np.nan),
+                                    alpha=0.65, vmin=ncc_low, vmax=1.0,
                                     interpolation=cv2.INTER_LINEAR)
     panels.append(rel.titled_panel(
         rel.draw_markers(_resize(ncc_panel, scale1), markers, colours, labels),
@@ -298,8 +303,9 @@ def run_match(args: argparse.Namespace) -> Path:
         f'Compare: raw grey values in a fixed {args.patch_size}x{args.patch_size} window. '
         f'Score: zero-mean NCC at every position of image 1 (the NCC matcher itself only '
         f'searches a local window, coarse to fine). Aggregate: arg-max = '
-        f'({ncc_x:.0f}, {ncc_y:.0f}), NCC {ncc_score:.3f}.',
-        footer=rel.colour_bar(bar_width, -1.0, 1.0, 'NCC'), min_width=320))
+        f'({ncc_x:.0f}, {ncc_y:.0f}), NCC {ncc_score:.3f}. Coloured from the median score '
+        f'({ncc_low:.2f}) up.',
+        footer=rel.colour_bar(bar_width, ncc_low, 1.0, 'NCC'), min_width=320))
     if attention is not None:
         grid = attention['map']  # (h1, w1) on image 1's coarse grid, sums to 1
         shown = rel.cell_grid_to_image(np.log10(np.maximum(grid, 1e-8)), image1.shape,
@@ -318,10 +324,13 @@ def run_match(args: argparse.Namespace) -> Path:
             f'{1.0 / grid.size:.3g}). Aggregate: weighted sum of values, which updates the '
             f'feature of the cell.',
             footer=rel.colour_bar(bar_width, vmin, vmax, 'log10 weight'), min_width=320))
-        confidence = rel.cell_grid_to_image(attention['confidence_map'], image1.shape,
-                                            probe.input_hw, probe.stride)
-        overlay = rel.heatmap_overlay(image1, confidence, alpha=0.65, vmin=0.0,
-                                      vmax=max(float(confidence.max()), 1e-6))
+        # Dual-softmax confidence spans many decades: log10 colours from its 5th percentile.
+        log_confidence = np.log10(np.maximum(attention['confidence_map'], 1e-30))
+        confidence = rel.cell_grid_to_image(log_confidence, image1.shape, probe.input_hw,
+                                            probe.stride)
+        top = float(log_confidence.max())
+        low = min(float(np.percentile(log_confidence, 5)), top - 1.0)
+        overlay = rel.heatmap_overlay(image1, confidence, alpha=0.65, vmin=low, vmax=top)
         panels.append(rel.titled_panel(
             rel.draw_markers(_resize(overlay, scale1), markers, colours, labels),
             f'LoFTR {args.config} match confidence',
@@ -330,8 +339,8 @@ def run_match(args: argparse.Namespace) -> Path:
             f'Aggregate: arg-max, mutual nearest neighbour, threshold '
             f'{probe.matcher.threshold:g}, then fine refinement: ({match1[0]:.0f}, '
             f'{match1[1]:.0f}), confidence {attention["confidence"]:.3g}, {verdict}.',
-            footer=rel.colour_bar(bar_width, 0.0, max(float(confidence.max()), 1e-6),
-                                  'confidence'), min_width=320))
+            footer=rel.colour_bar(bar_width, low, top, 'log10 confidence'),
+            min_width=320))
     figure = rel.compose_panels(
         panels, 'Both methods compare -> score -> aggregate. NCC scores raw pixels of a fixed '
                 'window; LoFTR scores learned, context-aware features against the whole image.')

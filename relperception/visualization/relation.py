@@ -313,8 +313,9 @@ def draw_markers(rgb: np.ndarray, points: Sequence[Sequence[float]],
         rgb: (H, W, 3) uint8 image (not modified).
         points: (N, 2) positions (x, y) in pixels.
         colours: N RGB colours; default :data:`MARKER_COLOURS` in turn.
-        labels: N short texts written right of the markers (label i shifted down by i
-            lines, so labels of nearby markers do not overlap), or None.
+        labels: N short texts beside the markers (even markers' labels on the right, odd
+            ones' on the left, each pair a line lower than the one before, so labels of nearby
+            markers do not overlap), or None.
         size: half the cross-hair length in pixels.
 
     Returns:
@@ -339,10 +340,13 @@ def draw_markers(rgb: np.ndarray, points: Sequence[Sequence[float]],
                            cv2.LINE_AA)
             cv2.circle(canvas, centre, size, col, thickness, cv2.LINE_AA)
         if labels is not None and labels[i]:
-            # label i on line i below the first, so that nearby markers stay readable
-            origin = (centre[0] + size + 2, centre[1] - size + 13 * i)
-            cv2.putText(canvas, str(labels[i]), origin, _FONT, 0.4, (0, 0, 0), 3, cv2.LINE_AA)
-            cv2.putText(canvas, str(labels[i]), origin, _FONT, 0.4, colour, 1, cv2.LINE_AA)
+            # alternate sides, then lines, so that nearby markers stay readable
+            text = str(labels[i])
+            (text_w, _), _ = cv2.getTextSize(text, _FONT, 0.4, 1)
+            x = centre[0] + size + 3 if i % 2 == 0 else centre[0] - size - 3 - text_w
+            origin = (x, centre[1] + 4 + 13 * (i // 2))
+            cv2.putText(canvas, text, origin, _FONT, 0.4, (0, 0, 0), 3, cv2.LINE_AA)
+            cv2.putText(canvas, text, origin, _FONT, 0.4, colour, 1, cv2.LINE_AA)
     return canvas
 
 
