@@ -329,11 +329,17 @@ class TestConvertKitti:
         summary = convert_kitti(official, tmp_path / 'official.bag')
         assert summary['gt_poses'] == 5
         assert summary['gt_source'] == str(dataset / 'poses' / '07.txt')
+        # the bag's metadata.yaml says what ground truth was found
+        with BagReader(tmp_path / 'official.bag') as reader:
+            found = reader.custom_data[topics.GROUND_TRUTH_KEY]
+        assert found.startswith(str(dataset / 'poses' / '07.txt')) and '5 poses' in found
         # elsewhere: --poses names the file; without it, a warning says how to give one
         elsewhere = tmp_path / 'elsewhere'
         shutil.copytree(official, elsewhere)
         with caplog.at_level(logging.WARNING):
             assert convert_kitti(elsewhere, tmp_path / 'none.bag')['gt_poses'] == 0
+        with BagReader(tmp_path / 'none.bag') as reader:
+            assert reader.custom_data[topics.GROUND_TRUTH_KEY] == 'none'
         assert any('--poses' in r.getMessage() for r in caplog.records)
         summary = convert_kitti(elsewhere, tmp_path / 'given.bag',
                                 poses=dataset / 'poses' / '07.txt')

@@ -30,6 +30,8 @@ from struct import error as StructError
 from struct import unpack
 from typing import Self
 
+import yaml
+
 import numpy as np
 from rosbags import typesys
 from rosbags.interfaces import MessageDefinitionFormat
@@ -169,6 +171,21 @@ class BagWriter:
         else:
             self.abort()
         return False
+
+    def set_custom_data(self, key: str, value: str) -> None:
+        """Record ``key: value`` in ``metadata.yaml``'s ``custom_data`` (rosbag2's free map).
+
+        Converters record there what ground truth they found (:data:`GROUND_TRUTH_KEY`).
+
+        Raises:
+            RuntimeError: the writer is not open.
+            ValueError: ``key`` or ``value`` is not a string, or ``key`` is empty.
+        """
+        if self._writer is None:
+            raise RuntimeError('BagWriter is not open; use it as a context manager')
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise ValueError(f'custom data must be str -> str, got {key!r}: {value!r}')
+        self._writer.set_custom_data(key, value)
 
     # -- summary --------------------------------------------------------------------------------
     @property
@@ -605,6 +622,20 @@ class BagReader:
         """Topic name -> message type."""
         self._check_open()
         return {conn.topic: conn.msgtype for conn in self._connections}
+
+    @property
+    def custom_data(self) -> dict[str, str]:
+        """The ``custom_data`` map of ``metadata.yaml`` (empty without one)."""
+        metadata = self.path / 'metadata.yaml' if self.path.is_dir() else None
+        if metadata is None or not metadata.is_file():
+            return {}
+        try:
+            info = yaml.safe_load(metadata.read_text(encoding='utf-8')) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            self.errors.append(f'metadata.yaml unreadable: {exc}')
+            return {}
+        data = (info.get('rosbag2_bagfile_information') or {}).get('custom_data') or {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     @property
     def message_counts(self) -> dict[str, int]:

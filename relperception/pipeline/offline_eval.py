@@ -74,6 +74,7 @@ from relperception.config import load_config
 from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S, MODES,
                                            read_ground_truth, require_topic, resolve_mode)
 from relperception.data.error_log import ErrorLog
+from relperception.data.topics import GROUND_TRUTH_KEY
 from relperception.evaluation.report import remove_earlier_outputs, write_json
 from relperception.evaluation.trajectory import interpolate_poses
 from relperception.evaluation.vo_report import (log_summary, NO_TRAJECTORY_METRICS,
@@ -263,6 +264,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
 
         gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
         errors.add_new(reader.errors, seen_reader_errors)
+        found = reader.custom_data.get(GROUND_TRUTH_KEY)
+        if found is not None:
+            logger.info('ground truth of the bag (its converter): %s', found)
         wheel = _wheel_hints(reader, config['topics.wheel_odometry'], bag_topics, gt_scale,
                              errors)
         errors.add_new(reader.errors, seen_reader_errors)

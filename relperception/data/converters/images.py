@@ -115,6 +115,9 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
             if labels is not None:
                 label = _read_label(labels[i], (height, width))
                 writer.write_image(topics.GT_LABELS, stamp, label, 'mono8', topics.CAMERA_FRAME)
+        writer.set_custom_data(topics.GROUND_TRUTH_KEY,
+                               f'labels ({len(labels)} on {topics.GT_LABELS})' if labels
+                               else 'none')
     summary = writer.summary()
     summary.update(frames=len(images), labels=0 if labels is None else len(labels),
                    camera_guessed=camera_guessed, names=[p.stem for p in images])

@@ -228,6 +228,8 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
                 except ValueError as exc:
                     raise ValueError(f'{gt_source.name}, pose of frame {index} '
                                      f'(line {index + 1}): {exc}') from None
+        writer.set_custom_data(topics.GROUND_TRUTH_KEY, 'none' if poses is None else
+                               f'{gt_source} ({len(images)} poses on {topics.GT_POSE})')
     summary = writer.summary()
     summary.update(frames=len(images), gt_poses=0 if poses is None else len(images),
                    gt_source=None if gt_source is None else str(gt_source),

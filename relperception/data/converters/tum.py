@@ -320,6 +320,9 @@ def convert_tum(sequence_dir, output_bag, storage: str = 'mcap', camera: Camera 
                     raise ValueError(f'{depth[depth_for_rgb[index]][1]}: depth size differs '
                                      'from the RGB frames')
                 writer.write_image(topics.DEPTH, stamp, depth_m, '32FC1', topics.CAMERA_FRAME)
+        writer.set_custom_data(topics.GROUND_TRUTH_KEY,
+                               f'{gt_path} ({inside.size} poses on {topics.GT_POSE})'
+                               if inside.size else 'none')
     summary = writer.summary()
     summary.update(rgb_frames=len(rgb), depth_paired=len(pairs),
                    depth_unpaired=len(depth) - len(pairs), gt_poses=int(inside.size),
