@@ -331,3 +331,24 @@ class TestRealData:
         assert summary['frames_lost'] == 0
         assert summary['ate_rmse_m'] < 0.5
         assert summary['drift_percent'] < 5
+
+
+class TestRectifiedInput:
+    def test_rectified_input_takes_p_and_no_distortion(self):
+        """``eval --rectified-input``: the camera of CameraInfo's p, as the node's parameter."""
+        from types import SimpleNamespace
+
+        from relperception.data.bag_frames import FrameAssembler
+        from relperception.data.error_log import ErrorLog
+
+        info = SimpleNamespace(width=64, height=48, k=[50, 0, 32, 0, 50, 24, 0, 0, 1],
+                               d=[0.1, -0.05, 0, 0, 0], distortion_model='plumb_bob',
+                               p=[40, 0, 30, 0, 0, 40, 20, 0, 0, 0, 1, 0])
+        message = SimpleNamespace(msg=info, topic=topics.CAMERA_INFO, log_time_ns=0)
+        raw = FrameAssembler(False, ErrorLog())
+        rectified = FrameAssembler(False, ErrorLog(), rectified_input=True)
+        raw.add_camera_info(message)
+        rectified.add_camera_info(message)
+        assert raw.camera.K[0, 0] == 50 and np.any(raw.camera.distortion)
+        assert rectified.camera.K[0, 0] == 40 and rectified.camera.K[0, 2] == 30
+        assert not np.any(rectified.camera.distortion)

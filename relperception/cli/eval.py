@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='with --gt-scale: multiply each ground-truth step by (1 + BIAS) '
                              '(1 + N(0, SIGMA)), seeded, to see what wheel odometry of that '
                              'quality gives (e.g. 0.05 0.02)')
+    parser.add_argument('--rectified-input', action='store_true',
+                        help="the bag's images are already rectified (image_rect): use the "
+                             "camera matrix of camera_info's p and no distortion, as the node's "
+                             'rectified_input parameter does')
     parser.add_argument('--max-frames', type=int, help='stop after this many images')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
@@ -62,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
                            gt_scale=args.gt_scale, plots=not args.no_plots,
                            dense=args.dense, dense_stride=args.dense_stride,
                            depth_source=args.depth_from,
-                           gt_scale_noise=args.gt_scale_noise)
+                           gt_scale_noise=args.gt_scale_noise,
+                           rectified_input=args.rectified_input)
     report = write_report(args.output, eval_report(summary, args.output, command_line(args),
                                                    config, defaults()))
     logger.info('report written to %s (open %s first)', args.output, report)

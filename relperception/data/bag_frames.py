@@ -138,15 +138,20 @@ class FrameAssembler:
         use_depth: pair every image with the depth image of its stamp (RGB-D).
         errors: where problems are logged and counted.
         predict_depth: optional depth predictor replacing the depth topic.
+        rectified_input: the images are already rectified (``image_rect``): the camera is the
+            left 3x3 block of CameraInfo's ``p`` without distortion, as the node's
+            ``rectified_input`` parameter does.
     """
 
-    def __init__(self, use_depth: bool, errors: ErrorLog, predict_depth=None):
+    def __init__(self, use_depth: bool, errors: ErrorLog, predict_depth=None,
+                 rectified_input: bool = False):
         """Start with no frame; see the class docstring."""
         if predict_depth is not None and use_depth:
             raise ValueError('predict_depth replaces the depth topic: use_depth must be False')
         self.use_depth = use_depth
         self.errors = errors
         self.predict_depth = predict_depth
+        self.rectified_input = bool(rectified_input)
         self.dense_ms: dict[int, float] = {}
         self.dense_failures = 0
         self.camera = None
@@ -164,7 +169,7 @@ class FrameAssembler:
         from relperception.data.messages import camera_from_camera_info
 
         try:
-            self.camera = camera_from_camera_info(message.msg)
+            self.camera = camera_from_camera_info(message.msg, rectified=self.rectified_input)
         except (ValueError, AttributeError) as exc:
             self.errors.add(f'{message.topic} at {message.log_time_ns} ns: bad CameraInfo '
                             f'({exc})')

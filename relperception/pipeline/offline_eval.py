@@ -164,7 +164,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  plots: bool = True, dense: bool = False, dense_stride: int = 1,
                  dense_samples: int = DENSE_SAMPLES,
                  depth_source: str = 'bag',
-                 gt_scale_noise: tuple[float, float] | None = None) -> dict[str, Any]:
+                 gt_scale_noise: tuple[float, float] | None = None,
+                 rectified_input: bool = False) -> dict[str, Any]:
     """Run the VO pipeline over a bag, score it against ground truth and write a report.
 
     Args:
@@ -191,6 +192,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         gt_scale_noise: with ``gt_scale``, ``(sigma_rel, bias_rel)``: each ground-truth step
             is multiplied by ``(1 + bias_rel) * (1 + N(0, sigma_rel))`` (seeded, so runs
             repeat), like wheel odometry with a calibration error and per-step noise.
+        rectified_input: the bag's images are already rectified: the camera is CameraInfo's
+            ``p`` without distortion (the node's ``rectified_input`` parameter).
 
     Returns:
         the summary dict that is also written to ``summary.json`` (see module docstring);
@@ -272,7 +275,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         errors.add_new(reader.errors, seen_reader_errors)
         pipeline = VOPipeline({**config, 'odometry.mode': resolved})
         assembler = FrameAssembler(use_depth, errors,
-                                   predict_depth=_depth_predictor(dense_depth))
+                                   predict_depth=_depth_predictor(dense_depth),
+                                   rectified_input=rectified_input)
         wanted = [image_topic, info_topic] + ([depth_topic] if use_depth else [])
         total = counts.get(image_topic, 0)
         if max_frames is not None:
