@@ -41,6 +41,27 @@ def study_inputs(tmp_path_factory):
     return root, bags, configs
 
 
+def test_dense_cells_score_the_dense_model_as_eval_dense(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    vit = root / 'vit.yaml'
+    vit.write_text('dense:\n  backbone: vit\n')
+    output = tmp_path / 'out'
+    code = main(['compare', '--bags', str(bags[0]), '--configs', 'default', f'vit={vit}',
+                 '--dense', '--mode', 'mono', '-o', str(output), '--no-progress'])
+    assert code == 0
+    rows = json.loads((output / 'results.json').read_text())
+    for row, config in zip(rows, (None, vit)):
+        plain = evaluate_bag(bags[0], tmp_path / 'plain' / row['config'], load_config(config),
+                             mode='mono', progress=False, plots=False, dense=True)['dense']
+        assert row['dense_miou'] == pytest.approx(plain['segmentation']['miou'])
+        assert row['dense_abs_rel'] == pytest.approx(plain['depth']['abs_rel'])
+    assert rows[0]['dense_miou'] != rows[1]['dense_miou']   # conv and ViT differ
+    assert 'Dense model' in (output / 'report.html').read_text()
+    # a study without --dense has other keys: nothing is reused from the dense one
+    cells = plan_cells([bags[0]], configs[:1], output)
+    assert cells[0].key != rows[0]['key'] and not cells[0].dense
+
+
 def test_every_cell_equals_a_plain_eval_and_a_rerun_reuses_them(study_inputs, tmp_path):
     root, bags, configs = study_inputs
     cells = plan_cells(bags, configs, tmp_path / 'out')
@@ -156,6 +177,8 @@ def test_a_cell_reserves_a_gpu_only_when_its_matcher_runs_on_cuda():
     assert gpus_for_config({**loftr, 'loftr.backend': 'tensorrt'}) == 1
     assert gpus_for_config({**loftr, 'loftr.backend': 'onnxruntime'}) == 0
     assert gpus_for_config({**loftr, 'matcher': 'ncc', 'loftr.device': 'cuda'}) == 0
+    dense_cuda = {**load_config(), 'dense.device': 'cuda'}
+    assert gpus_for_config(dense_cuda) == 0 and gpus_for_config(dense_cuda, dense=True) == 1
 
 
 def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):

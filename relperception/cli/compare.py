@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              '(default 1); LoFTR on CUDA also reserves one GPU')
     parser.add_argument('--mode', choices=('auto', 'rgbd', 'mono'),
                         help="odometry mode of every cell (default: each configuration's)")
+    parser.add_argument('--dense', action='store_true',
+                        help="also score each configuration's dense model against the bags' "
+                             'depth / label topics, as eval --dense (mIoU, AbsRel, ms)')
     parser.add_argument('--plots', action='store_true', help="write each cell's PNG plots")
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
 
@@ -59,13 +62,14 @@ def run(args: argparse.Namespace) -> int:
     from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
                                               run_study)
 
-    bags, configs, mode = [], [], args.mode
+    bags, configs, mode, dense = [], [], args.mode, args.dense
     if args.study:
         bags, configs, options = load_study(args.study)
         mode = mode or options.get('mode')
+        dense = dense or options.get('dense', False)
     bags += args.bags
     configs += [parse_config_spec(spec) for spec in args.configs]
-    cells = plan_cells(bags, configs, args.output, mode)
+    cells = plan_cells(bags, configs, args.output, mode, dense=dense)
     if args.ray and args.workers != 1:
         logger.warning('--workers is not used with --ray (see --cpus-per-cell)')
     with tqdm(total=len(cells), unit='cell', disable=args.no_progress,

@@ -361,6 +361,15 @@ def study_report(rows: Sequence[Mapping[str, Any]], aggregates: Sequence[Mapping
                        a.get('timing_median_ms_median'), a.get('tracking_median_ms_median'),
                        a.get('frames_lost_median'), a.get('mean_rank')) for a in aggregates],
                      best_row=best)]
+    if any(a.get(f'{m}_median') is not None for a in aggregates
+           for m in ('dense_miou', 'dense_abs_rel')):
+        blocks += [heading('Dense model (medians over their bags, --dense)'),
+                   table(('configuration', 'mIoU %', 'pixel accuracy %', 'AbsRel', 'delta1',
+                          'ms per image'),
+                         [(a['config'], _percent(a.get('dense_miou_median')),
+                           _percent(a.get('dense_pixel_accuracy_median')),
+                           a.get('dense_abs_rel_median'), a.get('dense_delta1_median'),
+                           a.get('dense_ms_median_median')) for a in aggregates])]
     if pareto_png is not None:
         blocks.append(figure(pareto_png, 'median ATE against median time per frame'))
     cell_rows = []

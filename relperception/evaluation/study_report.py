@@ -28,9 +28,11 @@ from relperception.atomic_files import atomic_open, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
-#: Metrics aggregated per configuration (lower is better for each).
+#: Metrics aggregated per configuration (lower is better for each, except the dense mIoU,
+#: pixel accuracy and delta1; the dense ones only in studies run with ``--dense``).
 AGGREGATED = ('ate_rmse_m', 'drift_percent', 'rpe_trans_rmse_m', 'timing_median_ms',
-              'tracking_median_ms', 'frames_lost')
+              'tracking_median_ms', 'frames_lost', 'dense_miou', 'dense_pixel_accuracy',
+              'dense_abs_rel', 'dense_delta1', 'dense_ms_median')
 #: The metric that ranks configurations.
 RANK_METRIC = 'ate_rmse_m'
 

@@ -48,6 +48,12 @@ ROW_METRICS = ('ate_rmse_m', 'ate_median_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_d
                'mode', 'matcher', 'frames_processed', 'frames_tracked', 'frames_lost',
                'reinitializations', 'keyframes', 'timing_median_ms', 'timing_p95_ms',
                'tracking_median_ms', 'complete', 'num_errors')
+#: Dense-model figures of a cell run with ``dense`` (row key -> path in ``summary['dense']``).
+DENSE_ROW_METRICS = {'dense_miou': ('segmentation', 'miou'),
+                     'dense_pixel_accuracy': ('segmentation', 'pixel_accuracy'),
+                     'dense_abs_rel': ('depth', 'abs_rel'),
+                     'dense_delta1': ('depth', 'delta1'),
+                     'dense_ms_median': ('timing_median_ms',)}
 #: Name of a cell's row file inside its folder.
 CELL_FILE = 'cell.json'
 #: Name of the configuration that is the package defaults.
@@ -75,6 +81,7 @@ class Cell:
         key: hash of everything the cell's result depends on (see the module docstring).
         config_hash: hash of the configuration's parameters.
         bag_fingerprint: hash of the bag's file names, sizes and modification times.
+        dense: also score the dense model against the bag's depth / label topics.
     """
 
     bag: Path
@@ -83,6 +90,7 @@ class Cell:
     key: str
     config_hash: str
     bag_fingerprint: str
+    dense: bool = False
 
 
 def parse_config_spec(spec: str) -> StudyConfig:
@@ -108,7 +116,7 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
     """Read a study file: ``bags:`` (list), ``configs:`` ({name: YAML path, or ``default``}).
 
     Relative paths are taken from the study file's folder. Optional ``mode:`` (auto, rgbd,
-    mono) is returned in the options dict.
+    mono) and ``dense:`` (true: score the dense model too) are returned in the options dict.
 
     Raises:
         ValueError: a missing file, no bags or configs, or entries of the wrong type.
@@ -136,7 +144,9 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
         file = Path(str(file))
         file = file if file.is_absolute() else base / file
         study_configs.append(parse_config_spec(f'{name}={file}'))
-    options = {k: tree[k] for k in ('mode',) if k in tree}
+    options = {k: tree[k] for k in ('mode', 'dense') if k in tree}
+    if 'dense' in options and not isinstance(options['dense'], bool):
+        raise ValueError(f'{path}: dense: must be true or false, got {options["dense"]!r}')
     return bag_paths, study_configs, options
 
 
@@ -163,8 +173,10 @@ def _slug(text: str) -> str:
 
 
 def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
-               mode: str | None = None) -> list[Cell]:
+               mode: str | None = None, dense: bool = False) -> list[Cell]:
     """Return every (bag, configuration) cell of a study, bags outer, configurations inner.
+
+    ``dense``: every cell also scores the dense model (``eval --dense``); part of the key.
 
     Raises:
         ValueError: no bags or configurations, a bag that does not exist, two configurations
@@ -187,12 +199,13 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
     for bag, bag_name in zip(bags, bag_names):
         fingerprint = bag_fingerprint(bag)
         for config in configs:
-            key = hashlib.sha256(json.dumps(
-                [hashes[config.name], fingerprint, mode, relperception.__version__]
-            ).encode()).hexdigest()[:16]
+            identity = [hashes[config.name], fingerprint, mode, relperception.__version__]
+            if dense:   # keys of studies without dense scoring stay as they were
+                identity.append('dense')
+            key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
             cells.append(Cell(bag, config, Path(output) / 'cells'
                               / f'{bag_name}__{_slug(config.name)}', key,
-                              hashes[config.name], fingerprint))
+                              hashes[config.name], fingerprint, bool(dense)))
     return cells
 
 
@@ -229,18 +242,34 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
         from relperception.pipeline.offline_eval import evaluate_bag
 
         summary = evaluate_bag(cell.bag, cell.folder, load_config(cell.config.path), mode=mode,
-                               progress=False, plots=plots)
+                               progress=False, plots=plots, dense=cell.dense)
         row.update({k: summary.get(k) for k in ROW_METRICS})
+        if cell.dense:
+            row.update(dense_row_metrics(summary.get('dense') or {}))
         row['status'] = 'ok' if summary.get('frames_processed') else 'failed'
         row['error'] = '' if row['status'] == 'ok' else 'no frame was processed'
     except (ValueError, OSError, RuntimeError, KeyError) as error:
         logger.warning('cell %s failed: %s', cell.folder.name, error)
         row.update(dict.fromkeys(ROW_METRICS))
+        if cell.dense:
+            row.update(dict.fromkeys(DENSE_ROW_METRICS))
         row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
     row['elapsed_s'] = time.perf_counter() - started
     cell.folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(cell.folder / CELL_FILE, json.dumps(row, indent=2, default=str))
     return row
+
+
+def dense_row_metrics(dense: Mapping[str, Any]) -> dict:
+    """Return the :data:`DENSE_ROW_METRICS` of a summary's ``dense`` part (None if absent)."""
+    out = {}
+    for key, path in DENSE_ROW_METRICS.items():
+        value: Any = dense
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        out[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else None
+    return out
 
 
 def run_cell_pinned(cell: Cell, mode: str | None, plots: bool, threads: int) -> dict:
@@ -255,7 +284,8 @@ def run_cell_pinned(cell: Cell, mode: str | None, plots: bool, threads: int) -> 
 
 def failed_row(cell: Cell, error: str) -> dict:
     """Return the row of a cell that produced none (its worker died): ``status: 'failed'``."""
-    return {**_identity(cell), **dict.fromkeys(ROW_METRICS), 'status': 'failed',
+    return {**_identity(cell), **dict.fromkeys(ROW_METRICS),
+            **(dict.fromkeys(DENSE_ROW_METRICS) if cell.dense else {}), 'status': 'failed',
             'error': str(error), 'elapsed_s': None, 'reused': False}
 
 

@@ -55,20 +55,22 @@ def import_ray():
     return ray
 
 
-def gpus_for_config(config: Mapping[str, Any]) -> int:
+def gpus_for_config(config: Mapping[str, Any], dense: bool = False) -> int:
     """Return the GPUs a cell of ``config`` (a flat configuration) reserves: 0 or 1.
 
     1 when its matcher is LoFTR on CUDA (``loftr.backend: torch`` with a ``cuda`` device, or
-    ``tensorrt``). The dense model does not run in a study cell. ONNX Runtime picks its
-    execution provider itself: such a configuration reserves no GPU (put it on GPU nodes with
-    a cluster of GPU nodes only).
+    ``tensorrt``), or, for a study that scores the dense model (``dense``), when that model
+    runs there (``dense.backend`` the same way). ONNX Runtime picks its execution provider
+    itself: such a configuration reserves no GPU (put it on GPU nodes with a cluster of GPU
+    nodes only).
     """
-    if config.get('matcher') != 'loftr':
-        return 0
-    backend = config.get('loftr.backend')
-    if backend == 'tensorrt':
-        return 1
-    return int(backend == 'torch' and str(config.get('loftr.device', '')).startswith('cuda'))
+    def on_gpu(section: str) -> bool:
+        backend = config.get(f'{section}.backend')
+        return backend == 'tensorrt' or (
+            backend == 'torch' and str(config.get(f'{section}.device', '')).startswith('cuda'))
+
+    return int((config.get('matcher') == 'loftr' and on_gpu('loftr'))
+               or (dense and on_gpu('dense')))
 
 
 def run_on_ray(cells: Sequence[study.Cell], indices: Sequence[int], address: str,
@@ -106,7 +108,8 @@ def run_on_ray(cells: Sequence[study.Cell], indices: Sequence[int], address: str
     if not indices:
         return
     ray = import_ray()
-    gpus = {cells[i].config.name: gpus_for_config(load_config(cells[i].config.path))
+    gpus = {cells[i].config.name: gpus_for_config(load_config(cells[i].config.path),
+                                                  cells[i].dense)
             for i in indices}
     connected_here = not ray.is_initialized()
     if connected_here:
