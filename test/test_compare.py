@@ -6,6 +6,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -151,8 +152,10 @@ def test_a_cell_that_kills_its_pool_worker_fails_alone(study_inputs, tmp_path, m
     monkeypatch.setattr(study, 'run_cell', _exit_on_doomed_bag)
     with caplog.at_level(logging.WARNING, logger='relperception.pipeline.study'):
         rows = run_study(cells, workers=2)
-    # Both cells were in the pool that broke; each ran again alone, the doomed one died again.
-    assert 'a worker process died: 2 cells run again' in caplog.text
+    # The cells the broken pool had not finished (the doomed one at least; the other one too
+    # unless it finished before the pool broke) ran again alone; the doomed one died again.
+    rerun = re.search(r'a worker process died: (\d+) cells run again', caplog.text)
+    assert rerun and int(rerun.group(1)) in (1, 2)
     assert rows[0]['status'] == 'failed' and rows[0]['error'] == study.WORKER_DIED
     assert rows[0]['bag'] == str(doomed) and rows[0]['ate_rmse_m'] is None
     assert rows[1]['status'] == 'ok' and rows[1]['ate_rmse_m'] > 0
