@@ -27,10 +27,8 @@ from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_sp
 from relperception.pipeline.study_ray import gpus_for_config
 
 
-@pytest.fixture(scope='module')
-def study_inputs(tmp_path_factory):
-    """Two small synthetic bags and two configurations (defaults, fewer keypoints)."""
-    root = tmp_path_factory.mktemp('study')
+def write_study_inputs(root):
+    """Write two small synthetic bags and a configuration; return (bags, configurations)."""
     bags = []
     for seed in (0, 1):
         bag = root / f'bag{seed}'
@@ -38,7 +36,14 @@ def study_inputs(tmp_path_factory):
         bags.append(bag)
     small = root / 'small.yaml'
     small.write_text('ncc:\n  max_keypoints: 300\n')
-    configs = [StudyConfig('default'), StudyConfig('small', small)]
+    return bags, [StudyConfig('default'), StudyConfig('small', small)]
+
+
+@pytest.fixture(scope='module')
+def study_inputs(tmp_path_factory):
+    """Two small synthetic bags and two configurations (defaults, fewer keypoints)."""
+    root = tmp_path_factory.mktemp('study')
+    bags, configs = write_study_inputs(root)
     return root, bags, configs
 
 

@@ -24,11 +24,11 @@ import pytest
 
 from relperception.cli.main import main
 from relperception.config import load_config
-from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.pipeline import study
 from relperception.pipeline.offline_eval import evaluate_bag
-from relperception.pipeline.study import CELL_FILE, plan_cells, run_study, StudyConfig
+from relperception.pipeline.study import CELL_FILE, plan_cells, run_study
 from relperception.pipeline.study_ray import CELL_RETRIES
+from test_compare import write_study_inputs  # noqa: I100
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec('ray') is None,
                                 reason="ray is not installed (pip install 'ray[default]')")
@@ -105,15 +105,7 @@ def ray_head():
 @pytest.fixture(scope='module')
 def study_inputs(tmp_path_factory):
     """Two small synthetic bags and two configurations (defaults, fewer keypoints)."""
-    root = tmp_path_factory.mktemp('ray_study')
-    bags = []
-    for seed in (0, 1):
-        bag = root / f'bag{seed}'
-        write_synthetic_bag(bag, frames=12, seed=seed, width=320, height=240)
-        bags.append(bag)
-    small = root / 'small.yaml'
-    small.write_text('ncc:\n  max_keypoints: 300\n')
-    return bags, [StudyConfig('default'), StudyConfig('small', small)]
+    return write_study_inputs(tmp_path_factory.mktemp('ray_study'))
 
 
 def test_ray_cells_equal_a_plain_eval_and_a_rerun_reuses_them(ray_head, study_inputs,
