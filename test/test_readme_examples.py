@@ -85,7 +85,7 @@ def _write_kitti(root: Path, camera, frames) -> None:
 
 @pytest.fixture(scope='module')
 def home(tmp_path_factory):
-    """A HOME with the README's data in the official layouts (see the module docstring)."""
+    """Return a HOME with the README's data in the official layouts (see the module doc)."""
     home = tmp_path_factory.mktemp('home')
     camera, frames = iter_sequence(FRAMES, seed=0, width=640, height=480)
     frames = list(frames)

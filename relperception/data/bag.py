@@ -30,14 +30,13 @@ from struct import error as StructError
 from struct import unpack
 from typing import Self
 
-import yaml
-
 import numpy as np
 from rosbags import typesys
 from rosbags.interfaces import MessageDefinitionFormat
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.rosbag2.errors import ReaderError, WriterError
 from rosbags.rosbag2.storage_mcap import McapReader, Statistics
+import yaml
 
 from ..core_types import Camera
 from ..data import topics

@@ -34,6 +34,7 @@ def compressed_topic(topic: str) -> str:
     """Return the ``image_transport`` name of the compressed variant of ``topic``."""
     return topic.rstrip('/') + '/compressed'
 
+
 #: ``metadata.yaml`` ``custom_data`` key where a converter states the ground truth it found
 #: (the poses file, or ``none``).
 GROUND_TRUTH_KEY = 'relperception.ground_truth'

@@ -13,8 +13,13 @@ offline evaluation run the same code:
    :class:`relperception.models.dense.DenseModel` and loads ``dense.weights`` (default: the
    weights shipped for the preset, :func:`relperception.models.weights.shipped_weights`);
    ``onnxruntime`` / ``tensorrt`` load ``dense.onnx_path``;
-3. per frame: :func:`relperception.models.preprocess.prepare_image` (the model's resize rule and
-   normalisation), the backend, then the outputs are resized back to the input resolution.
+3. per frame: :func:`relperception.models.preprocess.prepare_image_array` (the model's resize
+   rule and normalisation), the backend, then the outputs are resized back to the input
+   resolution (numpy / OpenCV).
+
+Only the ``torch`` backend imports torch (when it is built; ``tensorrt`` too, whose device
+buffers are torch CUDA tensors): with ``onnxruntime`` the pipeline runs on an installation
+without torch.
 
 Depth units: a ``metric`` model predicts metres; a ``relative`` model (e.g. the Depth Anything
 V2 preset) predicts a relative inverse depth ``d``, turned into metres as
@@ -285,26 +290,29 @@ def _resize_bilinear(array: np.ndarray, height: int, width: int) -> np.ndarray:
 def resize_depth(depth: np.ndarray, height: int, width: int) -> np.ndarray:
     """Resize a (h, w) network depth map to (height, width) as the model's reference does.
 
-    Bilinear with ``align_corners=True`` (:func:`relperception.models.preprocess.resize_output`,
-    the Depth Anything V2 ``infer_image`` rule).
+    Bilinear with ``align_corners=True`` (the Depth Anything V2 ``infer_image`` rule), computed
+    without torch by :func:`relperception.models.preprocess.resize_output_array`: what
+    :func:`relperception.models.preprocess.resize_output` gives, within 3 float32 ulp.
 
     Args:
         depth: (h, w) float depth or inverse depth.
-        height: output height in pixels.
-        width: output width in pixels.
+        height: output height in pixels (>= 1).
+        width: output width in pixels (>= 1).
 
     Returns:
         (height, width) float32.
+
+    Raises:
+        ValueError: ``depth`` is not a non-empty 2-D array, or a size is below 1.
     """
+    from relperception.models.preprocess import resize_output_array
+
     depth = np.asarray(depth, dtype=np.float32)
+    if depth.ndim != 2:
+        raise ValueError(f'depth must be (h, w), got {depth.shape}')
     if depth.shape == (height, width):
         return np.ascontiguousarray(depth)
-    import torch
-    from relperception.models.preprocess import resize_output
-
-    resized = resize_output(torch.from_numpy(np.ascontiguousarray(depth))[None, None],
-                            (height, width), 'depth')
-    return resized[0, 0].numpy()
+    return resize_output_array(depth[None, None], (height, width), 'depth')[0, 0]
 
 
 def labels_from_logits(logits: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -472,12 +480,10 @@ class DensePipeline:
 
     def _forward(self, rgb: np.ndarray):
         check_rgb(rgb)
-        from relperception.models.preprocess import prepare_image
+        from relperception.models.preprocess import prepare_image_array
 
         start = time.perf_counter()
-        tensor = prepare_image(rgb, self.model_conf)
-        image = tensor.detach().cpu().numpy() if hasattr(tensor, 'detach') else np.asarray(tensor)
-        image = np.ascontiguousarray(image, dtype=np.float32)
+        image = prepare_image_array(rgb, self.model_conf)
         prepared = time.perf_counter()
         outputs = self.backend.run({INPUT_NAME: image})
         inferred = time.perf_counter()

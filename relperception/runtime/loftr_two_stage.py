@@ -10,6 +10,9 @@ and the matcher keeps) and runs the fine graph on exactly those. Inputs and outp
 single graph's (``image0``, ``image1`` -> ``keypoints0``, ``keypoints1``, ``confidence``,
 ``mask``), so ``LoFTRMatcher`` uses either file the same way; here ``mask`` already holds the
 threshold and only masked cells have refined ``keypoints1``.
+
+The host logic between the graphs (choosing the cells, gathering the fine graph's inputs,
+scattering its outputs) is numpy: this module never imports torch.
 """
 
 from __future__ import annotations
@@ -18,11 +21,44 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
+from relperception.matching.loftr.contract import ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES
 from relperception.runtime.base import build_backend
-from relperception.runtime.model_export import (fine_graph_inputs, fine_graph_path,
-                                                LOFTR_INPUTS, LOFTR_OUTPUTS)
 
 COARSE_KIND = 'loftr_coarse'
+#: Names of the coarse outputs the fine graph takes for the chosen cells only (the others,
+#: ``fine_input0`` / ``fine_input1``, it takes whole).
+PER_CELL_NAMES = ('keypoints0', 'keypoints1', 'tokens0', 'tokens1')
+
+
+def fine_graph_path(coarse_path) -> Path:
+    """Return the fine graph's file of a two-stage export: ``X.onnx`` -> ``X.fine.onnx``."""
+    coarse_path = Path(coarse_path)
+    return coarse_path.with_name(coarse_path.stem + '.fine.onnx')
+
+
+def fine_graph_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
+    """Return the fine graph's inputs for the chosen ``cells`` of coarse outputs.
+
+    Args:
+        coarse: the coarse graph's outputs by name (numpy arrays or torch tensors), batch 1:
+            ``fine_input0`` / ``fine_input1`` (1, Cm, H/2, W/2) and ``keypoints0``,
+            ``keypoints1`` (1, M, 2), ``tokens0``, ``tokens1`` (1, M, Cc).
+        cells: (K,) integer indices in [0, M) of the cells of image 0 to refine (an index
+            array of the same kind as ``coarse``'s values).
+
+    Returns:
+        One array per name of ``FINE_INPUT_NAMES``: the fine inputs whole, the keypoints and
+        tokens of the chosen cells ((1, K, 2) and (1, K, Cc)).
+
+    Raises:
+        ValueError: a missing coarse output.
+    """
+    missing = [n for n in ('fine_input0', 'fine_input1') + PER_CELL_NAMES if n not in coarse]
+    if missing:
+        raise ValueError(f'coarse outputs lack {missing}; got {sorted(coarse)}')
+    picked = {n: coarse[n][:, cells] for n in PER_CELL_NAMES}
+    return {'fine_input0': coarse['fine_input0'], 'fine_input1': coarse['fine_input1'],
+            **picked}
 
 
 class TwoStageLoFTRBackend:
@@ -42,8 +78,8 @@ class TwoStageLoFTRBackend:
         FileNotFoundError: the fine graph is missing.
     """
 
-    input_names = LOFTR_INPUTS
-    output_names = LOFTR_OUTPUTS
+    input_names = ONNX_INPUT_NAMES
+    output_names = ONNX_OUTPUT_NAMES
 
     def __init__(self, coarse: Any, threshold: float = 0.2, device: str = 'cpu',
                  providers: Optional[Sequence[Any]] = None, num_threads: Optional[int] = None):
@@ -130,8 +166,9 @@ def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
     """
     # no spin-waiting threads: the two graphs of a two-stage export take turns (measured: the
     # single graph runs as fast without)
-    backend = build_backend(name, path=path, input_names=LOFTR_INPUTS,
-                            output_names=LOFTR_OUTPUTS, device=device, num_threads=num_threads,
+    backend = build_backend(name, path=path, input_names=ONNX_INPUT_NAMES,
+                            output_names=ONNX_OUTPUT_NAMES, device=device,
+                            num_threads=num_threads,
                             allow_spinning=False, preset=preset)
     if getattr(backend, 'metadata', {}).get('kind') == COARSE_KIND:
         return TwoStageLoFTRBackend(backend, threshold, device=device, num_threads=num_threads)

@@ -27,14 +27,16 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
+from relperception.matching.loftr.contract import ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES
+from relperception.runtime.loftr_two_stage import fine_graph_inputs, fine_graph_path
 from relperception.runtime.onnx_export import export_onnx, OPSET
 import torch
 
 logger = logging.getLogger(__name__)
 
 LOFTR_PRESETS = ('loftr', 'loftr_lite')
-LOFTR_INPUTS = ('image0', 'image1')
-LOFTR_OUTPUTS = ('keypoints0', 'keypoints1', 'confidence', 'mask')
+LOFTR_INPUTS = ONNX_INPUT_NAMES
+LOFTR_OUTPUTS = ONNX_OUTPUT_NAMES
 DENSE_INPUTS = ('image',)
 LOFTR_MULTIPLE = 8
 DEFAULT_MIN_SIZE = (64, 64)
@@ -288,12 +290,6 @@ def export_spec(spec: Dict[str, Any], output, fmt: str = 'onnx',
     return build_engine(onnx_path, output, profile, fp16=fp16)
 
 
-def fine_graph_path(coarse_path) -> Path:
-    """Return the fine graph's file of a two-stage export: ``X.onnx`` -> ``X.fine.onnx``."""
-    coarse_path = Path(coarse_path)
-    return coarse_path.with_name(coarse_path.stem + '.fine.onnx')
-
-
 def export_loftr_two_stage(spec: Dict[str, Any], output,
                            size: Optional[Tuple[int, int]] = None,
                            min_size: Optional[Tuple[int, int]] = None,
@@ -361,23 +357,6 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
                           'opset': opset, 'fine_topk': int(model.fine_topk)})
     _check_fine_graph(fine_module, fine_path, coarse, cells)
     return coarse_path
-
-
-def fine_graph_inputs(coarse: Dict[str, Any], cells) -> Dict[str, Any]:
-    """Return the fine graph's inputs for the chosen ``cells`` of coarse outputs.
-
-    Args:
-        coarse: the coarse graph's outputs by name (torch tensors or numpy arrays).
-        cells: (K,) indices of the cells of image 0 to refine.
-
-    Returns:
-        One array per name of ``FINE_INPUT_NAMES``: the fine inputs whole, the keypoints and
-        tokens of the chosen cells.
-    """
-    names = ('keypoints0', 'keypoints1', 'tokens0', 'tokens1')
-    picked = {n: coarse[n][:, cells] for n in names}
-    return {'fine_input0': coarse['fine_input0'], 'fine_input1': coarse['fine_input1'],
-            **picked}
 
 
 def _check_fine_graph(module: torch.nn.Module, path: Path, coarse: Dict[str, Any],

@@ -543,15 +543,15 @@ def loftr_cell_attention(matcher, image0: np.ndarray, image1: np.ndarray,
         ValueError: bad images or pixel, or a matcher without a torch model (e.g. the
             onnxruntime backend, whose graph does not expose attention).
     """
-    import torch
-
     _check_gray(image0, 'image0')
     _check_gray(image1, 'image1')
     x, y = _pixel(pixel, image0.shape, 'image 0')
     model = getattr(matcher, 'model', None)
-    if model is None:
+    if model is None:  # checked before importing torch: an onnxruntime-only install has none
         raise ValueError('attention needs a LoFTR matcher with the torch backend '
                          '(loftr.backend: torch)')
+    import torch
+
     input_hw = tuple(int(v) for v in matcher.input_size)
     stride = int(model.stride_c)
     grid_hw = (input_hw[0] // stride, input_hw[1] // stride)

@@ -18,21 +18,30 @@ exported file serves every threshold. The torch model runs with the in-graph thr
 export (``relperception export --two-stage``, ``runtime.loftr_two_stage``). Keypoints are mapped
 back to the original pixels with the pixel-centre convention of ``cv2.resize`` (centres at
 integers: ``x_orig = (x_in + 0.5) * W_orig / W_in - 0.5``).
+
+Only backend ``torch`` imports torch (when the matcher is built; ``tensorrt`` too, whose device
+buffers are torch CUDA tensors): preprocessing (OpenCV resize, scaling to [0, 1]) and the
+compaction here are numpy, so backend ``onnxruntime`` runs on an installation without torch.
 """
 
+from __future__ import annotations
+
 import logging
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, TYPE_CHECKING
 
 import cv2
 import numpy as np
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_image, check_gray_pair, Predictor
-from relperception.matching.loftr.model import (check_compute_dtype, LoFTR, ONNX_INPUT_NAMES,
-                                                ONNX_OUTPUT_NAMES)
+from relperception.matching.loftr.contract import (check_compute_dtype, ONNX_INPUT_NAMES,
+                                                   ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
 from relperception.runtime.devices import torch_device
 from relperception.validation import count_nonfinite, is_report_due
-import torch
+
+if TYPE_CHECKING:  # the torch backend's types; imported when that backend is built
+    from relperception.matching.loftr.model import LoFTR
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +146,8 @@ class LoFTRMatcher:
         self.model: Optional[LoFTR] = None
         self.backend = None
         if c['backend'] == 'torch':
+            from relperception.matching.loftr.model import LoFTR
+
             self.device = torch_device(c['device'], 'loftr.device')
             if model is None:
                 model_conf = {'compute_dtype': c['compute_dtype']}
@@ -190,6 +201,8 @@ class LoFTRMatcher:
         if self.model is not None:
             # eager mode refines only masked cells: mask with the threshold (same matches)
             self.model.threshold = self.threshold
+            import torch
+
             with torch.inference_mode():
                 out = self.model(*(torch.from_numpy(inputs[n]).to(self.device)
                                    for n in ONNX_INPUT_NAMES))

@@ -38,6 +38,10 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from relperception.matching.loftr.backbone import ResNetFPN82
 from relperception.matching.loftr.coarse_matching import CoarseMatching
+from relperception.matching.loftr.contract import (check_compute_dtype, COARSE_OUTPUT_NAMES,
+                                                   COMPUTE_DTYPE_NAMES, FINE_INPUT_NAMES,
+                                                   FINE_OUTPUT_NAMES, ONNX_INPUT_NAMES,
+                                                   ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.fast_path import tracing_or_exporting
 from relperception.matching.loftr.fine_matching import (
     cell_xy, crop_windows, FinePreprocess, spatial_expectation)
@@ -48,25 +52,8 @@ from relperception.models.weights import check_state_dict
 import torch
 from torch import nn
 
-#: ONNX input / output names of :class:`LoFTROnnxWrapper` (the runtime backend contract).
-ONNX_INPUT_NAMES = ('image0', 'image1')
-ONNX_OUTPUT_NAMES = ('keypoints0', 'keypoints1', 'confidence', 'mask')
-#: Outputs of the coarse graph of a two-stage export (:class:`LoFTRCoarseOnnxWrapper`).
-COARSE_OUTPUT_NAMES = ONNX_OUTPUT_NAMES + ('tokens0', 'tokens1', 'fine_input0', 'fine_input1')
-#: Inputs / outputs of the fine graph of a two-stage export (:class:`LoFTRFineOnnxWrapper`).
-FINE_INPUT_NAMES = ('fine_input0', 'fine_input1', 'keypoints0', 'keypoints1', 'tokens0',
-                    'tokens1')
-FINE_OUTPUT_NAMES = ('refined_keypoints1',)
-
 #: Values of the ``compute_dtype`` key and the torch dtypes they stand for.
-COMPUTE_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16}
-
-
-def check_compute_dtype(value: Any) -> str:
-    """Return ``value`` if it is a key of :data:`COMPUTE_DTYPES`, else raise ValueError."""
-    if value not in COMPUTE_DTYPES:
-        raise ValueError(f'compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, got {value!r}')
-    return value
+COMPUTE_DTYPES = {name: getattr(torch, name) for name in COMPUTE_DTYPE_NAMES}
 
 
 #: Default number of coarse cells per image pair that get the fine refinement (``fine_topk``)
@@ -620,7 +607,7 @@ def build_loftr(preset: str = 'loftr', conf: Optional[Mapping[str, Any]] = None)
     return LoFTR(conf, preset=preset)
 
 
-__all__ = ['COARSE_OUTPUT_NAMES', 'FINE_INPUT_NAMES', 'FINE_OUTPUT_NAMES', 'LoFTR',
-           'LoFTRCoarseOnnxWrapper', 'LoFTRFineOnnxWrapper', 'LoFTROnnxWrapper',
-           'ONNX_INPUT_NAMES', 'ONNX_OUTPUT_NAMES', 'build_loftr',
+__all__ = ['COARSE_OUTPUT_NAMES', 'COMPUTE_DTYPES', 'FINE_INPUT_NAMES', 'FINE_OUTPUT_NAMES',
+           'LoFTR', 'LoFTRCoarseOnnxWrapper', 'LoFTRFineOnnxWrapper', 'LoFTROnnxWrapper',
+           'ONNX_INPUT_NAMES', 'ONNX_OUTPUT_NAMES', 'build_loftr', 'check_compute_dtype',
            'kornia_key_map', 'merge_conf', 'unwrap_state_dict']
