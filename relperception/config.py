@@ -120,7 +120,20 @@ PARAMETERS = (
     ParameterSpec('loftr.backend', 'torch', 'inference backend',
                   choices=('torch', 'onnxruntime', 'tensorrt')),
     ParameterSpec('loftr.onnx_path', '',
-                  'exported ONNX model (backend onnxruntime) or TensorRT engine (tensorrt)'),
+                  'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
+                  'from it and cached) or a TensorRT engine file (tensorrt)'),
+    ParameterSpec('loftr.engine_file_path', '',
+                  'TensorRT engine (backend tensorrt with an .onnx loftr.onnx_path): built '
+                  "from the ONNX file when missing or stale; '' = next to it, keyed by "
+                  'TensorRT version, GPU and precision'),
+    ParameterSpec('loftr.force_engine_update', False,
+                  'rebuild the TensorRT engine even when the cached one fits'),
+    ParameterSpec('loftr.engine_precision', 'fp16', 'precision of a built TensorRT engine '
+                  '(int8 needs a QDQ ONNX file: export --int8)', choices=('fp16', 'fp32', 'int8')),
+    ParameterSpec('loftr.max_workspace_size_mib', 1024,
+                  'TensorRT builder workspace limit (MiB)', 1, 1048576),
+    ParameterSpec('loftr.dla_core', -1, 'DLA core a TensorRT engine is built for (Jetson); '
+                  '-1 = the GPU', -1, 15),
     ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('loftr.threshold', 0.2,
                   'coarse matching confidence threshold (kornia default 0.2)', 0.0, 1.0),
@@ -152,7 +165,20 @@ PARAMETERS = (
     ParameterSpec('dense.backend', 'torch', 'inference backend',
                   choices=('torch', 'onnxruntime', 'tensorrt')),
     ParameterSpec('dense.onnx_path', '',
-                  'exported ONNX model (backend onnxruntime) or TensorRT engine (tensorrt)'),
+                  'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
+                  'from it and cached) or a TensorRT engine file (tensorrt)'),
+    ParameterSpec('dense.engine_file_path', '',
+                  'TensorRT engine (backend tensorrt with an .onnx dense.onnx_path): built '
+                  "from the ONNX file when missing or stale; '' = next to it, keyed by "
+                  'TensorRT version, GPU and precision'),
+    ParameterSpec('dense.force_engine_update', False,
+                  'rebuild the TensorRT engine even when the cached one fits'),
+    ParameterSpec('dense.engine_precision', 'fp16', 'precision of a built TensorRT engine '
+                  '(int8 needs a QDQ ONNX file: export --int8)', choices=('fp16', 'fp32', 'int8')),
+    ParameterSpec('dense.max_workspace_size_mib', 1024,
+                  'TensorRT builder workspace limit (MiB)', 1, 1048576),
+    ParameterSpec('dense.dla_core', -1, 'DLA core a TensorRT engine is built for (Jetson); '
+                  '-1 = the GPU', -1, 15),
     ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('dense.input_width', 0,
                   'network input width (multiple of the backbone stride); 0 = preset default',

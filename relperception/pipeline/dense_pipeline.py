@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
-from relperception.config import load_config, section
+from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
 from relperception.validation import count_nonfinite, is_report_due
 
@@ -269,8 +269,13 @@ def build_dense_backend(dense_conf: Mapping[str, Any], model_conf: Mapping[str, 
         raise ValueError(f'dense.backend {backend_name} needs dense.onnx_path to name an '
                          f'existing file, got {path!r}')
     preset = model_conf.get('name') or _weights_name(model_name(dense_conf))
+    engine = None
+    if backend_name == 'tensorrt':
+        from relperception.runtime.engine_cache import ENGINE_KEYS, settings_from_config
+        engine = settings_from_config({k: dense_conf.get(k, SPECS[f'dense.{k}'].default)
+                                       for k in ENGINE_KEYS})
     backend = build_backend(backend_name, path=str(path), device=dense_conf.get('device', 'cpu'),
-                            preset=preset)
+                            preset=preset, engine=engine)
     if 'depth' not in backend.output_names:
         raise ValueError(f'{path}: the model has no output named "depth" (outputs: '
                          f'{list(backend.output_names)})')

@@ -73,12 +73,14 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
                   device: str = 'cpu', providers: Optional[Sequence[Any]] = None,
                   num_threads: Optional[int] = None,
                   allow_spinning: bool = True,
-                  preset: Optional[str] = None) -> InferenceBackend:
+                  preset: Optional[str] = None,
+                  engine: Optional[Any] = None) -> InferenceBackend:
     """Return the backend called ``name`` (the ``dense.backend`` / ``loftr.backend`` value).
 
     Args:
         name: ``torch`` (needs ``module``), ``onnxruntime`` (needs ``path`` to an ``.onnx``
-            file) or ``tensorrt`` (needs ``path`` to a serialised engine).
+            file) or ``tensorrt`` (needs ``path`` to a serialised engine, or to the ``.onnx``
+            file it is built from and cached next to: ``engine``).
         module: the ``torch.nn.Module`` for the torch backend.
         path: the ONNX model or TensorRT engine file.
         input_names: input names (torch backend: the module's positional arguments in order;
@@ -93,6 +95,9 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
         allow_spinning: onnxruntime: idle threads spin-wait (see ``OnnxRuntimeBackend``).
         preset: the model preset the caller asked for; an exported file whose metadata names
             another preset is refused (see :func:`check_export_preset`).
+        engine: tensorrt with an ``.onnx`` path: the
+            :class:`~relperception.runtime.engine_cache.EngineSettings` of the engine built
+            from it (default settings when None).
 
     Returns:
         An object following ``InferenceBackend``.
@@ -123,6 +128,11 @@ def build_backend(name: str, *, module: Optional[Any] = None, path: Optional[Any
     else:
         from relperception.runtime.tensorrt_backend import TensorRTBackend
         index = int(str(device).partition(':')[2] or 0) if str(device).startswith('cuda') else 0
+        if str(path).endswith('.onnx'):   # built when missing or stale, cached next to it
+            from relperception.runtime.engine_cache import (EngineSettings, ensure_engine,
+                                                            tensorrt_identity)
+            path = ensure_engine(path, engine if engine is not None else EngineSettings(),
+                                 identity=tensorrt_identity(index))
         backend = TensorRTBackend(path, device=index)
     _check_names(backend, 'input', input_names, backend.input_names)
     _check_names(backend, 'output', output_names, backend.output_names)

@@ -4,9 +4,9 @@
 
 A serialised engine carries no user metadata, unlike an ONNX file. ``relperception export
 --format tensorrt`` writes the ONNX file's metadata (``preset``, ``kind``, size bounds, ...)
-plus ``precision`` (``fp16`` or ``fp32``) and the TensorRT version next to the engine; the
-TensorRT backend reads it back, so an engine is checked against the requested preset like an
-ONNX file, and its precision is known.
+plus ``precision`` (``fp16``, ``fp32`` or ``int8``) and the TensorRT version next to the
+engine; the TensorRT backend reads it back, so an engine is checked against the requested preset
+like an ONNX file, and its precision is known.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from relperception.atomic_files import write_text_atomic
 
 #: Suffix added to the engine file name for its metadata.
 METADATA_SUFFIX = '.json'
-#: The precisions an engine is built with.
-PRECISIONS = ('fp16', 'fp32')
+#: The precisions an engine is built with (int8: from a QDQ ONNX file).
+PRECISIONS = ('fp16', 'fp32', 'int8')
 
 
 def engine_metadata_path(engine_path) -> Path:

@@ -147,7 +147,8 @@ class TwoStageLoFTRBackend:
 
 
 def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
-                       num_threads: Optional[int] = None, preset: Optional[str] = None):
+                       num_threads: Optional[int] = None, preset: Optional[str] = None,
+                       engine=None):
     """Return the backend of an exported LoFTR file: single graph, or two-stage pair.
 
     Args:
@@ -158,6 +159,7 @@ def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
         device: as ``build_backend``'s.
         num_threads: onnxruntime intra-op threads.
         preset: the LoFTR preset asked for; a file exported from another one is refused.
+        engine: tensorrt with an ``.onnx`` path: the engine settings (``build_backend``).
 
     Raises:
         ValueError: the file lacks the inputs / outputs of a LoFTR export, or is another
@@ -169,7 +171,7 @@ def open_loftr_backend(name: str, path, threshold: float, device: str = 'cpu',
     backend = build_backend(name, path=path, input_names=ONNX_INPUT_NAMES,
                             output_names=ONNX_OUTPUT_NAMES, device=device,
                             num_threads=num_threads,
-                            allow_spinning=False, preset=preset)
+                            allow_spinning=False, preset=preset, engine=engine)
     if getattr(backend, 'metadata', {}).get('kind') == COARSE_KIND:
         return TwoStageLoFTRBackend(backend, threshold, device=device, num_threads=num_threads)
     return backend

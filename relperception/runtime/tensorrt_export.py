@@ -30,7 +30,8 @@ Shape = Sequence[int]
 
 
 def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shape, Shape]],
-                 fp16: bool = True, workspace_mib: int = 1024) -> Path:
+                 fp16: bool = True, workspace_mib: int = 1024, int8: bool = False,
+                 dla_core: int = -1, timing_cache=None) -> Path:
     """Parse ``onnx_path``, build an engine with one optimisation profile and write it.
 
     Args:
@@ -41,6 +42,11 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
             (1,3,960,1280))}``.
         fp16: enable FP16 kernels when the GPU has fast FP16.
         workspace_mib: builder workspace memory limit, MiB.
+        int8: enable INT8 kernels for a QDQ (explicitly quantised) ONNX file.
+        dla_core: build for this DLA core (Jetson), layers DLA cannot run fall back to the
+            GPU; -1 for the GPU only.
+        timing_cache: a file the builder's timing cache is read from (when present) and
+            written back to, so later builds are fast; None for none.
 
     Returns:
         The path written.
@@ -90,6 +96,19 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
     if dynamic:
         raise ValueError(f'inputs {dynamic} have dynamic dimensions but no profile')
     config.add_optimization_profile(optimisation)
+    if int8:
+        config.set_flag(trt.BuilderFlag.INT8)
+        precision = 'int8'
+    if dla_core >= 0:
+        config.default_device_type = trt.DeviceType.DLA
+        config.DLA_core = int(dla_core)
+        config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+    cache = None
+    if timing_cache is not None:
+        timing_cache = Path(timing_cache)
+        cache = config.create_timing_cache(
+            timing_cache.read_bytes() if timing_cache.is_file() else b'')
+        config.set_timing_cache(cache, ignore_mismatch=False)
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise RuntimeError(f'TensorRT failed to build an engine from {onnx_path} '
@@ -97,6 +116,9 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
     engine_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(engine_path, binary=True) as stream:
         stream.write(bytes(serialized))
+    if cache is not None:
+        with atomic_open(timing_cache, binary=True) as stream:
+            stream.write(bytes(memoryview(config.get_timing_cache().serialize())))
     write_engine_metadata(engine_path, {**read_metadata(onnx_path), 'precision': precision,
                                         'tensorrt_version': str(trt.__version__),
                                         'onnx_source': onnx_path.name})

@@ -31,12 +31,14 @@ from typing import Any, Dict, Mapping, Optional, TYPE_CHECKING
 
 import cv2
 import numpy as np
+from relperception.config import SPECS
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_image, check_gray_pair, Predictor
 from relperception.matching.loftr.contract import (check_compute_dtype, ONNX_INPUT_NAMES,
                                                    ONNX_OUTPUT_NAMES)
 from relperception.matching.loftr.presets import available_presets, PRESETS
 from relperception.runtime.devices import torch_device
+from relperception.runtime.engine_cache import ENGINE_KEYS, settings_from_config
 from relperception.validation import count_nonfinite, is_report_due
 
 if TYPE_CHECKING:  # the torch backend's types; imported when that backend is built
@@ -98,6 +100,8 @@ class LoFTRMatcher:
         'input_height': 0,
         'max_matches': 0,
         'compute_dtype': 'float32',
+        # TensorRT engine building (backend tensorrt): defaults in the schema
+        **{key: SPECS[f'loftr.{key}'].default for key in ENGINE_KEYS},
     }
 
     def __init__(self, conf: Optional[Mapping[str, Any]] = None,
@@ -160,8 +164,10 @@ class LoFTRMatcher:
             if model is not None:
                 raise ValueError('a torch model can only be passed with backend torch')
             from relperception.runtime.loftr_two_stage import open_loftr_backend
+            engine = settings_from_config(c) if c['backend'] == 'tensorrt' else None
             self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
-                                              device=c['device'], preset=c['preset'])
+                                              device=c['device'], preset=c['preset'],
+                                              engine=engine)
 
     @staticmethod
     def _load_state(weights: str, preset: str) -> Dict[str, torch.Tensor]:
