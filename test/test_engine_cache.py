@@ -11,11 +11,10 @@ from onnx import helper, TensorProto
 import pytest
 from relperception.config import load_config, section
 from relperception.runtime.base import build_backend
-from relperception.runtime.engine_cache import (default_engine_path, engine_key,
-                                                EngineSettings, ensure_engine, ENGINE_KEYS,
-                                                file_sha256, profile_from_onnx,
-                                                settings_from_config, stale_reason,
-                                                timing_cache_path)
+from relperception.runtime.engine_cache import (default_engine_path, engine_key, ENGINE_KEYS,
+                                                EngineSettings, ensure_engine, file_sha256,
+                                                profile_from_onnx, settings_from_config,
+                                                stale_reason, timing_cache_path)
 from relperception.runtime.engine_metadata import read_engine_metadata, write_engine_metadata
 
 ORIN = ('10.3.0', 'Orin (nvgpu)')
