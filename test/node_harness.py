@@ -14,9 +14,9 @@ import uuid
 from conftest import wait_for
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
-from relperception.data.messages import ns_to_sec_nanosec
+from relperception.data.messages import camera_info_fields, ns_to_sec_nanosec
 from relperception.imaging import numpy_to_image_fields
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 
 def unique_namespace() -> str:
@@ -31,6 +31,16 @@ def image_msg(rgb, stamp_ns: int, frame_id: str = 'camera') -> Image:
                 is_bigendian=fields['is_bigendian'], step=fields['step'],
                 data=fields['data'].tobytes())
     msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def camera_info_msg(camera, frame_id: str = 'camera') -> CameraInfo:
+    """Return the ``sensor_msgs/CameraInfo`` of a ``relperception`` camera (stamp 0)."""
+    fields = camera_info_fields(camera)
+    msg = CameraInfo(height=fields['height'], width=fields['width'],
+                     distortion_model=fields['distortion_model'], d=fields['d'].tolist(),
+                     k=fields['k'], r=fields['r'], p=fields['p'])
     msg.header.frame_id = frame_id
     return msg
 

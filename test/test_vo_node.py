@@ -24,7 +24,6 @@ from rclpy.parameter import Parameter  # noqa: E402
 from relperception.core_types import Frame, Matches  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
 from relperception.data.messages import (  # noqa: E402
-    camera_info_fields,
     stamp_to_ns,
     transform_from_pose_msg,
 )
@@ -55,7 +54,8 @@ from relperception.transforms import (  # noqa: E402
 from sensor_msgs.msg import (  # noqa: E402
     CameraInfo, CompressedImage, Image, PointCloud2, PointField)
 
-from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
+from node_harness import (  # noqa: E402, I100
+    camera_info_msg, image_msg, NodeHarness, unique_namespace)
 
 WIDTH, HEIGHT, NUM_FRAMES = 320, 240, 12
 
@@ -65,15 +65,6 @@ def sequence():
     """Return the camera and the rendered frames."""
     camera, frames = iter_sequence(NUM_FRAMES, seed=0, width=WIDTH, height=HEIGHT)
     return camera, list(frames)
-
-
-def camera_info_msg(camera):
-    fields = camera_info_fields(camera)
-    msg = CameraInfo(height=fields['height'], width=fields['width'],
-                     distortion_model=fields['distortion_model'], d=fields['d'].tolist(),
-                     k=fields['k'], r=fields['r'], p=fields['p'])
-    msg.header = header_msg(0, 'camera')
-    return msg
 
 
 class Harness(NodeHarness):

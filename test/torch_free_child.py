@@ -42,13 +42,13 @@ BLOCKER = BlockTorch()
 sys.meta_path.insert(0, BLOCKER)
 
 from conftest import wait_for  # noqa: E402, I100
-from node_harness import image_msg, NodeHarness  # noqa: E402
+from node_harness import camera_info_msg, image_msg, NodeHarness  # noqa: E402
 import rclpy  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from relperception.config import load_config, section  # noqa: E402
 from relperception.core_types import Frame  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
-from relperception.data.messages import camera_info_fields, transform_from_pose_msg  # noqa: E402
+from relperception.data.messages import transform_from_pose_msg  # noqa: E402
 from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.imaging import image_to_numpy, to_mono8  # noqa: E402
 from relperception.matching.base import build_matcher  # noqa: E402
@@ -97,16 +97,6 @@ def run_pipelines(args, camera, frames):
     out['vo'] = {'status': [r.status for r in results],
                  'poses': [r.T_world_cam.tolist() for r in results]}
     return out
-
-
-def camera_info_msg(camera):
-    """Return the ``sensor_msgs/CameraInfo`` of ``camera``."""
-    fields = camera_info_fields(camera)
-    msg = CameraInfo(height=fields['height'], width=fields['width'],
-                     distortion_model=fields['distortion_model'], d=fields['d'].tolist(),
-                     k=fields['k'], r=fields['r'], p=fields['p'])
-    msg.header = header_msg(0, 'camera')
-    return msg
 
 
 def run_dense_node(context, args, frames):
