@@ -84,6 +84,29 @@ class ParameterSpec:
         return [element(v) for v in value]
 
 
+#: Precisions a TensorRT engine is built with (``int8``: from a QDQ ONNX file).
+ENGINE_PRECISIONS = ('fp16', 'fp32', 'int8')
+
+
+def _engine_specs(section: str) -> tuple:
+    """Return the TensorRT engine parameters of ``section`` (``dense`` or ``loftr``)."""
+    return (
+        ParameterSpec(f'{section}.engine_file_path', '',
+                      f'TensorRT engine (backend tensorrt with an .onnx {section}.onnx_path): '
+                      "built from the ONNX file when missing or stale; '' = next to it, keyed "
+                      'by TensorRT version, GPU and precision'),
+        ParameterSpec(f'{section}.force_engine_update', False,
+                      'rebuild the TensorRT engine even when the cached one fits'),
+        ParameterSpec(f'{section}.engine_precision', 'fp16', 'precision of a built TensorRT '
+                      'engine (int8 needs a QDQ ONNX file: export --int8)',
+                      choices=ENGINE_PRECISIONS),
+        ParameterSpec(f'{section}.max_workspace_size_mib', 1024,
+                      'TensorRT builder workspace limit (MiB)', 1, 1048576),
+        ParameterSpec(f'{section}.dla_core', -1, 'DLA core a TensorRT engine is built for '
+                      '(Jetson); -1 = the GPU', -1, 15),
+    )
+
+
 PARAMETERS = (
     # --- matcher choice -------------------------------------------------------------------
     ParameterSpec('matcher', 'ncc',
@@ -122,18 +145,7 @@ PARAMETERS = (
     ParameterSpec('loftr.onnx_path', '',
                   'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
                   'from it and cached) or a TensorRT engine file (tensorrt)'),
-    ParameterSpec('loftr.engine_file_path', '',
-                  'TensorRT engine (backend tensorrt with an .onnx loftr.onnx_path): built '
-                  "from the ONNX file when missing or stale; '' = next to it, keyed by "
-                  'TensorRT version, GPU and precision'),
-    ParameterSpec('loftr.force_engine_update', False,
-                  'rebuild the TensorRT engine even when the cached one fits'),
-    ParameterSpec('loftr.engine_precision', 'fp16', 'precision of a built TensorRT engine '
-                  '(int8 needs a QDQ ONNX file: export --int8)', choices=('fp16', 'fp32', 'int8')),
-    ParameterSpec('loftr.max_workspace_size_mib', 1024,
-                  'TensorRT builder workspace limit (MiB)', 1, 1048576),
-    ParameterSpec('loftr.dla_core', -1, 'DLA core a TensorRT engine is built for (Jetson); '
-                  '-1 = the GPU', -1, 15),
+    *_engine_specs('loftr'),
     ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('loftr.threshold', 0.2,
                   'coarse matching confidence threshold (kornia default 0.2)', 0.0, 1.0),
@@ -167,18 +179,7 @@ PARAMETERS = (
     ParameterSpec('dense.onnx_path', '',
                   'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
                   'from it and cached) or a TensorRT engine file (tensorrt)'),
-    ParameterSpec('dense.engine_file_path', '',
-                  'TensorRT engine (backend tensorrt with an .onnx dense.onnx_path): built '
-                  "from the ONNX file when missing or stale; '' = next to it, keyed by "
-                  'TensorRT version, GPU and precision'),
-    ParameterSpec('dense.force_engine_update', False,
-                  'rebuild the TensorRT engine even when the cached one fits'),
-    ParameterSpec('dense.engine_precision', 'fp16', 'precision of a built TensorRT engine '
-                  '(int8 needs a QDQ ONNX file: export --int8)', choices=('fp16', 'fp32', 'int8')),
-    ParameterSpec('dense.max_workspace_size_mib', 1024,
-                  'TensorRT builder workspace limit (MiB)', 1, 1048576),
-    ParameterSpec('dense.dla_core', -1, 'DLA core a TensorRT engine is built for (Jetson); '
-                  '-1 = the GPU', -1, 15),
+    *_engine_specs('dense'),
     ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('dense.input_width', 0,
                   'network input width (multiple of the backbone stride); 0 = preset default',

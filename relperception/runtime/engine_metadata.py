@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from relperception.atomic_files import write_text_atomic
+from relperception.config import ENGINE_PRECISIONS
 
 #: Suffix added to the engine file name for its metadata.
 METADATA_SUFFIX = '.json'
 #: The precisions an engine is built with (int8: from a QDQ ONNX file).
-PRECISIONS = ('fp16', 'fp32', 'int8')
+PRECISIONS = ENGINE_PRECISIONS
 
 
 def engine_metadata_path(engine_path) -> Path:
