@@ -9,18 +9,32 @@ Examples::
     relperception export --config loftr_lite --output lite.onnx --min-size 96x128 --max-size 960
     relperception export --config loftr_lite --format tensorrt --output loftr_lite.engine
     relperception export --config loftr --two-stage --output loftr.onnx
+    relperception export --config conv_small --int8 --calibration-bag my.bag -o cs.int8.onnx
+    relperception export --config conv_small --fp16 -o cs.fp16.onnx
 
 The ONNX model then runs with ``dense.backend:=onnxruntime dense.onnx_path:=...`` (or the
 ``loftr.*`` equivalents). ``--two-stage`` (LoFTR, ONNX): a coarse graph in ``--output`` and a
 fine graph ``<name>.fine.onnx`` beside it that refines only the matches found (the single
 graph refines a constant ``fine_topk`` cells, as TensorRT needs); ``loftr.onnx_path`` names the
 coarse file.
+
+``--int8`` (ONNX): static post-training quantisation in QDQ format, calibrated on images of
+``--calibration-bag`` (``--calibration-topic``, ``--calibration-frames`` spread over the bag),
+see ``relperception.runtime.quantize``; ``--fp16`` (ONNX): float16 weights and activations with
+float32 inputs and outputs, see ``relperception.runtime.float16``. Both are made from a float32
+export written to a temporary folder; ``dense.onnx_path`` / ``loftr.onnx_path`` take the file
+as they take a float32 one.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
+import tempfile
+
+from relperception.data.topics import IMAGE
+from relperception.runtime.quantize import ACTIVATION_TYPES, DEFAULT_CALIBRATION_FRAMES
 
 HELP = 'export a dense model or LoFTR preset to ONNX (onnxruntime) or a TensorRT engine'
 
@@ -67,6 +81,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--two-stage', action='store_true',
                         help='LoFTR, ONNX only: coarse graph + fine graph with a dynamic match '
                              'count (faster on onnxruntime; the fine file is <output>.fine.onnx)')
+    parser.add_argument('--int8', action='store_true',
+                        help='ONNX: INT8 static quantisation (QDQ), calibrated on '
+                             '--calibration-bag')
+    parser.add_argument('--fp16', dest='onnx_fp16', action='store_true',
+                        help='ONNX: float16 weights and activations, float32 inputs/outputs '
+                             '(TensorRT engines are FP16 by default: see --no-fp16)')
+    parser.add_argument('--calibration-bag', default=None,
+                        help='--int8: the bag whose images calibrate the activation ranges')
+    parser.add_argument('--calibration-topic', default=None,
+                        help=f'--int8: image topic of the calibration bag (default {IMAGE})')
+    parser.add_argument('--calibration-frames', type=int, default=None,
+                        help=f'--int8: calibration images (LoFTR: pairs), spread over the bag '
+                             f'(default {DEFAULT_CALIBRATION_FRAMES})')
+    parser.add_argument('--int8-activations', choices=ACTIVATION_TYPES, default=None,
+                        help=f'--int8: {ACTIVATION_TYPES[0]} (asymmetric, fastest on '
+                             f'onnxruntime CPU; default) or int8 (symmetric, the form TensorRT '
+                             f'requires)')
+    parser.add_argument('--int8-quantize-outputs', action='store_true', default=None,
+                        help='--int8: quantise the output layers too (faster; a metric depth '
+                             'then has 256 levels over its range)')
     parser.add_argument('--check', action='store_true',
                         help='ONNX: compare onnxruntime with torch on a random input of another '
                              'size and log the largest difference per output')
@@ -79,14 +113,106 @@ def run(args: argparse.Namespace) -> int:
     if (args.height is None) != (args.width is None):
         raise ValueError('give both --height and --width, or neither')
     size = (args.height, args.width) if args.height is not None else None
-    path = export_model(args.config, args.output, fmt=args.fmt, weights=args.weights,
-                        random_weights=args.random_weights, size=size,
-                        min_size=args.min_size, max_size=args.max_size, fp16=args.fp16,
-                        two_stage=args.two_stage)
+    precision = _precision(args)
+    export = {'fmt': args.fmt, 'weights': args.weights, 'random_weights': args.random_weights,
+              'size': size, 'min_size': args.min_size, 'max_size': args.max_size,
+              'fp16': args.fp16, 'two_stage': args.two_stage}
+    if precision == 'float32':
+        path = export_model(args.config, args.output, **export)
+    else:
+        path = _export_reduced(args, precision, export)
     logger.info('wrote %s', path)
     if args.check and args.fmt == 'onnx':
         _check(args, path)
     return 0
+
+
+def _precision(args: argparse.Namespace) -> str:
+    """Return float32, int8 or float16; raise ValueError for options that do not fit."""
+    int8 = bool(args.int8)
+    fp16 = bool(args.onnx_fp16)
+    calibration = {'--calibration-bag': args.calibration_bag,
+                   '--calibration-topic': args.calibration_topic,
+                   '--calibration-frames': args.calibration_frames,
+                   '--int8-activations': args.int8_activations,
+                   '--int8-quantize-outputs': args.int8_quantize_outputs}
+    if int8 and fp16:
+        raise ValueError('choose one of --int8 and --fp16')
+    if int8 and args.fmt != 'onnx':
+        raise ValueError(f'--int8 writes a QDQ ONNX file; --format {args.fmt} is not supported '
+                         f'with it (for TensorRT export --format onnx --int8 --int8-activations '
+                         f'int8 and let backend tensorrt build the engine with '
+                         f'engine_precision int8)')
+    if fp16 and args.fmt != 'onnx':
+        raise ValueError(f'--fp16 writes a float16 ONNX file; --format {args.fmt} is not '
+                         f'supported with it (TensorRT engines are built FP16 by default, see '
+                         f'--no-fp16)')
+    if (int8 or fp16) and args.two_stage:
+        raise ValueError(f'--{"int8" if int8 else "fp16"} is for single-graph exports, not '
+                         f'--two-stage')
+    if not int8:
+        given = [name for name, value in calibration.items() if value is not None]
+        if given:
+            raise ValueError(f'{", ".join(given)} only apply with --int8')
+        return 'float16' if fp16 else 'float32'
+    if not args.calibration_bag:
+        raise ValueError('--int8 needs --calibration-bag: a bag whose images calibrate the '
+                         'activation ranges (a few dozen images like those the model will see)')
+    if args.calibration_frames is not None and args.calibration_frames < 1:
+        raise ValueError(f'--calibration-frames must be >= 1, got {args.calibration_frames}')
+    return 'int8'
+
+
+def _export_reduced(args: argparse.Namespace, precision: str, export: dict) -> Path:
+    """Export float32 to a temporary folder, then write the INT8 or float16 file."""
+    from relperception.runtime.model_export import export_model, LOFTR_PRESETS
+    from relperception.runtime.quantize import LOFTR_CALIBRATION_GAP, read_calibration_images
+
+    samples = None
+    loftr = args.config in LOFTR_PRESETS
+    if precision == 'int8':  # read the bag first: a wrong topic fails before the export
+        samples = read_calibration_images(
+            args.calibration_bag, args.calibration_topic or IMAGE,
+            args.calibration_frames or DEFAULT_CALIBRATION_FRAMES, grey=loftr,
+            gap=LOFTR_CALIBRATION_GAP if loftr else 0)
+    with tempfile.TemporaryDirectory(prefix='relperception_export_') as folder:
+        float_path = export_model(args.config, Path(folder) / 'float32.onnx', **export)
+        if precision == 'float16':
+            from relperception.runtime.float16 import convert_float16
+
+            return convert_float16(float_path, args.output,
+                                   check_inputs=[_example_inputs(float_path)])
+        from relperception.runtime.quantize import BagCalibrationReader, compare_outputs, \
+            dense_preprocessor, loftr_preprocessor, quantize_int8
+
+        prepare = (loftr_preprocessor if loftr else dense_preprocessor)(float_path)
+        reader = BagCalibrationReader(samples, prepare)
+        path = quantize_int8(float_path, args.output, reader,
+                             activation_type=args.int8_activations or ACTIVATION_TYPES[0],
+                             float_output_layers=not args.int8_quantize_outputs)
+        report = compare_outputs(float_path, path, list(reader.inputs(2)))
+        for name, row in report.items():
+            if 'differing' in row:
+                logger.info('on 2 calibration inputs: %s differs from float32 in %.2f %% of '
+                            'the elements', name, 100.0 * row['differing'])
+            else:
+                logger.info('on 2 calibration inputs: %s max |float32 - int8| = %.3g (float32 '
+                            'values up to %.3g)', name, row['max_abs'], row['max_reference'])
+        return path
+
+
+def _example_inputs(path) -> dict:
+    """Return a seeded random input dict at the export size of an ONNX file."""
+    import numpy as np
+
+    from relperception.runtime.onnx_metadata import read_metadata
+    from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
+
+    graph_inputs = OnnxRuntimeBackend(path, num_threads=1).session.get_inputs()
+    height, width = read_metadata(path)['export_size']
+    rng = np.random.default_rng(0)
+    return {i.name: rng.random((1, int(i.shape[1]), height, width), dtype=np.float32)
+            for i in graph_inputs}
 
 
 def _check(args: argparse.Namespace, path) -> None:
