@@ -26,19 +26,22 @@ Usage::
 """
 
 import argparse
+import functools
 import json
 import logging
 import os
 from pathlib import Path
 import sys
 import tempfile
-import time
 
 import numpy as np
 from relperception.runtime.model_export import build_export_model, export_spec
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import interleaved_times  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ('conv_small', 'resnet18', 'vit_small', 'vit_s14')
@@ -74,19 +77,6 @@ def size_multiple(preset: str) -> int:
     return max(int(conf['input']['multiple']), int(patch))
 
 
-def time_pair(backends: dict, inputs: dict, repeats: int) -> dict:
-    """Return {backend: (median wall s, median process CPU s)}, runs alternating backends."""
-    samples = {name: [] for name in backends}
-    for backend in backends.values():
-        backend.run(inputs)  # warm-up
-    for _ in range(repeats):
-        for name, backend in backends.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            backend.run(inputs)
-            samples[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {name: tuple(np.median(np.array(s), axis=0)) for name, s in samples.items()}
-
-
 def run(output: Path, presets, threads: int, repeats: int) -> dict:
     """Run the benchmark; return the results (also written to ``output``/dense_bench.json)."""
     torch.set_num_threads(threads)
@@ -101,10 +91,13 @@ def run(output: Path, presets, threads: int, repeats: int) -> dict:
                 size = (_round_up(height, m), _round_up(width, m))
                 torch_backend, onnx_backend, weights = build(preset, size, Path(tmp), threads)
                 image = rng.standard_normal((1, 3, *size), dtype=np.float32)
-                seconds = time_pair({'torch': torch_backend, 'onnxruntime': onnx_backend},
-                                    {'image': image}, repeats)
-                (torch_wall, torch_cpu), (ort_wall, ort_cpu) = (seconds['torch'],
-                                                                seconds['onnxruntime'])
+                inputs = {'image': image}
+                seconds = interleaved_times(
+                    {'torch': functools.partial(torch_backend.run, inputs),
+                     'onnxruntime': functools.partial(onnx_backend.run, inputs)}, repeats)
+                torch_wall, torch_cpu = seconds['torch']['wall_s'], seconds['torch']['cpu_s']
+                ort_wall = seconds['onnxruntime']['wall_s']
+                ort_cpu = seconds['onnxruntime']['cpu_s']
                 results['rows'].append({
                     'preset': preset, 'size': list(size), 'weights': weights,
                     'torch_ms': torch_wall * 1e3, 'onnxruntime_ms': ort_wall * 1e3,

@@ -45,7 +45,6 @@ import os
 from pathlib import Path
 import sys
 import tempfile
-import time
 
 import cv2
 import numpy as np
@@ -59,6 +58,9 @@ from relperception.runtime.onnx_export import export_onnx
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import interleaved_times  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,24 +88,6 @@ def build_model(preset: str, weights):
         model.load_weights(load_state_dict_file(weights))
         source = str(weights)
     return model, source
-
-
-def median_seconds(fns: dict, repeats: int) -> dict:
-    """Return {name: (median wall s, median process CPU s)} of each ``fns[name]()``.
-
-    Every function is warmed up, then the calls are interleaved (one of each per round), so
-    that a slow spell of a shared machine hits all of them alike instead of one.
-    """
-    samples = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            fn()
-            samples[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {name: tuple(float(v) for v in np.median(np.array(rows), axis=0))
-            for name, rows in samples.items()}
 
 
 def _time_loftr(kind: str, preset: str, size: tuple, state_file: Path, onnx_file: Path,
@@ -143,7 +127,8 @@ def _time_loftr(kind: str, preset: str, size: tuple, state_file: Path, onnx_file
 
         def call():
             return backend.run(inputs)
-    return median_seconds({kind: call}, repeats)[kind]
+    times = interleaved_times({kind: call}, repeats)[kind]
+    return times['wall_s'], times['cpu_s']
 
 
 def fresh_process_seconds(kind: str, preset: str, size: tuple, state_file: Path,

@@ -36,6 +36,7 @@ Usage::
 
 import argparse
 import datetime
+import functools
 import json
 import logging
 import os
@@ -53,6 +54,9 @@ from relperception.data.converters import convert_image_folder
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.data.topics import IMAGE
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import interleaved_times  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Files compared: float32, INT8 (output layers float32, the default), INT8 with the output
@@ -114,16 +118,10 @@ def export_all(preset: str, work: Path, calibration_bag: Path, frames: int) -> d
 def time_backends(paths: dict, inputs: dict, threads: int, repeats: int) -> dict:
     """Return {precision: (median wall ms, median CPU ms, fastest wall ms)}, alternating."""
     backends = {p: OnnxRuntimeBackend(path, num_threads=threads) for p, path in paths.items()}
-    samples = {p: [] for p in backends}
-    for backend in backends.values():
-        backend.run(inputs)  # warm-up
-    for _ in range(repeats):
-        for precision, backend in backends.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            backend.run(inputs)
-            samples[precision].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {p: [1e3 * v for v in np.median(np.array(s), axis=0)]
-            + [1e3 * float(np.min(np.array(s)[:, 0]))] for p, s in samples.items()}
+    times = interleaved_times({p: functools.partial(b.run, inputs) for p, b in backends.items()},
+                              repeats)
+    return {p: [1e3 * t['wall_s'], 1e3 * t['cpu_s'], 1e3 * t['best_wall_s']]
+            for p, t in times.items()}
 
 
 def speed(preset: str, paths: dict, threads: int, repeats: int) -> list:
