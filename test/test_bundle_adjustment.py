@@ -6,6 +6,7 @@ Problems are built from random points seen by cameras on a known path, so the an
 the degenerate inputs check the boundary errors.
 """
 
+import cv2
 import numpy as np
 import pytest
 
@@ -21,7 +22,6 @@ CAMERA = Camera.from_intrinsics(400.0, 400.0, 319.5, 239.5, 640, 480)
 
 
 def _rotation(rotvec):
-    import cv2
     return cv2.Rodrigues(np.asarray(rotvec, dtype=np.float64))[0]
 
 
@@ -81,6 +81,37 @@ class TestBundleAdjust:
         np.testing.assert_allclose(result.T_cam_world[2:], T_cam_world[2:], atol=1e-4)
         np.testing.assert_allclose(result.points_world, points, atol=1e-3)
         assert result.residuals_px.shape == (len(pixels),)
+
+    def test_pose_covariances_match_monte_carlo(self):
+        """The reported covariance of the free poses is the spread of repeated adjustments."""
+        T_cam_world, points, cams, pts, exact = _problem(seed=3, num_cameras=4, num_points=60)
+        fixed = np.array([True, True, False, False])
+        rng = np.random.default_rng(0)
+        errors, reported = [], []
+        for _ in range(150):
+            noisy = exact + rng.normal(0, 1.0, exact.shape)   # 1 px: the reported unit
+            result = bundle_adjust(T_cam_world, points, cams, pts, noisy, CAMERA, fixed,
+                                   huber_px=10.0, max_iterations=20, covariances=True)
+            np.testing.assert_array_equal(result.pose_covariances[:2], 0.0)
+            reported.append(result.pose_covariances[2:])
+            row = []
+            for c in (2, 3):
+                T_est = invert_transform(result.T_cam_world[c])
+                T_true = invert_transform(T_cam_world[c])
+                rotation = cv2.Rodrigues(T_est[:3, :3] @ T_true[:3, :3].T)[0].ravel()
+                row.append(np.r_[rotation, T_est[:3, 3] - T_true[:3, 3]])
+            errors.append(row)
+        errors, reported = np.array(errors), np.array(reported)
+        for k in range(2):
+            sample_sd = np.sqrt(np.diag(np.cov(errors[:, k].T)))
+            reported_sd = np.sqrt(np.diag(reported[:, k].mean(axis=0)))
+            np.testing.assert_allclose(reported_sd, sample_sd, rtol=0.2)
+
+    def test_pose_covariances_only_when_asked(self):
+        T_cam_world, points, cams, pts, pixels = _problem(num_cameras=3, num_points=40)
+        fixed = np.array([True, True, False])
+        assert bundle_adjust(T_cam_world, points, cams, pts, pixels, CAMERA,
+                             fixed).pose_covariances is None
 
     def test_outliers_do_not_pull_the_solution(self):
         T_cam_world, points, cams, pts, pixels = _problem(seed=2, pixel_noise=0.3)

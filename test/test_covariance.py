@@ -160,15 +160,16 @@ class TestOdometryCovariance:
     """The covariance the tracker reports, against its own errors (synthetic, exact depth)."""
 
     @staticmethod
-    def _run(mode):
+    def _run(mode, num_frames=25, **odometry):
         from relperception.config import defaults, section
         from relperception.core_types import Frame
         from relperception.data.synthetic import iter_sequence
         from relperception.matching import build_matcher
         from relperception.odometry.vo import VisualOdometry
 
-        camera, frames = iter_sequence(25, seed=2, width=320, height=240, image_noise_std=2.0)
-        conf = {**section(defaults(), 'odometry'), 'mode': mode}
+        camera, frames = iter_sequence(num_frames, seed=2, width=320, height=240,
+                                       image_noise_std=2.0)
+        conf = {**section(defaults(), 'odometry'), 'mode': mode, **odometry}
         vo = VisualOdometry(build_matcher('ncc', section(defaults(), 'ncc')), conf)
         out = []
         try:
@@ -179,6 +180,7 @@ class TestOdometryCovariance:
                     T_first = frame.T_world_cam
                 truth = invert_transform(T_first) @ frame.T_world_cam
                 out.append((result, truth))
+            TestOdometryCovariance.map_stats = vo.map_stats()
         finally:
             vo.close()
         return out
@@ -201,3 +203,23 @@ class TestOdometryCovariance:
         sd = np.sqrt(np.diag(result.pose_covariance))
         assert sd[3:].min() > 1.0 and sd[:3].max() < np.radians(2.0)
         assert np.all(np.linalg.eigvalsh(result.motion_covariance) > 0)
+
+    def test_monocular_keyframes_take_the_bundle_adjustment_covariance(self):
+        pytest.importorskip('gtsam')
+        adjusted = self._run('mono', 40, ba_window_keyframes=5)
+        assert self.map_stats['ba_calls'] > 0 and self.map_stats['ba_keyframe_covariances'] > 0
+        chained = self._run('mono', 40, ba_window_keyframes=0)
+        assert self.map_stats['ba_keyframe_covariances'] == 0
+        assert not np.allclose(adjusted[-1][0].pose_covariance, chained[-1][0].pose_covariance,
+                               rtol=0.01)
+        normalised = []
+        for result, truth in adjusted[5:]:
+            assert result.status == 'tracking' and result.scale_source == 'map'
+            assert np.all(np.linalg.eigvalsh(result.pose_covariance) > 0)
+            sd = np.sqrt(np.diag(result.pose_covariance))
+            assert sd[3:].min() > 1.0   # a monocular map is not metric
+            error = Rotation.from_matrix(result.T_world_cam[:3, :3] @ truth[:3, :3].T)
+            normalised.append(np.abs(error.as_rotvec()) / sd[:3])
+        # consistent: few rotation errors beyond 3 sigma (more without the adjustment)
+        assert 0.01 < np.median(normalised) < 3.0
+        assert np.mean(np.array(normalised) > 3.0) < 0.05

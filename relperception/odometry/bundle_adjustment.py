@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from relperception.core_types import Camera
+from relperception.odometry.covariance import rotate_covariance
 from relperception.odometry.geometry import undistort_pixels
 from relperception.transforms import invert_transform
 from relperception.validation import as_rows
@@ -38,6 +39,10 @@ _VIRTUAL_BASELINE = 1.0
 
 #: Smallest standard deviation of a measured distance between cameras (metres).
 _MIN_DISTANCE_SIGMA_M = 1e-3
+
+#: Standard deviation of the stiff priors that stand for the fixed poses when the covariances
+#: are computed (radians, map units): far below any measured uncertainty.
+_GAUGE_SIGMA = 1e-7
 
 #: gtsam keys: symbol 'x' (cameras) and 'l' (points), as gtsam.symbol() builds them.
 _CAMERA_SYMBOL = ord('x') << 56
@@ -64,6 +69,11 @@ class BundleAdjustmentResult:
         success: whether the solver reported convergence.
         depth_errors_rel: (M,) float64 relative error ``z / depth - 1`` of every observation
             with a depth reading after the optimisation, NaN for the others.
+        pose_covariances: (C, 6, 6) float64 covariance of every refined ``T_world_cam`` given
+            the fixed poses (zero for those), from the information matrix of the robust
+            problem at the optimum (gtsam ``Marginals``); left perturbation in world axes,
+            rotation first (radians, map units), as :mod:`relperception.odometry.covariance`.
+            NaN where the problem is singular; None unless asked for (``covariances``).
     """
 
     T_cam_world: np.ndarray
@@ -75,6 +85,7 @@ class BundleAdjustmentResult:
     elapsed_ms: float
     success: bool
     depth_errors_rel: np.ndarray
+    pose_covariances: np.ndarray | None = None
 
 
 def _check_inputs(T_cam_world, points_world, camera_index, point_index, pixels, fixed):
@@ -109,7 +120,8 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
                   camera: Camera, fixed, huber_px: float = 1.0,
                   max_iterations: int = 10, depths=None,
                   depth_sigma_rel: float = 0.02, distances=None,
-                  distance_sigma_rel: float = 0.02) -> BundleAdjustmentResult:
+                  distance_sigma_rel: float = 0.02,
+                  covariances: bool = False) -> BundleAdjustmentResult:
     """Refine camera poses and points by robust reprojection-error minimisation.
 
     Args:
@@ -130,6 +142,8 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
             factor with standard deviation ``distance_sigma_rel`` of the distance (at least
             1 mm); the poses and points must then be metric.
         distance_sigma_rel: standard deviation of a measured distance as a share of it.
+        covariances: also return the covariance of every refined pose
+            (``BundleAdjustmentResult.pose_covariances``; one more factorisation).
 
     Returns:
         :class:`BundleAdjustmentResult`.
@@ -172,8 +186,6 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
     T_world_cam = np.stack([invert_transform(T) for T in T_cam_world])
     for c, T in enumerate(T_world_cam):
         values.insert(_camera_key(c), gtsam.Pose3(T))
-        if fixed[c]:
-            graph.add(gtsam.NonlinearEqualityPose3(_camera_key(c), gtsam.Pose3(T)))
     for p, xyz in enumerate(points_world):
         values.insert(_point_key(p), xyz)
     stereo = gtsam.Cal3_S2Stereo(K[0, 0], K[1, 1], K[0, 1], K[0, 2], K[1, 2],
@@ -202,6 +214,9 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
                                          gtsam.noiseModel.Isotropic.Sigma(1, sigma)))
     initial_errors = reprojection_errors(T_cam_world, points_world, camera_index, point_index,
                                          observed, K)
+    measurements = gtsam.NonlinearFactorGraph(graph)
+    for c in np.flatnonzero(fixed):
+        graph.add(gtsam.NonlinearEqualityPose3(_camera_key(int(c)), gtsam.Pose3(T_world_cam[c])))
     params = gtsam.LevenbergMarquardtParams()
     params.setMaxIterations(int(max_iterations))
     params.setOrderingType('METIS')
@@ -219,13 +234,42 @@ def bundle_adjust(T_cam_world, points_world, camera_index, point_index, pixels,
         + refined[camera_index, 2, 3]
     with np.errstate(invalid='ignore'):
         depth_errors = z / depths - 1.0
+    pose_covariances = _pose_covariances(gtsam, measurements, result, refined_world_cam,
+                                         fixed) if covariances else None
     return BundleAdjustmentResult(
         T_cam_world=refined, points_world=points, residuals_px=final_errors,
         initial_rmse_px=_rmse(initial_errors), final_rmse_px=_rmse(final_errors),
         iterations=int(optimizer.iterations()),
         elapsed_ms=1e3 * (time.perf_counter() - started),
         success=bool(np.all(np.isfinite(refined)) and np.all(np.isfinite(points))),
-        depth_errors_rel=depth_errors)
+        depth_errors_rel=depth_errors, pose_covariances=pose_covariances)
+
+
+def _pose_covariances(gtsam, measurements, solution, T_world_cam: np.ndarray,
+                      fixed: np.ndarray) -> np.ndarray:
+    """(C, 6, 6) covariances of the free poses given the fixed ones (see the result).
+
+    gtsam's ``Marginals`` cannot factorise the hard equality constraints of the gauge, so the
+    fixed poses get stiff priors instead. gtsam perturbs a pose on the right, ``T exp(xi)``
+    with ``xi = (w, v)`` in camera axes; to first order that is the left perturbation
+    ``(R w, R v)`` in world axes used here.
+    """
+    count = len(T_world_cam)
+    covariances = np.zeros((count, 6, 6))
+    graph = gtsam.NonlinearFactorGraph(measurements)
+    stiff = gtsam.noiseModel.Isotropic.Sigma(6, _GAUGE_SIGMA)
+    for c in np.flatnonzero(fixed):
+        key = _camera_key(int(c))
+        graph.add(gtsam.PriorFactorPose3(key, solution.atPose3(key), stiff))
+    try:
+        marginals = gtsam.Marginals(graph, solution)
+    except RuntimeError:   # indeterminate system (gtsam raises it as RuntimeError)
+        covariances[~fixed] = np.nan
+        return covariances
+    for c in np.flatnonzero(~fixed):
+        covariances[c] = rotate_covariance(T_world_cam[c, :3, :3],
+                                           marginals.marginalCovariance(_camera_key(int(c))))
+    return 0.5 * (covariances + covariances.transpose(0, 2, 1))
 
 
 def _check_depths(depths, num_observations: int) -> np.ndarray:

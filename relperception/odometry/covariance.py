@@ -31,6 +31,9 @@ MIN_RESIDUAL_PX = 0.5
 MIN_POINTS = 4
 #: Variance that stands for "unknown" in a published covariance (no information).
 UNKNOWN_VARIANCE = 1e6
+#: Translation standard deviation (m) added to each keyframe step without metric scale, plus
+#: 100 % of the step length: the step is known in direction, not in length.
+NON_METRIC_SIGMA_M = 1.0
 
 
 def _check_covariance(name: str, cov) -> np.ndarray:
@@ -164,6 +167,24 @@ def conjugate_covariance(T_a_b, T, cov) -> np.ndarray:
     T_a_b = check_transform(T_a_b, 'T_a_b')
     inner = compose_covariance(T_a_b, zero, T, cov)
     return compose_covariance(T_a_b @ check_transform(T), inner, invert_transform(T_a_b), zero)
+
+
+def rotate_covariance(R_b_a, cov) -> np.ndarray:
+    """Return a left-perturbation covariance given in the axes of frame a in those of frame b.
+
+    Args:
+        R_b_a: (3, 3) rotation from frame a's axes to frame b's.
+        cov: (6, 6) covariance of ``(dtheta, dt)`` in frame a's axes (rotation first).
+
+    Returns:
+        (6, 6) ``B @ cov @ B.T`` with ``B = blockdiag(R_b_a, R_b_a)``.
+    """
+    cov = _check_covariance('cov', cov)
+    R_b_a = np.asarray(R_b_a, dtype=np.float64)
+    if R_b_a.shape != (3, 3) or not np.all(np.isfinite(R_b_a)):
+        raise ValueError(f'R_b_a must be a finite (3, 3) rotation, got shape {R_b_a.shape}')
+    blocks = np.kron(np.eye(2), R_b_a)
+    return blocks @ cov @ blocks.T
 
 
 def inflate_translation(cov, sigma_m: float) -> np.ndarray:

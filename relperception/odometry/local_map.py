@@ -50,6 +50,12 @@ class MapKeyframe:
     #: Distance (metres) from the previous keyframe's centre by another sensor (wheel
     #: odometry), or None.
     hint_m: float | None = None
+    #: (6, 6) covariance of ``T_world_cam`` (:mod:`relperception.odometry.covariance`): set by
+    #: the tracker at insertion, refined by bundle adjustment; None: not known.
+    pose_covariance: np.ndarray | None = None
+    #: (6, 6) covariance of the step from the previous keyframe (``T_previous_this``, in the
+    #: previous keyframe's axes), set by the tracker at insertion; None: not known.
+    step_covariance: np.ndarray | None = None
 
 
 @dataclasses.dataclass

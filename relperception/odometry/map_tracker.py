@@ -61,11 +61,12 @@ import time
 import cv2
 import numpy as np
 from relperception.core_types import Camera, Matches
-from relperception.odometry import geometry
+from relperception.odometry import covariance, geometry
 from relperception.odometry.ba_worker import start_worker, submit_bundle_adjustment
-from relperception.odometry.bundle_adjustment import BundleAdjustmentUnavailable
+from relperception.odometry.bundle_adjustment import (BundleAdjustmentResult,
+                                                      BundleAdjustmentUnavailable)
 from relperception.odometry.local_map import (LocalMap, MapKeyframe, ray_angles_deg,
-                                              triangulate_checked)
+                                              triangulate_checked, WindowProblem)
 from relperception.transforms import invert_transform
 from scipy.spatial import cKDTree
 
@@ -151,6 +152,8 @@ class MapTracker:
         self.keyframes_inserted = 0
         self.points_created = 0
         self.scale_jumps = 0
+        #: keyframe pose covariances set from a bundle adjustment.
+        self.covariances_from_ba = 0
         self._last_speed: float | None = None
         self._last_keyframe: tuple[int, np.ndarray] | None = None
         #: 'mono', 'hinted' or 'rgbd' while a map exists (see the module docstring), else None.
@@ -213,6 +216,7 @@ class MapTracker:
             'ba_ms_median': float(np.median(ba)) if len(ba) else None,
             'ba_ms_max': float(np.max(ba)) if len(ba) else None,
             'ba_ms_total': float(np.sum(ba)) if len(ba) else 0.0,
+            'ba_keyframe_covariances': self.covariances_from_ba,
             'keyframe_insertion_ms_median': float(np.median(insertion)) if len(insertion)
             else None,
             'keyframe_insertion_ms_max': float(np.max(insertion)) if len(insertion) else None,
@@ -457,8 +461,68 @@ class MapTracker:
                 and np.all(np.isfinite(result.points_world))):
             self._ba_failures += 1
             return None
-        return self.map.apply_adjustment(problem, result.T_cam_world, result.points_world,
-                                         result.residuals_px, self.max_point_error_px)
+        correction = self.map.apply_adjustment(problem, result.T_cam_world,
+                                               result.points_world, result.residuals_px,
+                                               self.max_point_error_px)
+        self._refine_covariances(problem, result)
+        return correction
+
+    def _refine_covariances(self, problem: WindowProblem,
+                            result: BundleAdjustmentResult) -> None:
+        """Set the adjusted keyframes' ``pose_covariance`` from the bundle adjustment.
+
+        The adjustment gives each free keyframe's covariance given the fixed ones, for 1 px
+        pixel noise; it is scaled by the residual variance of the observations within the
+        Huber threshold (floored, as :func:`~relperception.odometry.covariance.pnp_covariance`
+        does) and composed with the covariance of the newest fixed keyframe before the free
+        ones (the anchor). A monocular map's translation stays non-metric
+        (:data:`~relperception.odometry.covariance.NON_METRIC_SIGMA_M` plus the distance from
+        the anchor). Keyframes inserted since the snapshot follow with their step covariances.
+        Nothing changes where the anchor's covariance is not known.
+        """
+        if result.pose_covariances is None:
+            return
+        keyframes = self.map.keyframes
+        ids = [int(k) for k in problem.keyframe_ids]
+        free = [i for i in range(len(ids)) if not problem.fixed[i]]
+        if not free:
+            return
+        oldest_free = min(ids[i] for i in free)
+        anchors = [i for i in range(len(ids)) if problem.fixed[i] and ids[i] < oldest_free
+                   and ids[i] in keyframes and keyframes[ids[i]].pose_covariance is not None]
+        if not anchors:
+            return
+        anchor = keyframes[max(ids[i] for i in anchors)]
+        residuals = result.residuals_px[result.residuals_px <= self.conf['ransac_threshold_px']]
+        variance = max(float(np.mean(residuals ** 2)) / 2.0 if len(residuals) else 0.0,
+                       covariance.MIN_RESIDUAL_PX ** 2)
+        T_anchor_world = invert_transform(anchor.T_world_cam)
+        for i in free:
+            keyframe = keyframes.get(ids[i])
+            given_fixed = result.pose_covariances[i]
+            if keyframe is None or not np.all(np.isfinite(given_fixed)):
+                continue
+            relative = variance * covariance.rotate_covariance(T_anchor_world[:3, :3],
+                                                               given_fixed)
+            T_anchor_keyframe = T_anchor_world @ keyframe.T_world_cam
+            if self.kind == 'mono':
+                relative = covariance.inflate_translation(
+                    relative, covariance.NON_METRIC_SIGMA_M
+                    + float(np.linalg.norm(T_anchor_keyframe[:3, 3])))
+            keyframe.pose_covariance = covariance.compose_covariance(
+                anchor.T_world_cam, anchor.pose_covariance, T_anchor_keyframe, relative)
+            self.covariances_from_ba += 1
+        previous = keyframes.get(max(ids))
+        for k in sorted(k for k in keyframes if k > max(ids)):
+            keyframe = keyframes[k]
+            if previous is None or previous.pose_covariance is None \
+                    or keyframe.step_covariance is None:
+                break
+            keyframe.pose_covariance = covariance.compose_covariance(
+                previous.T_world_cam, previous.pose_covariance,
+                invert_transform(previous.T_world_cam) @ keyframe.T_world_cam,
+                keyframe.step_covariance)
+            previous = keyframe
 
     def begin_keyframe(self, stamp_ns: int, T_world_cam: np.ndarray,
                        hint_m: float | None = None) -> MapKeyframe:
@@ -689,5 +753,5 @@ class MapTracker:
             depths=problem.depths if self.kind == 'rgbd' else None,
             depth_sigma_rel=self.conf['depth_sigma_rel'],
             distances=problem.distances if self.kind == 'hinted' else None,
-            distance_sigma_rel=self.conf['hint_sigma_rel'])
+            distance_sigma_rel=self.conf['hint_sigma_rel'], covariances=True)
         self._pending = (problem, future)

@@ -102,11 +102,9 @@ SCALE_SOURCES = ('map', 'hinted_map', 'depth_map', 'depth', 'translation_norm_m'
 #: The scale sources of frames tracked against the local map (monocular, RGB-D).
 MAP_SCALE_SOURCES = ('map', 'hinted_map', 'depth_map')
 #: The scale sources that give metres; the others (a monocular map's parallax unit, constant
-#: speed, unit length) make the translation covariance large (:data:`NON_METRIC_SIGMA_M`).
+#: speed, unit length) make the translation covariance large
+#: (:data:`relperception.odometry.covariance.NON_METRIC_SIGMA_M`).
 METRIC_SCALE_SOURCES = ('depth_map', 'hinted_map', 'depth', 'translation_norm_m')
-#: Translation standard deviation (m) added to each keyframe step without metric scale, plus
-#: 100 % of the step length: the step is known in direction, not in length.
-NON_METRIC_SIGMA_M = 1.0
 #: Standard deviations (rad, m) added to the held pose when tracking restarts after a loss
 #: (the motion while lost is unknown), and of a step whose geometry gives no covariance.
 UNKNOWN_MOTION_SIGMA_RAD = 0.1
@@ -710,6 +708,10 @@ class VisualOdometry:
         map_keyframe = None
         if estimate.is_keyframe and estimate.map_step is not None:
             map_keyframe = self._insert_map_keyframe(frame, gray, estimate, depth)
+            # The map refines these after its bundle adjustments (_finish_keyframe).
+            map_keyframe.pose_covariance = pose_covariance.copy()
+            if self._last_step is not None and self._last_step[0] == self._keyframe.stamp_ns:
+                map_keyframe.step_covariance = self._last_step[2].copy()
         T_world_cur = estimate.T_world_cam
         if self._stamp_last is not None:
             dt = (frame.stamp_ns - self._stamp_last) * 1e-9
@@ -755,7 +757,7 @@ class VisualOdometry:
             if estimate.scale_source == 'static':
                 step[:3, :3] *= 0.01   # static: the rotation is known to be small
         elif estimate.scale_source not in METRIC_SCALE_SOURCES:
-            step = covariance.inflate_translation(step, NON_METRIC_SIGMA_M + length)
+            step = covariance.inflate_translation(step, covariance.NON_METRIC_SIGMA_M + length)
         pose = covariance.compose_covariance(kf.T_world_cam, kf.pose_covariance, T_kf_cur, step)
         T_kf_prev, step_prev = np.eye(4), np.zeros((6, 6))   # the previous frame was the kf
         if self._last_step is not None and self._last_step[0] == kf.stamp_ns:
@@ -777,6 +779,7 @@ class VisualOdometry:
         if isinstance(estimate.map_step, MapInit):
             reference, point_ids = tracker.start_map(kf.stamp_ns, kf.T_world_cam,
                                                      estimate.matches, estimate.map_step)
+            reference.pose_covariance = kf.pose_covariance.copy()
         else:
             reference, point_ids = kf.map_keyframe, estimate.map_step.point_ids
         map_keyframe = tracker.begin_keyframe(frame.stamp_ns, estimate.T_world_cam,
@@ -797,6 +800,10 @@ class VisualOdometry:
             self._T_world_last = correction @ self._T_world_last
             if self._keyframe is not None and self._keyframe.map_keyframe is not None:
                 self._keyframe.T_world_cam = self._keyframe.map_keyframe.T_world_cam.copy()
+        map_keyframe = self._keyframe.map_keyframe if self._keyframe is not None else None
+        if map_keyframe is not None and map_keyframe.pose_covariance is not None:
+            # The adjustment may have refined it (MapTracker._refine_covariances).
+            self._keyframe.pose_covariance = map_keyframe.pose_covariance.copy()
 
     # ------------------------------------------------------------------ estimation
 
