@@ -290,6 +290,11 @@ SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 #: x forward (REP 103 body), the default mount of the odometry node.
 DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 
+#: Where ``visual_odometry_node`` takes its camera mount from (``camera_mount_source``): ``tf``
+#: looks up ``base_frame_id <- image header.frame_id`` (falling back to the parameter),
+#: ``parameter`` uses ``camera_mount_xyz_qxyzw``.
+CAMERA_MOUNT_SOURCES = ('tf', 'parameter')
+
 #: Node-local parameters: declared by one node (not in the shared schema), by node name. A
 #: parameter file may set them in that node's block or in ``/**``.
 _IMAGE_TRANSPORT = ParameterSpec(
@@ -306,8 +311,17 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
             ParameterSpec('base_frame_id', 'base_link', 'body frame (child_frame_id)',
                           read_only=True),
             ParameterSpec('camera_mount_xyz_qxyzw', list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
-                          'camera optical frame in the base frame: x y z (m) qx qy qz qw',
+                          'camera optical frame in the base frame: x y z (m) qx qy qz qw; the '
+                          'mount with camera_mount_source parameter, and the fallback of tf',
                           read_only=True),
+            ParameterSpec('camera_mount_source', 'tf',
+                          'where the camera mount comes from: tf = looked up on TF '
+                          "(base_frame_id <- the first image's header.frame_id; needs tf2_ros, "
+                          'else, or when the lookup fails, camera_mount_xyz_qxyzw), parameter = '
+                          'camera_mount_xyz_qxyzw', choices=CAMERA_MOUNT_SOURCES, read_only=True),
+            ParameterSpec('camera_mount_tf_timeout_s', 1.0,
+                          'longest wait for the camera mount on TF at the first image (s)',
+                          0.0, 30.0, read_only=True),
             ParameterSpec('path_max_length', 1000, 'number of poses kept in the published path',
                           1, 100000),
             ParameterSpec('depth_max_dt_s', 0.02, 'largest stamp difference between a frame '

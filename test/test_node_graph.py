@@ -230,10 +230,13 @@ class TestLaunchFile:
     def test_launch_odometry_parameters(self):
         values = graph.launch_odometry_parameters({
             'odom_frame_id': 'odom_vo', 'base_frame_id': '', 'publish_tf': 'False',
-            'camera_mount_xyz_qxyzw': '0.1, 0 0.2 -0.5 0.5 -0.5 0.5', 'rectified_input': ''})
+            'camera_mount_xyz_qxyzw': '0.1, 0 0.2 -0.5 0.5 -0.5 0.5', 'rectified_input': '',
+            'camera_mount_source': 'parameter'})
         assert values == {'odom_frame_id': 'odom_vo', 'publish_tf': False,
-                          'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5]}
+                          'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5],
+                          'camera_mount_source': 'parameter'}
         for arguments, word in (({'publish_tf': 'yes'}, 'true or false'),
+                                ({'camera_mount_source': 'urdf'}, 'one of'),
                                 ({'camera_mount_xyz_qxyzw': '1 2 3'}, '7 numbers'),
                                 ({'camera_mount_xyz_qxyzw': 'a b'}, 'numbers'),
                                 ({'path_max_length': '5'}, 'not a launch argument')):

@@ -169,6 +169,8 @@ class TestPlanReplay:
         assert odometry.remappings['image'] == '/iso' + topics.IMAGE
         assert all(d.remappings['/clock'] == '/iso/clock' for d in plan.descriptions)
         assert plan.output_topics['odom'] == '/iso/odom'
+        # scored with camera_mount_xyz_qxyzw: the node must not take its mount from TF
+        assert odometry.parameters['camera_mount_source'] == 'parameter'
         command = node_command(odometry, 'params.yaml')
         assert command[1:3] == ['-m', 'relperception.nodes.vo_node']
         assert f'depth_in:=/iso{topics.DEPTH}' in command and '__ns:=/iso' in command

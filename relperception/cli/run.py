@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--odometry-param', action='append', default=[], metavar='NAME=VALUE',
                         help='a node-local parameter of visual_odometry_node, over the '
                              'parameter file (repeatable): odom_frame_id, base_frame_id, '
-                             'publish_tf, camera_mount_xyz_qxyzw ("x y z qx qy qz qw"), '
+                             'publish_tf, camera_mount_source (tf or parameter), '
+                             'camera_mount_xyz_qxyzw ("x y z qx qy qz qw"), '
                              'rectified_input')
     parser.add_argument('--duration', type=float, default=None, metavar='S',
                         help='stop after S seconds (default: run until Ctrl-C)')

@@ -128,7 +128,7 @@ class NodeDescription:
 #: Node-local parameters of the odometry node that the launch file also takes as arguments
 #: ('' = the parameter file's or the default value).
 LAUNCH_ODOMETRY_PARAMETERS = ('odom_frame_id', 'base_frame_id', 'publish_tf',
-                              'camera_mount_xyz_qxyzw', 'rectified_input')
+                              'camera_mount_source', 'camera_mount_xyz_qxyzw', 'rectified_input')
 
 
 def launch_odometry_parameters(arguments: Mapping[str, str]) -> Dict[str, Any]:

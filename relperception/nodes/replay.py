@@ -148,6 +148,10 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
         depth_topic=published[depth_topic] if mode == 'rgbd' else '',
         image_transport=transport, namespace=namespace,
         wheel_odom_topic=published.get(wheel_topic, ''))
+    # the recording is scored with camera_mount_xyz_qxyzw: the node uses that mount, not TF
+    descriptions = [dataclasses.replace(d, parameters={**d.parameters,
+                                                       'camera_mount_source': 'parameter'})
+                    if d.name == 'visual_odometry_node' else d for d in descriptions]
     clock_topic = '/clock'
     diagnostics_topic = '/diagnostics'
     if namespace:

@@ -21,9 +21,9 @@ Publishes:
 
 Parameters:
     ``matcher``, the matcher sections and ``odometry.*`` (the shared schema,
-    :mod:`relperception.config`), and the node-local ``camera_mount_xyz_qxyzw`` (read only),
-    ``odom_frame_id``, ``base_frame_id``, ``path_max_length``, ``depth_max_dt_s``,
-    ``wheel_odom_max_gap_s``,
+    :mod:`relperception.config`), and the node-local ``camera_mount_source``,
+    ``camera_mount_tf_timeout_s``, ``camera_mount_xyz_qxyzw`` (read only), ``odom_frame_id``,
+    ``base_frame_id``, ``path_max_length``, ``depth_max_dt_s``, ``wheel_odom_max_gap_s``,
     ``publish_tf``, ``image_transport`` and ``depth_transport``.
 
 Each image runs through :class:`~relperception.pipeline.vo_pipeline.VOPipeline` — the same
@@ -33,9 +33,13 @@ prior handed to the matcher, the monocular local map and its bundle adjustment).
 change applies between frames (a new matcher where its parameters changed); the trajectory and
 the map are kept.
 
-Frames (REP 103 / 105): with the mount ``T_base_cam`` (``camera_mount_xyz_qxyzw`` = x y z qx qy
-qz qw; default the optical-to-body rotation) the published pose is
+Frames (REP 103 / 105): with the mount ``T_base_cam`` the published pose is
 ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)``: odom = base_link at the first frame.
+The mount (:mod:`relperception.nodes.camera_mount`) is looked up on TF at the first image
+(``base_frame_id <- header.frame_id``) where ``tf2_ros`` is importable, else it is
+``camera_mount_xyz_qxyzw`` (x y z qx qy qz qw; default the optical-to-body rotation); the log and
+``/diagnostics`` (``camera_mount_source``) say which. It is fixed for the run; ``~/reset`` looks
+it up again.
 
 Real time: the subscription callback only hands the message to a
 :class:`~relperception.nodes.processing.FrameWorker` that keeps the newest frame; tracking runs on
@@ -60,6 +64,7 @@ from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
 from relperception.data.input_counters import CAMERA_INFO_REFUSED, depth_problem_counter
 from relperception.data.messages import camera_from_camera_info
+from relperception.nodes.camera_mount import CAMERA_MOUNT_PARAMETER, CameraMount, open_tf2_session
 from relperception.nodes.depth_input import DepthInput, DepthSync
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
@@ -78,8 +83,7 @@ from relperception.nodes.ros_messages import (
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
 from relperception.odometry.covariance import (conjugate_covariance, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
-from relperception.odometry.mount import camera_mount_transform
-from relperception.odometry.mount import odom_from_camera
+from relperception.odometry.mount import camera_from_odom, odom_from_camera
 from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
                                        STATUS_TRACKING)
 from relperception.pipeline.realtime import (LEVEL_ERROR, LEVEL_OK, LEVEL_WARN, RunningStats,
@@ -91,8 +95,6 @@ from sensor_msgs.msg import CameraInfo, PointCloud2
 #: The parameters of this node from the shared schema: the matchers and the odometry.
 VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
     name for name in SPECS if name.startswith('odometry.')]
-
-CAMERA_MOUNT_PARAMETER = 'camera_mount_xyz_qxyzw'
 
 #: Node-local parameters declared by this node (the transports by its inputs), from the
 #: schema's :data:`relperception.config.NODE_LOCAL_SPECS`.
@@ -134,11 +136,15 @@ class VisualOdometryNode(Node):
                            check=lambda config: build_pipeline(config).odometry.close())
         declare_parameters(self, list(LOCAL_SPECS), on_change=self._on_parameters,
                            specs=LOCAL_SPECS)
-        self.T_base_cam = camera_mount_transform(
-            self.get_parameter(CAMERA_MOUNT_PARAMETER).value)
         self._config = VersionedConfig({**current_config(self, VO_PARAMETERS),
                                         **current_config(self, list(LOCAL_SPECS), LOCAL_SPECS)})
         config, self._config_version = self._config.get()
+        #: ``T_base_cam``: from TF at the first image, or the parameter (raises ValueError for a
+        #: bad ``camera_mount_xyz_qxyzw``, before any thread or process starts).
+        self.camera_mount = CameraMount(
+            self.get_logger(), config[CAMERA_MOUNT_PARAMETER], config['base_frame_id'],
+            source=config['camera_mount_source'], timeout_s=config['camera_mount_tf_timeout_s'],
+            open_tf=lambda: open_tf2_session(self))
         self.pipeline = build_pipeline(config)
         self._rectified_input = config['rectified_input']
         self.odom_frame_id = config['odom_frame_id']
@@ -207,6 +213,11 @@ class VisualOdometryNode(Node):
     # ------------------------------------------------------------------ properties
 
     @property
+    def T_base_cam(self) -> np.ndarray:
+        """The camera mount in use (4, 4): see :class:`CameraMount`."""
+        return self.camera_mount.T_base_cam
+
+    @property
     def worker(self) -> FrameWorker:
         """The worker thread that tracks frames (its ``stats`` feed the diagnostics)."""
         return self._worker
@@ -245,15 +256,19 @@ class VisualOdometryNode(Node):
         OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
         frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
-        ``reinitializations``, ``paused`` and, from :class:`DepthSync`, ``depth_hits``,
-        ``frames_without_depth`` and ``depth_miss_rate`` (WARN above ``depth_max_miss_rate``).
+        ``reinitializations``, ``paused``, ``camera_mount_source`` (``tf`` or ``parameter``; ''
+        until the first image resolved it) and ``camera_mount_detail`` (the frames, or why the
+        parameter), and, from :class:`DepthSync`, ``depth_hits``, ``frames_without_depth`` and
+        ``depth_miss_rate`` (WARN above ``depth_max_miss_rate``).
         """
         values = {'tracking_state': self.tracking_state, 'scale_source': self.scale_source,
                   'metric_scale': str(self.scale_source in METRIC_SCALE_SOURCES).lower(),
                   'frames_lost_in_a_row': self.frames_lost_in_a_row,
                   'frames_lost': self.status_counts[STATUS_LOST],
                   'reinitializations': self.status_counts[STATUS_REINITIALIZED],
-                  'paused': str(self.control.paused).lower()}
+                  'paused': str(self.control.paused).lower(),
+                  'camera_mount_source': self.camera_mount.source,
+                  'camera_mount_detail': self.camera_mount.detail}
         depth_level, depth_message, depth_values = self.depth_sync.report()
         values.update(depth_values)
         if self.control.paused:
@@ -325,6 +340,7 @@ class VisualOdometryNode(Node):
         if reset:
             self._reset()
             self._last_stamp_ns = None
+            self.camera_mount.forget()
         if anchor is not None:
             self._pending_anchor = anchor
         if self.control.paused:
@@ -350,6 +366,8 @@ class VisualOdometryNode(Node):
             else:
                 raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
         self._last_stamp_ns = stamp_ns
+        # the first image fixes the mount (a TF lookup may wait camera_mount_tf_timeout_s)
+        self.wheel.set_camera_mount(self.camera_mount.resolve(image.header.frame_id, stamp_ns))
         depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns, self._depth_wait_s)
         if self.depth.newest_stamp_ns is not None:
             self.depth_sync.record(depth is not None, stamp_ns, self._depth_max_dt_ns * 1e-9)
@@ -381,7 +399,7 @@ class VisualOdometryNode(Node):
 
     def camera_from_odom(self, T_odom_base: np.ndarray) -> np.ndarray:
         """Return ``T_world_cam`` of a published ``T_odom_base`` (4, 4)."""
-        return invert_transform(self.T_base_cam) @ T_odom_base @ self.T_base_cam
+        return camera_from_odom(T_odom_base, self.T_base_cam)
 
     def _publish(self, result, stamp_ns: int, stamp) -> None:
         T_world_cam = result.T_world_cam
@@ -424,6 +442,7 @@ class VisualOdometryNode(Node):
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""
         self._worker.stop()
+        self.camera_mount.close()
         self.pipeline.odometry.close()
         self._diagnostics.destroy()
         super().destroy_node()

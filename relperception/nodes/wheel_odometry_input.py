@@ -7,7 +7,8 @@ EKF's odometry, reliable, keep last 100) and keeps its poses in a
 :class:`~relperception.odometry.wheel_hints.WheelHints`. :meth:`WheelOdometryInput.hint_m`
 gives each frame the distance the camera moved since the last frame that had one, which the
 node hands to the tracker as ``translation_norm_m``; without wheel odometry nothing changes.
-Counters (frames with and without a hint, poses refused) feed ``/diagnostics``.
+Counters (frames with and without a hint, poses refused) feed ``/diagnostics``. The camera mount
+is the node's (:meth:`WheelOdometryInput.set_camera_mount` once it is resolved, e.g. from TF).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 from relperception.odometry.wheel_hints import WheelHints
+from relperception.transforms import check_transform
 
 #: The topic (relative: remap it).
 TOPIC = 'wheel_odom'
@@ -60,6 +62,16 @@ class WheelOdometryInput:
         """Return the frame's translation hint (m), see ``WheelHints.hint_m``, or None."""
         with self._lock:
             return self.hints.hint_m(stamp_ns)
+
+    def set_camera_mount(self, T_base_cam: np.ndarray) -> None:
+        """Move the wheel poses to the camera with this mount from now on (4, 4).
+
+        Raises:
+            ValueError: not a rigid transform.
+        """
+        with self._lock:
+            if not np.array_equal(T_base_cam, self.hints.T_base_cam):
+                self.hints.T_base_cam = check_transform(T_base_cam, 'T_base_cam').copy()
 
     def clear(self) -> None:
         """Forget the poses and the last frame (a reset or a jump back in time)."""
