@@ -35,7 +35,8 @@ import sys
 import tempfile
 
 import numpy as np
-from relperception.runtime.model_export import build_export_model, export_spec
+from relperception.pipeline.export import build_export_model
+from relperception.runtime.model_export import export_spec
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
 import torch

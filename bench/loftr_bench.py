@@ -49,11 +49,11 @@ import tempfile
 import cv2
 import numpy as np
 from relperception.data.synthetic import iter_sequence
+from relperception.matching.loftr.export import build_loftr_export, export_loftr_two_stage, \
+    LOFTR_INPUTS, LOFTR_OUTPUTS
 from relperception.matching.loftr.model import LoFTR, LoFTROnnxWrapper
+from relperception.matching.loftr.two_stage import open_loftr_backend
 from relperception.models.weights import load_state_dict_file, shipped_weights
-from relperception.runtime.loftr_two_stage import open_loftr_backend
-from relperception.runtime.model_export import (build_export_model, export_loftr_two_stage,
-                                                LOFTR_INPUTS, LOFTR_OUTPUTS)
 from relperception.runtime.onnx_export import export_onnx
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend
@@ -177,7 +177,7 @@ def our_backends(model, inputs, work: Path, threads: int, name: str) -> dict:
                        dynamic_axes={n: {2: 'height', 3: 'width'} for n in LOFTR_INPUTS})
     state_file = work / f'{name}_state.pt'
     torch.save(model.state_dict(), state_file)
-    spec = build_export_model(model.preset, weights=str(state_file))
+    spec = build_loftr_export(model.preset, weights=str(state_file))
     spec['module'].model.fine_topk = model.fine_topk
     coarse = export_loftr_two_stage(spec, two_stage_path(path),
                                     size=tuple(inputs[LOFTR_INPUTS[0]].shape[2:]))

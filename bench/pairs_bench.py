@@ -41,7 +41,8 @@ import time
 import cv2
 from relperception.config import load_config, section
 from relperception.data.converters import convert_kitti, convert_tum
-from relperception.data.pairs import pairs_from_bag, synthetic_pairs
+from relperception.data.pairs import synthetic_pairs
+from relperception.evaluation.bag_pairs import pairs_from_bag
 from relperception.evaluation.pairs import (evaluate_pairs, format_pairs_table,
                                             plot_pairs_summary)
 from relperception.evaluation.report import write_json

@@ -215,7 +215,7 @@ class TestDensePipeline:
 
     def test_onnxruntime_matches_torch(self, models, rgb_frames, tmp_path):
         pytest.importorskip('onnxruntime')
-        export = pytest.importorskip('relperception.runtime.model_export')
+        export = pytest.importorskip('relperception.pipeline.export')
         yaml_path, weights = models['conv']
         onnx_path = export.export_model(yaml_path, tmp_path / 'tiny.onnx', weights=weights,
                                         size=(NET_HEIGHT, NET_WIDTH))

@@ -26,7 +26,8 @@ import pytest
 from relperception.cli.main import main
 from relperception.data.synthetic import iter_sequence
 from relperception.matching.loftr.matcher import LoFTRMatcher
-from relperception.runtime.model_export import build_export_model, export_model, export_spec
+from relperception.pipeline.export import build_export_model, export_model
+from relperception.runtime.model_export import export_spec
 from relperception.runtime.onnx_export import find_ops, read_metadata
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from relperception.runtime.torch_backend import TorchBackend

@@ -82,7 +82,7 @@ class TestInfer:
 
     def test_onnxruntime_backend(self, images, models, tmp_path):
         pytest.importorskip('onnxruntime')
-        export = pytest.importorskip('relperception.runtime.model_export')
+        export = pytest.importorskip('relperception.pipeline.export')
         yaml_path, weights = models['metric']
         onnx_path = export.export_model(yaml_path, tmp_path / 'tiny.onnx', weights=weights,
                                         size=(64, 96))

@@ -13,10 +13,12 @@ import shutil
 import numpy as np
 import onnx
 import pytest
+from relperception.matching.loftr.export import export_loftr_two_stage
 from relperception.matching.loftr.matcher import LoFTRMatcher
-from relperception.runtime.loftr_two_stage import open_loftr_backend, TwoStageLoFTRBackend
-from relperception.runtime.model_export import (build_export_model, export_loftr_two_stage,
-                                                export_model, export_spec, fine_graph_path)
+from relperception.matching.loftr.two_stage import (fine_graph_path, open_loftr_backend,
+                                                    TwoStageLoFTRBackend)
+from relperception.pipeline.export import build_export_model, export_model
+from relperception.runtime.model_export import export_spec
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend
 from test_loftr_model import homography_pair
 import torch

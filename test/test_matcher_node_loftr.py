@@ -86,7 +86,7 @@ class TestMatcherNodeLoftr:
                                                      tmp_path):
         config = None
         if backend != 'torch':
-            from relperception.runtime.model_export import export_model
+            from relperception.pipeline.export import export_model
 
             path = export_model('loftr_lite', tmp_path / 'lite.onnx', weights=weights,
                                 size=(HEIGHT, WIDTH), two_stage=True)

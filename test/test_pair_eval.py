@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from relperception.cli.main import main
 from relperception.core_types import Matches
-from relperception.data.pairs import (ImagePair, load_pairs_npz, pairs_from_bag,
-                                      relative_transform, save_pairs_npz, synthetic_pairs)
+from relperception.data.pairs import (ImagePair, load_pairs_npz, relative_transform,
+                                      save_pairs_npz, synthetic_pairs)
 from relperception.data.synthetic import SyntheticScene
 from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.evaluation.bag_pairs import pairs_from_bag
 from relperception.evaluation.pairs import (epipolar_precision, estimate_relative_pose,
                                             evaluate_pair, evaluate_pairs, MIN_POSE_INLIERS,
                                             relative_pose_error, relpose_auc,

@@ -23,19 +23,23 @@ pytest.importorskip('onnxconverter_common')
 
 from relperception.cli.main import main  # noqa: E402
 from relperception.data import topics  # noqa: E402
+from relperception.data.calibration import read_calibration_images  # noqa: E402
 from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.data.synthetic_bag import write_synthetic_bag  # noqa: E402
+from relperception.models.calibration import dense_preprocessor  # noqa: E402
 from relperception.models.preprocess import prepare_image_array  # noqa: E402
 from relperception.models.presets import load_model_config  # noqa: E402
 from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
+from relperception.pipeline.export import (  # noqa: E402
+    build_export_model, calibration_reader_from_bag)
 from relperception.runtime.float16 import (  # noqa: E402
     convert_float16, float16_ops, float32_cast_nodes)
-from relperception.runtime.model_export import build_export_model, export_spec  # noqa: E402
+from relperception.runtime.model_export import export_spec  # noqa: E402
 from relperception.runtime.onnx_export import find_ops, read_metadata  # noqa: E402
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend  # noqa: E402
 from relperception.runtime.quantize import (  # noqa: E402
-    ATTENTION_QUANTIZED_OPS, BagCalibrationReader, compare_outputs, dense_preprocessor,
-    file_precision, ops_to_quantize, output_layers, quantize_int8, read_calibration_images)
+    ATTENTION_QUANTIZED_OPS, CalibrationReader, compare_outputs, file_precision, ops_to_quantize,
+    output_layers, quantize_int8)
 from test_dense_pipeline import write_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
@@ -75,7 +79,7 @@ def vit(tmp_path_factory):
 @pytest.fixture(scope='module')
 def conv_int8(conv, bag):
     _, path = conv
-    reader = BagCalibrationReader.from_bag(bag, path, frames=6)
+    reader = calibration_reader_from_bag(bag, path, frames=6)
     return quantize_int8(path, path.with_name('conv.int8.onnx'), reader)
 
 
@@ -121,7 +125,7 @@ class TestCalibrationReader:
         from onnxruntime.quantization import CalibrationDataReader
 
         yaml_path, path = conv
-        reader = BagCalibrationReader.from_bag(bag, path, frames=3)
+        reader = calibration_reader_from_bag(bag, path, frames=3)
         assert isinstance(reader, CalibrationDataReader) and len(reader) == 3
         first = reader.get_next()
         expected = prepare_image_array(read_calibration_images(bag, frames=3)[0],
@@ -148,7 +152,7 @@ class TestCalibrationReader:
 
     def test_empty_reader(self, conv, tmp_path):
         with pytest.raises(ValueError, match='no calibration samples'):
-            BagCalibrationReader([], dense_preprocessor)
+            CalibrationReader([], dense_preprocessor)
 
         class Empty:
             def get_next(self):
@@ -213,7 +217,7 @@ class TestInt8:
         assert ops_to_quantize(onnx.load(str(conv[1])).graph) is None  # everything
         yaml_path, path = vit
         assert ops_to_quantize(onnx.load(str(path)).graph) == ATTENTION_QUANTIZED_OPS
-        reader = BagCalibrationReader.from_bag(bag, path, frames=3)
+        reader = calibration_reader_from_bag(bag, path, frames=3)
         out = quantize_int8(path, tmp_path / 'vit.int8.onnx', reader)
         _check_only_products_quantized(path, out)
         _check_close(compare_outputs(path, out, _inputs(yaml_path)), INT8_REL_MAX,
@@ -221,7 +225,7 @@ class TestInt8:
 
     def test_symmetric_activations(self, conv, bag, tmp_path):
         _, path = conv
-        reader = BagCalibrationReader.from_bag(bag, path, frames=3)
+        reader = calibration_reader_from_bag(bag, path, frames=3)
         out = quantize_int8(path, tmp_path / 's8.onnx', reader, activation_type='int8')
         model = onnx.load(str(out))
         weights = {i.name: i for i in model.graph.initializer}
@@ -343,7 +347,7 @@ class TestLoFTR:
     def test_int8_keeps_coordinates_float(self, bag, tmp_path):
         spec = build_export_model('loftr_lite', random_weights=True)
         path = export_spec(spec, tmp_path / 'lite.onnx', size=EXPORT_SIZE, max_size=(256, 320))
-        reader = BagCalibrationReader.from_bag(bag, path, frames=2)
+        reader = calibration_reader_from_bag(bag, path, frames=2)
         pair = reader.get_next()
         assert set(pair) == {'image0', 'image1'}
         assert pair['image0'].shape == (1, 1, 240, 320)  # the preset's input size, grey

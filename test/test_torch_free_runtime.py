@@ -45,8 +45,8 @@ from relperception.pipeline.dense_pipeline import (  # noqa: E402
     labels_from_logits,
     resize_depth,
 )
+from relperception.pipeline.export import export_model  # noqa: E402
 from relperception.pipeline.vo_pipeline import VOPipeline  # noqa: E402
-from relperception.runtime.model_export import export_model  # noqa: E402
 from relperception.transforms import invert_transform  # noqa: E402
 from test_dense_pipeline import NET_HEIGHT, NET_WIDTH, write_tiny_model  # noqa: E402
 

@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def collect_pairs(args: argparse.Namespace, config) -> dict:
     """Return {group name: [ImagePair, ...]} for every pair source of ``args``."""
-    from relperception.data.pairs import load_pairs, pairs_from_bag, synthetic_pairs
+    from relperception.data.pairs import load_pairs, synthetic_pairs
+    from relperception.evaluation.bag_pairs import pairs_from_bag
 
     groups: dict = {}
 

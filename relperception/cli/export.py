@@ -11,6 +11,7 @@ Examples::
     relperception export --config loftr --two-stage --output loftr.onnx
     relperception export --config conv_small --int8 --calibration-bag my.bag -o cs.int8.onnx
     relperception export --config conv_small --fp16 -o cs.fp16.onnx
+    relperception export --config loftr_lite -o lite.onnx --check-tensorrt 8.6
 
 The ONNX model then runs with ``dense.backend:=onnxruntime dense.onnx_path:=...`` (or the
 ``loftr.*`` equivalents). ``--two-stage`` (LoFTR, ONNX): a coarse graph in ``--output`` and a
@@ -24,6 +25,10 @@ see ``relperception.runtime.quantize``; ``--fp16`` (ONNX): float16 weights and a
 float32 inputs and outputs, see ``relperception.runtime.float16``. Both are made from a float32
 export written to a temporary folder; ``dense.onnx_path`` / ``loftr.onnx_path`` take the file
 as they take a float32 one.
+
+``--check-tensorrt [VERSION]`` (ONNX): check every graph written against TensorRT's ONNX parser
+without TensorRT or a GPU (``relperception.runtime.tensorrt_compat``), print the report and
+exit with 1 when it finds problems.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ import logging
 from pathlib import Path
 import tempfile
 
+from relperception.data.calibration import DEFAULT_CALIBRATION_FRAMES
 from relperception.data.topics import IMAGE
-from relperception.runtime.quantize import ACTIVATION_TYPES, DEFAULT_CALIBRATION_FRAMES
+from relperception.runtime.quantize import ACTIVATION_TYPES
 
 HELP = 'export a dense model or LoFTR preset to ONNX (onnxruntime) or a TensorRT engine'
 
@@ -104,14 +110,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--check', action='store_true',
                         help='ONNX: compare onnxruntime with torch on a random input of another '
                              'size and log the largest difference per output')
+    parser.add_argument('--check-tensorrt', nargs='?', const=True, default=False,
+                        metavar='VERSION',
+                        help='ONNX: check every graph written against the ONNX parser of '
+                             'TensorRT VERSION (default 10: every 10.x; 8.6, 10.1, ...) without '
+                             'TensorRT or a GPU: operators, opset, types, data-dependent shapes, '
+                             'the stored optimisation profile; exit code 1 on problems')
 
 
 def run(args: argparse.Namespace) -> int:
     """Export the model; return 0 on success."""
-    from relperception.runtime.model_export import export_model
+    from relperception.pipeline.export import export_model
 
     if (args.height is None) != (args.width is None):
         raise ValueError('give both --height and --width, or neither')
+    tensorrt_version = _tensorrt_version(args)  # a bad version fails before the export
     size = (args.height, args.width) if args.height is not None else None
     precision = _precision(args)
     export = {'fmt': args.fmt, 'weights': args.weights, 'random_weights': args.random_weights,
@@ -124,7 +137,45 @@ def run(args: argparse.Namespace) -> int:
     logger.info('wrote %s', path)
     if args.check and args.fmt == 'onnx':
         _check(args, path)
+    if tensorrt_version:
+        return _check_tensorrt(path, tensorrt_version)
     return 0
+
+
+def _tensorrt_version(args: argparse.Namespace):
+    """Return the TensorRT version ``--check-tensorrt`` asks for, or None."""
+    if args.check_tensorrt is False:
+        return None
+    if args.fmt != 'onnx':
+        raise ValueError('--check-tensorrt checks ONNX exports; with --format tensorrt the '
+                         'TensorRT parser checks the graph as it builds the engine')
+    from relperception.runtime.tensorrt_onnx_ops import DEFAULT_TENSORRT_VERSION, support_for
+
+    version = DEFAULT_TENSORRT_VERSION if args.check_tensorrt is True else args.check_tensorrt
+    support_for(version)  # ValueError for a version without operator lists
+    return version
+
+
+def _check_tensorrt(path, version: str) -> int:
+    """Print the TensorRT compatibility of the graph(s) written; return 1 on problems.
+
+    A two-stage export's fine graph (named by the coarse graph's ``fine_graph`` metadata) is
+    run by onnxruntime only and has no stored profile: its profile is not checked.
+    """
+    from relperception.runtime.onnx_metadata import read_metadata
+    from relperception.runtime.tensorrt_compat import check_tensorrt_compat
+
+    path = Path(path)
+    graphs = [(path, True)]
+    fine = read_metadata(path).get('fine_graph')
+    if fine:
+        graphs.append((path.with_name(str(fine)), False))
+    ok = True
+    for graph, with_profile in graphs:
+        report = check_tensorrt_compat(graph, version, check_profile=with_profile)
+        print('\n'.join(report.lines()))
+        ok = ok and report.ok
+    return 0 if ok else 1
 
 
 def _precision(args: argparse.Namespace) -> str:
@@ -165,16 +216,15 @@ def _precision(args: argparse.Namespace) -> str:
 
 def _export_reduced(args: argparse.Namespace, precision: str, export: dict) -> Path:
     """Export float32 to a temporary folder, then write the INT8 or float16 file."""
-    from relperception.runtime.model_export import export_model, LOFTR_PRESETS
-    from relperception.runtime.quantize import LOFTR_CALIBRATION_GAP, read_calibration_images
+    from relperception.matching.loftr.export import LOFTR_PRESETS
+    from relperception.pipeline.export import calibration_reader, export_model, \
+        read_calibration
 
     samples = None
-    loftr = args.config in LOFTR_PRESETS
     if precision == 'int8':  # read the bag first: a wrong topic fails before the export
-        samples = read_calibration_images(
-            args.calibration_bag, args.calibration_topic or IMAGE,
-            args.calibration_frames or DEFAULT_CALIBRATION_FRAMES, grey=loftr,
-            gap=LOFTR_CALIBRATION_GAP if loftr else 0)
+        samples = read_calibration(args.calibration_bag, args.config in LOFTR_PRESETS,
+                                   args.calibration_topic or IMAGE,
+                                   args.calibration_frames or DEFAULT_CALIBRATION_FRAMES)
     with tempfile.TemporaryDirectory(prefix='relperception_export_') as folder:
         float_path = export_model(args.config, Path(folder) / 'float32.onnx', **export)
         if precision == 'float16':
@@ -182,11 +232,9 @@ def _export_reduced(args: argparse.Namespace, precision: str, export: dict) -> P
 
             return convert_float16(float_path, args.output,
                                    check_inputs=[_example_inputs(float_path)])
-        from relperception.runtime.quantize import BagCalibrationReader, compare_outputs, \
-            dense_preprocessor, loftr_preprocessor, quantize_int8
+        from relperception.runtime.quantize import compare_outputs, quantize_int8
 
-        prepare = (loftr_preprocessor if loftr else dense_preprocessor)(float_path)
-        reader = BagCalibrationReader(samples, prepare)
+        reader = calibration_reader(samples, float_path)
         path = quantize_int8(float_path, args.output, reader,
                              activation_type=args.int8_activations or ACTIVATION_TYPES[0],
                              float_output_layers=not args.int8_quantize_outputs)
@@ -219,7 +267,7 @@ def _check(args: argparse.Namespace, path) -> None:
     """Log the torch/onnxruntime difference on a random input of another size."""
     import numpy as np
 
-    from relperception.runtime.model_export import build_export_model
+    from relperception.pipeline.export import build_export_model
     from relperception.runtime.onnx_export import check_parity, read_metadata
 
     spec = build_export_model(args.config, args.weights, args.random_weights)
@@ -244,7 +292,7 @@ def _two_stage_differences(model, path, inputs) -> dict:
     import numpy as np
     import torch
 
-    from relperception.runtime.loftr_two_stage import open_loftr_backend
+    from relperception.matching.loftr.two_stage import open_loftr_backend
 
     got = open_loftr_backend('onnxruntime', path, threshold=0.0).run(inputs)
     model.threshold = 0.0

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Union
 
 import cv2
 import numpy as np
-from relperception.evaluation.report import _pyplot, _save_figure
+from relperception.evaluation.report import pyplot, save_figure
 from relperception.evaluation.segmentation import ConfusionMatrix
 from relperception.imaging.colormap import (CAMVID_CLASS_NAMES, CAMVID_PALETTE, colorize_depth,
                                             colorize_labels)
@@ -51,7 +51,7 @@ def plot_confusion_matrix(path_png: Union[str, Path], confusion: ConfusionMatrix
     if title is None:
         title = (f'mIoU {100 * confusion.miou():.1f} %, pixel accuracy '
                  f'{100 * confusion.pixel_accuracy():.1f} %, {confusion.total} pixels')
-    plt = _pyplot()
+    plt = pyplot()
     size = max(4.0, 0.45 * n + 2.5)
     fig, ax = plt.subplots(figsize=(size + 1.0, size))
     try:
@@ -72,7 +72,7 @@ def plot_confusion_matrix(path_png: Union[str, Path], confusion: ConfusionMatrix
                     text = f'{v:.2f}' if normalize != 'none' else f'{int(v)}'
                     ax.text(p, g, text, ha='center', va='center', fontsize=7,
                             color='white' if top > 0 and v > 0.5 * top else 'black')
-        return _save_figure(fig, title, path_png)
+        return save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
 

@@ -641,7 +641,7 @@ def plot_pairs_summary(path_png, results: Dict[str, Dict[str, Any]],
     Raises:
         ValueError: no results.
     """
-    from relperception.evaluation.report import _pyplot, _save_figure
+    from relperception.evaluation.report import pyplot, save_figure
 
     if not results:
         raise ValueError('no results to plot')
@@ -652,7 +652,7 @@ def plot_pairs_summary(path_png, results: Dict[str, Dict[str, Any]],
     panels = len(groups) + 1
     cols = min(4, panels)
     rows = -(-panels // cols)
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
     try:
         axes = axes.ravel()
@@ -687,6 +687,6 @@ def plot_pairs_summary(path_png, results: Dict[str, Dict[str, Any]],
         ax_ms.grid(True, axis='y', alpha=0.3)
         for ax in axes[panels:]:
             ax.axis('off')
-        return _save_figure(fig, title, path_png)
+        return save_figure(fig, title, path_png)
     finally:
         plt.close(fig)

@@ -26,14 +26,15 @@ _AXES = ('x', 'y', 'z')
 _COLOURS = ('tab:blue', 'tab:orange', 'tab:green', 'tab:purple', 'tab:brown', 'tab:pink')
 
 
-def _pyplot():
+def pyplot():
+    """Return ``matplotlib.pyplot`` with the Agg backend selected (imported on first use)."""
     import matplotlib
     matplotlib.use('Agg', force=True)
     import matplotlib.pyplot as plt
     return plt
 
 
-def _save_figure(fig, title: str, path_png) -> Path:
+def save_figure(fig, title: str, path_png) -> Path:
     """Title, lay out and write ``fig`` to ``path_png`` (parent folders created)."""
     fig.suptitle(title)
     fig.tight_layout()
@@ -71,7 +72,7 @@ def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'traje
     reference = gt_xyz if len(gt_xyz) else est_xyz
     order = np.argsort(-np.ptp(reference, axis=0), kind='stable')
     views = (('top view', order[0], order[1]), ('side view', order[0], order[2]))
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
     try:
         for ax, (name, a, b) in zip(axes, views):
@@ -88,7 +89,7 @@ def plot_trajectories(path_png: str | Path, gt_xyz, est_xyz, title: str = 'traje
             ax.set_aspect('equal', adjustable='datalim')
             ax.grid(True, alpha=0.3)
             ax.legend(loc='best')
-        return _save_figure(fig, title, path_png)
+        return save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
 
@@ -114,7 +115,7 @@ def plot_errors(path_png: str | Path, stamps_s, ape_m, title: str = 'absolute er
     if len(stamps_s) != len(ape_m):
         raise ValueError(f'stamps_s ({len(stamps_s)}) and ape_m ({len(ape_m)}) must have the '
                          f'same length')
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax, hist) = plt.subplots(1, 2, figsize=(12, 4.5),
                                    gridspec_kw={'width_ratios': [3, 1]})
     try:
@@ -141,7 +142,7 @@ def plot_errors(path_png: str | Path, stamps_s, ape_m, title: str = 'absolute er
         hist.set_xlabel('poses')
         hist.set_ylabel('APE [m]')
         hist.grid(True, alpha=0.3)
-        return _save_figure(fig, title, path_png)
+        return save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
 
@@ -158,7 +159,7 @@ def plot_scatter_front(path_png: str | Path, points: Mapping[str, tuple],
         y_label: y axis label with its unit.
         title: figure title.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 5.0))
     try:
         for name, (x, y) in points.items():
@@ -171,7 +172,7 @@ def plot_scatter_front(path_png: str | Path, points: Mapping[str, tuple],
         ax.set_ylabel(y_label)
         ax.grid(True, alpha=0.3)
         ax.margins(0.2)
-        return _save_figure(fig, title, path_png)
+        return save_figure(fig, title, path_png)
     finally:
         plt.close(fig)
 

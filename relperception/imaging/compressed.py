@@ -23,7 +23,7 @@ import struct
 import cv2
 import numpy as np
 
-from .image_encodings import _data_as_uint8, check_array, encoding_spec
+from .image_encodings import check_array, data_as_uint8, encoding_spec
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def compressed_to_numpy(msg) -> tuple[np.ndarray, str]:
             format (RVL) or a decoded image that does not fit the declared encoding.
     """
     fmt = msg.format if isinstance(msg.format, str) else str(msg.format)
-    buffer = _data_as_uint8(msg.data)
+    buffer = data_as_uint8(msg.data)
     encoding, rest = _split_format(fmt)
     if 'compresseddepth' in fmt.lower():
         return _decode_compressed_depth(encoding, rest, buffer)

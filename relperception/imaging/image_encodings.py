@@ -104,7 +104,7 @@ def encoding_spec(encoding: str) -> EncodingSpec:
             f'{", ".join(SUPPORTED_ENCODINGS)}') from None
 
 
-def _data_as_uint8(data) -> np.ndarray:
+def data_as_uint8(data) -> np.ndarray:
     """View a message's ``data`` field as a 1-D uint8 array without copying."""
     if isinstance(data, np.ndarray):
         if data.dtype != np.uint8:
@@ -166,7 +166,7 @@ def image_to_numpy(msg) -> np.ndarray:
     step = _positive_int(msg.step, 'step')
     if height <= 0 or width <= 0:
         raise ValueError(f'empty image: {width}x{height} pixels ({encoding})')
-    buffer = _data_as_uint8(msg.data)
+    buffer = data_as_uint8(msg.data)
     itemsize = dtype.itemsize
     row_bytes = width * channels * itemsize
     if step < row_bytes:

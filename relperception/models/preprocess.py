@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # returned / taken by prepare_image and resize_output only
 _INTERPOLATION = {'area': cv2.INTER_AREA, 'linear': cv2.INTER_LINEAR, 'cubic': cv2.INTER_CUBIC}
 #: Values of ``resize_output``'s ``kind``.
 OUTPUT_KINDS = ('depth', 'logits', 'labels')
+#: Name of the network input of the dense models' exports (``prepare_image_array``'s result).
+INPUT_NAME = 'image'
 
 
 def _constrain(value: float, multiple: int, min_value: int) -> int:

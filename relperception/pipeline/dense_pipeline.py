@@ -41,6 +41,7 @@ import cv2
 import numpy as np
 from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
+from relperception.models.preprocess import INPUT_NAME
 from relperception.validation import count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
@@ -49,8 +50,6 @@ logger = logging.getLogger(__name__)
 #: :data:`relperception.models.presets.BACKBONE_PRESETS`, kept here so that no torch import is
 #: needed to name the model).
 DEFAULT_MODELS = {'conv': 'conv_small', 'vit': 'vit_small'}
-#: Name of the network input in exported models and of the backend's inputs.
-INPUT_NAME = 'image'
 #: Alpha of the label colours over the camera image in :attr:`DenseResult.labels_color`.
 OVERLAY_ALPHA = 0.5
 

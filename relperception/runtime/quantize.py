@@ -1,6 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""INT8 static post-training quantisation of an ONNX export, calibrated on a bag's images.
+"""INT8 static post-training quantisation of an ONNX export, calibrated on given inputs.
 
 ``quantize_int8`` runs onnxruntime's ``quantize_static`` in the QDQ format: every quantised
 tensor is a ``QuantizeLinear`` / ``DequantizeLinear`` pair around the original float op, the
@@ -14,19 +14,19 @@ Activation type (``ACTIVATION_TYPES``):
 * ``uint8`` (default): asymmetric, zero point chosen per tensor. onnxruntime's CPU kernels take
   uint8 activations with int8 weights, fold a ReLU into the quantisation range and fuse every
   convolution.
-* ``int8``: symmetric, zero point 0, the form TensorRT's explicit quantisation requires. On the
+* ``int8``: symmetric, zero point 0, float biases: the form TensorRT's explicit quantisation
+  requires (it dequantises int8 tensors only, so int32 biases would stop its parser). On the
   CPU onnxruntime cannot fold the ReLUs into a symmetric range and leaves part of the
   convolutions in float between Q/DQ pairs, so it runs slower there.
 
-Calibration inputs come from the user's own recording: :class:`BagCalibrationReader` reads
-``frames`` images spread evenly over a bag's image topic (the bag reader of
-:mod:`relperception.data.bag`, ``Image`` or ``CompressedImage``) and preprocesses them exactly
-as the runtime does: dense models through
-:func:`relperception.models.preprocess.prepare_image_array` with the preprocessing stored in the
-export (the preset's network input size, normalisation), LoFTR through
-:meth:`relperception.matching.loftr.matcher.LoFTRMatcher.infer` (grey, resized to the preset's
-input size, [0, 1]) on pairs of an image and the image ``LOFTR_CALIBRATION_GAP`` messages
-later. The quantised graph keeps the float32 export's dynamic height and width (Q/DQ are
+Calibration inputs are a model's input dicts: a :class:`CalibrationReader` prepares samples
+one at a time with a function the model's own code provides. ``relperception export --int8``
+reads the samples from the user's own recording
+(:func:`relperception.data.calibration.read_calibration_images`) and prepares them exactly as
+the runtime does (``relperception.models.calibration.dense_preprocessor``,
+``relperception.matching.loftr.calibration.loftr_preprocessor``);
+``relperception.pipeline.export.calibration_reader_from_bag`` picks them by the export's
+metadata. The quantised graph keeps the float32 export's dynamic height and width (Q/DQ are
 element-wise); its scales are those seen at the calibration size.
 
 Which ops are quantised (:func:`ops_to_quantize`): in convolutional graphs every op
@@ -55,7 +55,6 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 from relperception.atomic_files import atomic_path
-from relperception.data.topics import IMAGE
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +62,10 @@ logger = logging.getLogger(__name__)
 PRECISION_KEY = 'precision'
 #: Precisions ``relperception export`` writes for onnxruntime.
 PRECISIONS = ('float32', 'int8', 'float16')
-#: Calibration images read from the bag by default.
-DEFAULT_CALIBRATION_FRAMES = 64
 #: INT8 activation types (see the module docstring); the first is the default.
 ACTIVATION_TYPES = ('uint8', 'int8')
 #: Calibration methods (onnxruntime ``CalibrationMethod`` names); the first is the default.
 CALIBRATION_METHODS = ('minmax', 'percentile', 'entropy')
-#: LoFTR calibration pairs: an image and the image this many messages later on the topic.
-LOFTR_CALIBRATION_GAP = 1
 #: A graph with one of these ops has attention (transformer layers).
 ATTENTION_OPS = ('LayerNormalization', 'Softmax')
 #: Op types quantised in graphs with attention (the rest stays float32).
@@ -113,161 +108,8 @@ def file_precision(path) -> str:
     return str(read_metadata(path).get(PRECISION_KEY, 'float32'))
 
 
-def read_calibration_images(bag, topic: str = IMAGE,
-                            frames: int = DEFAULT_CALIBRATION_FRAMES, grey: bool = False,
-                            gap: int = 0) -> List[Any]:
-    """Read calibration images spread evenly over a bag's image topic.
-
-    Args:
-        bag: a rosbag2 directory or ``.mcap`` / ``.db3`` file.
-        topic: the image topic (``sensor_msgs/Image``; its ``/compressed`` variant is read
-            when only that is recorded).
-        frames: how many images (or pairs) to return, at most; fewer when the topic has fewer
-            messages.
-        grey: return (H, W) uint8 grey images (``to_mono8``, as the VO pipeline reads them)
-            instead of (H, W, 3) uint8 RGB (``to_rgb8``, as the dense pipeline reads them).
-        gap: 0 for single images; > 0 for pairs ``(image i, image i + gap)`` counted in
-            messages of the topic.
-
-    Returns:
-        A list of images, or of ``(image0, image1)`` tuples when ``gap`` > 0, in bag order.
-
-    Raises:
-        FileNotFoundError: the bag does not exist.
-        ValueError: ``frames`` < 1 or ``gap`` < 0, not a bag, no such topic (the message lists
-            the bag's topics), or no image on it could be read.
-    """
-    from relperception.data.bag import BagReader
-    from relperception.data.bag_frames import require_topic
-    from relperception.data.messages import decode_image_message
-    from relperception.imaging.image_encodings import to_mono8, to_rgb8
-
-    if int(frames) < 1:
-        raise ValueError(f'calibration frames must be >= 1, got {frames}')
-    if int(gap) < 0:
-        raise ValueError(f'gap must be >= 0, got {gap}')
-    convert = to_mono8 if grey else to_rgb8
-    with BagReader(bag) as reader:
-        name = require_topic(reader.topics, topic, 'image', bag)
-        count = int(reader.message_counts.get(name, 0))
-        starts = _spread(count - int(gap), int(frames))
-        wanted = set(starts) | {s + int(gap) for s in starts}
-        images: Dict[int, np.ndarray] = {}
-        problems = []
-        for index, message in enumerate(reader.messages([name])):
-            if index > max(wanted, default=-1):
-                break
-            if index not in wanted:
-                continue
-            try:
-                array, encoding = decode_image_message(message.msg, message.msgtype)
-                images[index] = np.ascontiguousarray(convert(array, encoding))
-            except (ValueError, TypeError) as exc:
-                problems.append(f'message {index}: {exc}')
-    if problems:
-        logger.warning('%d calibration images of %s could not be read (first: %s)',
-                       len(problems), name, problems[0])
-    if gap:
-        result = [(images[s], images[s + gap]) for s in starts
-                  if s in images and s + gap in images]
-    else:
-        result = [images[s] for s in starts if s in images]
-    if not result:
-        raise ValueError(f'no calibration image could be read from topic {name!r} of bag '
-                         f'{bag} ({count} messages'
-                         + (f', {gap} apart in pairs' if gap else '')
-                         + (f'; {problems[0]}' if problems else '') + ')')
-    logger.info('read %d calibration %s from %s of %s (%d messages)', len(result),
-                'pairs' if gap else 'images', name, bag, count)
-    return result
-
-
-def _spread(count: int, frames: int) -> List[int]:
-    """Return up to ``frames`` distinct message indices spread evenly over ``range(count)``."""
-    if count <= 0:
-        return []
-    return sorted({int(i) for i in np.linspace(0, count - 1, min(frames, count)).round()})
-
-
-def dense_preprocessor(float_path) -> Callable[[np.ndarray], Dict[str, np.ndarray]]:
-    """Return ``rgb -> {'image': (1, 3, h, w) float32}`` as the dense pipeline prepares images.
-
-    Args:
-        float_path: a dense ``relperception export`` (its metadata holds the preprocessing:
-            network input size, resize rule, mean and std).
-
-    Returns:
-        A function of an (H, W, 3) uint8 RGB image.
-
-    Raises:
-        ValueError: the file is not a dense export.
-    """
-    from relperception.models.preprocess import prepare_image_array
-    from relperception.pipeline.dense_pipeline import INPUT_NAME
-    from relperception.runtime.onnx_metadata import read_metadata
-
-    meta = read_metadata(float_path)
-    if meta.get('kind') != 'dense' or not isinstance(meta.get('input'), dict):
-        raise ValueError(f'{float_path} is not a dense model export (metadata kind '
-                         f'{meta.get("kind")!r})')
-    model_conf = {'input': meta['input']}
-
-    def prepare(rgb: np.ndarray) -> Dict[str, np.ndarray]:
-        return {INPUT_NAME: prepare_image_array(rgb, model_conf)}
-
-    return prepare
-
-
-class _InputRecorder:
-    """Stands in for a matcher's backend: keeps the inputs it is given, runs nothing."""
-
-    def __init__(self, output_names: Sequence[str]):
-        self.output_names = tuple(output_names)
-        self.inputs: Dict[str, np.ndarray] = {}
-
-    def run(self, inputs: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        self.inputs = {name: np.array(value) for name, value in inputs.items()}
-        return {name: np.zeros((1, 1), np.float32) for name in self.output_names}
-
-
-def loftr_preprocessor(float_path) -> Callable[[Tuple[np.ndarray, np.ndarray]],
-                                               Dict[str, np.ndarray]]:
-    """Return ``(grey0, grey1) -> {'image0', 'image1'}`` as ``LoFTRMatcher`` prepares them.
-
-    The matcher's own ``infer`` prepares the pair (resize to the preset's input size, [0, 1]);
-    its backend is replaced by a recorder that keeps those inputs without running the model.
-
-    Args:
-        float_path: a LoFTR ``relperception export`` (single graph).
-
-    Returns:
-        A function of two (H, W) uint8 grey images.
-
-    Raises:
-        ValueError: the file is not a LoFTR single-graph export.
-    """
-    from relperception.matching.loftr.contract import ONNX_OUTPUT_NAMES
-    from relperception.matching.loftr.matcher import LoFTRMatcher
-    from relperception.runtime.onnx_metadata import read_metadata
-
-    meta = read_metadata(float_path)
-    if meta.get('kind') != 'loftr':
-        raise ValueError(f'{float_path} is not a single-graph LoFTR export (metadata kind '
-                         f'{meta.get("kind")!r}; two-stage exports are not quantised)')
-    matcher = LoFTRMatcher({'preset': meta.get('preset'), 'backend': 'onnxruntime',
-                            'onnx_path': str(float_path)})
-    recorder = _InputRecorder(ONNX_OUTPUT_NAMES)
-    matcher.backend = recorder
-
-    def prepare(pair: Tuple[np.ndarray, np.ndarray]) -> Dict[str, np.ndarray]:
-        matcher.infer(pair[0], pair[1])
-        return dict(recorder.inputs)
-
-    return prepare
-
-
-class BagCalibrationReader:
-    """Feed preprocessed calibration images to onnxruntime's quantiser, one at a time.
+class CalibrationReader:
+    """Feed preprocessed calibration samples to onnxruntime's quantiser, one at a time.
 
     An ``onnxruntime.quantization.CalibrationDataReader``: that abstract base accepts every
     class with a ``get_next`` method as its subclass, so this module need not import
@@ -275,9 +117,10 @@ class BagCalibrationReader:
 
     Args:
         samples: images (dense: (H, W, 3) uint8 RGB) or pairs (LoFTR: two (H, W) uint8 grey),
-            e.g. from :func:`read_calibration_images`.
-        prepare: turns one sample into the model's input dict (:func:`dense_preprocessor`,
-            :func:`loftr_preprocessor`).
+            e.g. from ``relperception.data.calibration.read_calibration_images``.
+        prepare: turns one sample into the model's input dict
+            (``relperception.models.calibration.dense_preprocessor``,
+            ``relperception.matching.loftr.calibration.loftr_preprocessor``).
 
     Raises:
         ValueError: no samples.
@@ -291,36 +134,6 @@ class BagCalibrationReader:
         self.prepare = prepare
         self._next = iter(self.samples)
 
-    @classmethod
-    def from_bag(cls, bag, float_path, topic: str = IMAGE,
-                 frames: int = DEFAULT_CALIBRATION_FRAMES) -> 'BagCalibrationReader':
-        """Read calibration samples for the model of ``float_path`` from ``bag``.
-
-        Args:
-            bag: the rosbag2 bag.
-            float_path: the float32 export (its metadata says dense or LoFTR and how to
-                preprocess).
-            topic: the image topic.
-            frames: calibration images (dense) or pairs (LoFTR), at most.
-
-        Returns:
-            The reader.
-
-        Raises:
-            FileNotFoundError, ValueError: see :func:`read_calibration_images`, or a file that
-                is neither a dense nor a single-graph LoFTR export.
-        """
-        from relperception.runtime.onnx_metadata import read_metadata
-
-        if read_metadata(float_path).get('kind') == 'loftr':
-            prepare = loftr_preprocessor(float_path)
-            samples = read_calibration_images(bag, topic, frames, grey=True,
-                                              gap=LOFTR_CALIBRATION_GAP)
-        else:
-            prepare = dense_preprocessor(float_path)
-            samples = read_calibration_images(bag, topic, frames)
-        return cls(samples, prepare)
-
     def __len__(self) -> int:
         """Return the number of calibration samples."""
         return len(self.samples)
@@ -330,7 +143,7 @@ class BagCalibrationReader:
         sample = next(self._next, None)
         return None if sample is None else self.prepare(sample)
 
-    def __iter__(self) -> 'BagCalibrationReader':
+    def __iter__(self) -> 'CalibrationReader':
         """Iterate over the remaining input dicts."""
         return self
 
@@ -384,7 +197,7 @@ def quantize_int8(float_path, output, reader, activation_type: str = ACTIVATION_
         float_path: the float32 ``.onnx`` file (a ``relperception export``).
         output: the INT8 ``.onnx`` file to write (replaced atomically).
         reader: an ``onnxruntime.quantization.CalibrationDataReader`` yielding input dicts of
-            the model (e.g. :class:`BagCalibrationReader`); it is rewound when it can be.
+            the model (e.g. :class:`CalibrationReader`); it is rewound when it can be.
         activation_type: ``uint8`` (asymmetric, onnxruntime CPU) or ``int8`` (symmetric,
             TensorRT), see the module docstring.
         per_channel: one weight scale per output channel (else per tensor).
@@ -448,7 +261,9 @@ def quantize_int8(float_path, output, reader, activation_type: str = ACTIVATION_
                     activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=methods[method],
                     extra_options={'ActivationSymmetric': symmetric,
-                                   'WeightSymmetric': True})
+                                   'WeightSymmetric': True,
+                                   # TensorRT dequantises int8 only: float biases there
+                                   'QuantizeBias': not symmetric})
         except ValueError:
             if samples.count == 0:  # onnxruntime says 'No data is collected.'
                 raise ValueError('the calibration reader gave no input') from None

@@ -4,10 +4,9 @@
 
 Input / output names of the single graph (:class:`relperception.matching.loftr.model.LoFTR`
 exported through ``LoFTROnnxWrapper``) and of the two graphs of a two-stage export, and the
-``compute_dtype`` names. The torch model (``model``), the exporter
-(``relperception.runtime.model_export``) and the torch-free runtime path (``matcher`` with an
-onnxruntime / TensorRT backend, ``relperception.runtime.loftr_two_stage``) all import them from
-here, so that running an exported file never imports torch.
+``compute_dtype`` names. The torch model (``model``), the exporter (``export``) and the
+torch-free runtime path (``matcher`` with an onnxruntime / TensorRT backend, ``two_stage``) all
+import them from here, so that running an exported file never imports torch.
 """
 
 from typing import Any

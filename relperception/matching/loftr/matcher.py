@@ -15,7 +15,7 @@ a cell is kept when the network's ``mask`` holds (mutual nearest neighbour and b
 exported graphs run with an in-graph threshold of 0) AND ``confidence > threshold``, so one
 exported file serves every threshold. The torch model runs with the in-graph threshold set to
 ``threshold`` (same matches), which lets it refine only the kept cells; so does a two-stage
-export (``relperception export --two-stage``, ``runtime.loftr_two_stage``). Keypoints are mapped
+export (``relperception export --two-stage``, ``two_stage``). Keypoints are mapped
 back to the original pixels with the pixel-centre convention of ``cv2.resize`` (centres at
 integers: ``x_orig = (x_in + 0.5) * W_orig / W_in - 0.5``).
 
@@ -163,7 +163,7 @@ class LoFTRMatcher:
         else:
             if model is not None:
                 raise ValueError('a torch model can only be passed with backend torch')
-            from relperception.runtime.loftr_two_stage import open_loftr_backend
+            from relperception.matching.loftr.two_stage import open_loftr_backend
             engine = settings_from_config(c) if c['backend'] == 'tensorrt' else None
             self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
                                               device=c['device'], preset=c['preset'],

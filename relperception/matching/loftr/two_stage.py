@@ -3,7 +3,7 @@
 """Run a two-stage LoFTR export (coarse graph + fine graph) as one ``InferenceBackend``.
 
 ``relperception export --config loftr --two-stage`` writes a coarse graph and a fine graph
-whose match count K is an input dimension (``model_export.export_loftr_two_stage``). This
+whose match count K is an input dimension (``export.export_loftr_two_stage``). This
 backend runs the coarse graph, chooses the cells to refine on the host (mask and confidence
 above ``threshold``, at most ``fine_topk`` by confidence: the cells the single graph refines
 and the matcher keeps) and runs the fine graph on exactly those. Inputs and outputs are the
