@@ -273,3 +273,16 @@ def test_cli_refuses_before_exporting(tmp_path):
     assert main([*base, '--check-tensorrt', '7.0']) == 1
     assert main([*base, '--format', 'tensorrt', '--check-tensorrt']) == 1
     assert not path.exists()
+
+
+def test_the_engine_build_checks_first(tmp_path):
+    """``build_engine`` names what the check finds before TensorRT parses (GPU-free part)."""
+    from relperception.runtime.tensorrt_export import compatibility_problems
+
+    good, bad = tmp_path / 'good.onnx', tmp_path / 'bad.onnx'
+    onnx.save(_model([helper.make_node('Relu', ['image'], ['out'])]), str(good))
+    onnx.save(_model([helper.make_node('FancyOp', ['image'], ['out'], name='n')]), str(bad))
+    assert compatibility_problems(good, '10.3.0.26') == []
+    assert compatibility_problems(bad, '10.3.0.26') == [
+        "operator FancyOp is not supported by TensorRT 10.1: FancyOp 'n'"]
+    assert compatibility_problems(bad, '9.2.0') == []   # no lists stored: not checked

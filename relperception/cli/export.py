@@ -28,7 +28,8 @@ as they take a float32 one.
 
 ``--check-tensorrt [VERSION]`` (ONNX): check every graph written against TensorRT's ONNX parser
 without TensorRT or a GPU (``relperception.runtime.tensorrt_compat``), print the report and
-exit with 1 when it finds problems.
+exit with 1 when it finds problems. ``--format tensorrt`` runs the same check with the installed
+TensorRT's version before every build and logs what it finds.
 """
 
 from __future__ import annotations
@@ -147,8 +148,8 @@ def _tensorrt_version(args: argparse.Namespace):
     if args.check_tensorrt is False:
         return None
     if args.fmt != 'onnx':
-        raise ValueError('--check-tensorrt checks ONNX exports; with --format tensorrt the '
-                         'TensorRT parser checks the graph as it builds the engine')
+        raise ValueError('--check-tensorrt checks ONNX exports; --format tensorrt runs the '
+                         'check with the installed TensorRT before it builds the engine')
     from relperception.runtime.tensorrt_onnx_ops import DEFAULT_TENSORRT_VERSION, support_for
 
     version = DEFAULT_TENSORRT_VERSION if args.check_tensorrt is True else args.check_tensorrt

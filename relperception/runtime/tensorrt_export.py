@@ -61,13 +61,18 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
     onnx_path, engine_path = Path(onnx_path), Path(engine_path)
     if not onnx_path.is_file():
         raise FileNotFoundError(f'ONNX model {onnx_path} does not exist')
+    expected = compatibility_problems(onnx_path, str(trt.__version__))
+    if expected:
+        logger.warning('%s may not build with TensorRT %s: %s', onnx_path, trt.__version__,
+                       '; '.join(expected))
     trt_logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(trt_logger)
     network = builder.create_network(0)  # TensorRT 10: networks are always explicit-batch
     parser = trt.OnnxParser(network, trt_logger)
     if not parser.parse(onnx_path.read_bytes(), str(onnx_path.parent)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-        raise RuntimeError(f'TensorRT cannot parse {onnx_path}: ' + '; '.join(errors))
+        found = f' (the compatibility check found: {"; ".join(expected)})' if expected else ''
+        raise RuntimeError(f'TensorRT cannot parse {onnx_path}: ' + '; '.join(errors) + found)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_mib) << 20)
     precision = 'fp32'
@@ -124,3 +129,25 @@ def build_engine(onnx_path, engine_path, profile: Mapping[str, Tuple[Shape, Shap
                                         'onnx_source': onnx_path.name})
     logger.info('wrote TensorRT engine %s (%s) and its metadata', engine_path, precision)
     return engine_path
+
+
+def compatibility_problems(onnx_path, tensorrt_version: str) -> list:
+    """Return what the TensorRT compatibility check finds in ``onnx_path`` (empty: none).
+
+    The check (:func:`relperception.runtime.tensorrt_compat.check_tensorrt_compat`) runs
+    before every build, so that a graph TensorRT's parser will refuse is named in plain words
+    first. A TensorRT version without stored operator lists is not checked (empty list, logged
+    at debug level).
+
+    Args:
+        onnx_path: the ``.onnx`` file.
+        tensorrt_version: the TensorRT version building the engine, e.g. ``10.3.0.26``.
+    """
+    from relperception.runtime.tensorrt_compat import check_tensorrt_compat
+
+    try:
+        report = check_tensorrt_compat(onnx_path, tensorrt_version)
+    except ValueError as error:   # no operator lists for that version
+        logger.debug('no TensorRT compatibility check of %s: %s', onnx_path, error)
+        return []
+    return list(report.problems)
