@@ -218,32 +218,12 @@ def profile_from_onnx(onnx_path) -> dict:
     """
     import onnx
 
-    from relperception.runtime.onnx_metadata import read_metadata
+    from relperception.runtime.tensorrt_compat import stored_profile
 
-    metadata = read_metadata(onnx_path)
-    model = onnx.load(str(onnx_path), load_external_data=False)
-    initialisers = {i.name for i in model.graph.initializer}
-    profile = {}
-    for graph_input in model.graph.input:
-        if graph_input.name in initialisers:
-            continue
-        dims = [d.dim_value if d.dim_value > 0 else None
-                for d in graph_input.type.tensor_type.shape.dim]
-        if all(d is not None for d in dims):
-            continue
-        try:
-            opt = tuple(int(v) for v in metadata['export_size'])
-            low = (int(metadata['min_height']), int(metadata['min_width']))
-            high = (int(metadata['max_height']), int(metadata['max_width']))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f'{onnx_path}: input {graph_input.name!r} has dynamic dimensions '
-                             'but the file stores no size bounds (export it with relperception '
-                             'export)') from None
-        if len(dims) != 4 or dims[1] is None:
-            raise ValueError(f'{onnx_path}: input {graph_input.name!r} is not (1, C, H, W)')
-        channels = dims[1]
-        profile[graph_input.name] = ((1, channels, *low), (1, channels, *opt),
-                                     (1, channels, *high))
+    profile, missing = stored_profile(onnx.load(str(onnx_path), load_external_data=False))
+    if missing:
+        raise ValueError(f'{onnx_path}: ' + '; '.join(missing.values())
+                         + ' (export it with relperception export)')
     return profile
 
 

@@ -19,7 +19,11 @@ def read_metadata(path) -> Dict[str, Any]:
     """
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
+    return model_metadata(onnx.load(str(path), load_external_data=False))
+
+
+def model_metadata(model) -> Dict[str, Any]:
+    """Return the ``metadata_props`` of a loaded ``onnx.ModelProto`` (as read_metadata)."""
     result = {}
     for entry in model.metadata_props:
         try:

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 from collections import Counter
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -60,6 +59,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 import onnx
 from onnx import numpy_helper
+from relperception.runtime.onnx_metadata import model_metadata
 from relperception.runtime.tensorrt_onnx_ops import (DEFAULT_TENSORRT_VERSION, support_for,
                                                      TensorRTOnnxSupport)
 
@@ -526,17 +526,6 @@ def _check_data_dependent_shapes(graph: onnx.GraphProto, constants: Dict, proble
             shape_known[output] = shape_ok
 
 
-def _metadata(model: onnx.ModelProto) -> Dict:
-    """Return ``metadata_props`` with JSON-decoded values (as ``onnx_metadata.read_metadata``)."""
-    result = {}
-    for entry in model.metadata_props:
-        try:
-            result[entry.key] = json.loads(entry.value)
-        except ValueError:
-            result[entry.key] = entry.value
-    return result
-
-
 def _input_dims(model: onnx.ModelProto) -> Dict[str, List[Union[int, str]]]:
     """Return ``{input: dims}`` (int when fixed, the symbolic name or '' when dynamic)."""
     initializers = {i.name for i in model.graph.initializer}
@@ -563,7 +552,7 @@ def stored_profile(model: onnx.ModelProto) -> Tuple[Dict[str, Tuple], Dict[str, 
         ``({input: (min, opt, max)}, {input: why it has none})`` (dynamic inputs without size
         bounds stored, or not (N, C, H, W) with a fixed C).
     """
-    metadata = _metadata(model)
+    metadata = model_metadata(model)
     profile, missing = {}, {}
     for name, dims in _input_dims(model).items():
         if all(isinstance(d, int) for d in dims):
@@ -593,7 +582,7 @@ def _check_profile(model: onnx.ModelProto, profile: Optional[Dict], problems: _P
     dims_of = _input_dims(model)
     for name in sorted(set(profile) - set(dims_of)):
         problems.add(f'the profile names {name!r}, which is not a graph input')
-    multiple = _metadata(model).get('size_multiple')
+    multiple = model_metadata(model).get('size_multiple')
     ranges: Dict[str, Tuple[str, Tuple[int, int, int]]] = {}
     for name, dims in dims_of.items():
         if name not in profile:
