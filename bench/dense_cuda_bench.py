@@ -36,8 +36,8 @@ import time
 import numpy as np
 from relperception.data.synthetic import iter_sequence
 from relperception.models.dense import build_dense_model
-from relperception.models.presets import load_model_config, with_input_size
 from relperception.models.preprocess import prepare_image
+from relperception.models.presets import load_model_config, with_input_size
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

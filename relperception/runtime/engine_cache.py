@@ -194,16 +194,16 @@ def tensorrt_identity(device: int = 0) -> Tuple[str, str]:
     Raises:
         RuntimeError: TensorRT or a CUDA device is missing.
     """
+    from relperception.runtime.cuda_buffers import device_name
     from relperception.runtime.tensorrt_backend import import_tensorrt
 
     trt = import_tensorrt()
     try:
-        import torch   # the TensorRT backend's device buffers are torch CUDA tensors too
-        name = torch.cuda.get_device_name(device)
-    except (ImportError, RuntimeError, AssertionError) as error:
+        name = device_name(device)
+    except RuntimeError as error:
         raise RuntimeError(f'no CUDA device {device} to build a TensorRT engine for '
                            f'({error})') from None
-    return str(trt.__version__), str(name)
+    return str(trt.__version__), name
 
 
 def profile_from_onnx(onnx_path) -> dict:
