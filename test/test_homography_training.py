@@ -280,7 +280,7 @@ class TestMatcherTraining:
         loss_fn = make_loss_fn(max_fine_matches=32)
         optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2)
         losses = []
-        for _ in range(12):
+        for _ in range(16):
             loss, logs = loss_fn(model, batch)
             optimiser.zero_grad()
             loss.backward()
@@ -288,7 +288,8 @@ class TestMatcherTraining:
             losses.append(float(loss.detach()))
             assert logs['gt_matches'] > 10 and 'loss_f' in logs
         assert np.isfinite(losses).all()
-        assert np.mean(losses[-3:]) < 0.6 * losses[0]
+        # the loss is noisy from step to step at this learning rate: compare averages
+        assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:3])
 
     def test_train_resume_and_evaluate(self, tmp_path):
         from relperception.models.weights import load_state_dict_file

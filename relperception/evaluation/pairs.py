@@ -149,7 +149,8 @@ def estimate_relative_pose(kpts0, kpts1, K0, K1, threshold_px: float = RANSAC_TH
         conf: RANSAC confidence in (0, 1).
 
     Returns:
-        None when fewer than 5 matches or no essential matrix was found, else a dict with
+        None when fewer than 5 matches, no essential matrix was found or OpenCV failed on a
+        degenerate sample, else a dict with
         ``R`` (3, 3) float64 rotation and ``t`` (3,) float64 unit translation direction of
         camera 0 -> camera 1 (``x1 = R x0 + t`` up to the scale of ``t``), and ``inliers``
         (N,) bool.
@@ -166,18 +167,25 @@ def estimate_relative_pose(kpts0, kpts1, K0, K1, threshold_px: float = RANSAC_TH
     n0 = normalize_points(kpts0, K0)
     n1 = normalize_points(kpts1, K1)
     f_mean = float(np.mean([K0[0, 0], K1[1, 1], K0[0, 0], K1[1, 1]]))
-    E, mask = cv2.findEssentialMat(n0, n1, np.eye(3), method=cv2.RANSAC, prob=conf,
-                                   threshold=threshold_px / f_mean)
-    if E is None or E.size == 0 or mask is None:
+    try:
+        E, mask = cv2.findEssentialMat(n0, n1, np.eye(3), method=cv2.RANSAC, prob=conf,
+                                       threshold=threshold_px / f_mean)
+        if E is None or E.size == 0 or mask is None:
+            return None
+        best = None
+        best_inliers = 0
+        for E_i in np.split(E, len(E) // 3):
+            count, R, t, _ = cv2.recoverPose(E_i, n0, n1, np.eye(3), 1e9,
+                                             mask=mask.copy())[:4]
+            if count > best_inliers:
+                best_inliers = count
+                best = {'R': R.astype(np.float64), 't': t[:, 0].astype(np.float64),
+                        'inliers': mask.ravel() > 0}
+    except cv2.error as error:
+        # OpenCV 5.1's five-point solver asserts on degenerate samples (nearly identical
+        # views); the pose is then not estimated, a failure like no essential matrix.
+        logger.debug('essential matrix estimation failed: %s', error)
         return None
-    best = None
-    best_inliers = 0
-    for E_i in np.split(E, len(E) // 3):
-        count, R, t, _ = cv2.recoverPose(E_i, n0, n1, np.eye(3), 1e9, mask=mask.copy())[:4]
-        if count > best_inliers:
-            best_inliers = count
-            best = {'R': R.astype(np.float64), 't': t[:, 0].astype(np.float64),
-                    'inliers': mask.ravel() > 0}
     return best
 
 
