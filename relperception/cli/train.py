@@ -24,7 +24,18 @@ validation metrics of every checkpoint in ``history``, the last ones in ``metric
 there are none, which the run says at its start and end). Without ``--init`` the run says which
 parts start from random initialisation. The warm-up defaults to a few per cent of the run
 (``training.loop.effective_warmup``); ``--time-budget-min`` alone fits the whole schedule into
-the budget. ``--ship NAME``
+the budget. Matcher training (``train matcher``) uses homographies of ``--data`` and, with
+``--scene-pairs synth:SEEDS[:VIEWS]``, two-view pairs of synthetic rooms with depth-warp ground
+truth (``training.scene_pairs``) plus negative pairs (``--negative-fraction``, default 0.2
+with scene pairs) and the unmatched-cell loss (``--unmatched-weight`` 10 and
+``--unmatched-gamma`` 1 by default then).
+With ``--val-data`` the weights of the best validation so far (largest ``miou`` for ``seg``,
+smallest ``abs_rel`` for ``depth``) are kept as ``<output>/best.safetensors`` with
+``<output>/best_metrics.json`` (step, epoch, every metric, per-class IoU for ``seg``); the
+summary names them under ``best``. ``--device-augment`` (``seg``) keeps the training images on
+the device as uint8 and augments each batch there (``training.device_augment``), and
+``--bf16`` autocasts the forward pass: the GPU recipe of the ``fast_seg`` preset (README).
+``--ship NAME``
 also copies the weights to ``relperception/weights/NAME.safetensors`` and registers them in the
 manifest (``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
 """
@@ -104,6 +115,14 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                         help='ship the weights as float16 (half the file size; the model '
                              'loads them into float32)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--device-augment', action='store_true',
+                        help='seg: keep the training images on --device as uint8 and augment '
+                             'each batch there (fast GPU training on a small set; validation '
+                             'and checkpoints only every --val-every / --checkpoint-every '
+                             'steps, not at the many epoch ends)')
+    parser.add_argument('--bf16', action='store_true',
+                        help='bfloat16 autocast of the forward pass (mixed precision; for a '
+                             'GPU)')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +143,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth.add_argument('--l1-weight', type=float, default=0.1)
     depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
     depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
-    matcher = sub.add_parser('matcher', help='LoFTR on random homographies of image files')
+    matcher = sub.add_parser('matcher', help='LoFTR on random homographies of image files, '
+                                             'synthetic 3-D scene pairs and negative pairs')
     _common(matcher, dense=False)
     matcher.add_argument('--val-data', nargs='+', metavar='SOURCE',
                          help='held-out image sources for validation (default: synthetic '
@@ -138,6 +158,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     matcher.add_argument('--ship-half', action='store_true',
                          help='ship the weights as float16 (half the file size)')
     matcher.add_argument('--no-progress', action='store_true', help='no progress bar')
+    matcher.add_argument('--scene-pairs', nargs='+', metavar='SPEC',
+                         help='synthetic rooms for two-view 3-D pairs with depth-warp ground '
+                              'truth, synth:SEEDS[:VIEWS] (default 40 views per seed, rendered '
+                              'at the training size); default: none (homographies only)')
+    matcher.add_argument('--scene-fraction', type=float, default=0.45,
+                         help='share of scene pairs with --scene-pairs (0.45; the rest after '
+                              'negatives are homography pairs of --data)')
+    matcher.add_argument('--wide-fraction', type=float, default=0.5,
+                         help='share of wide-baseline scene pairs (rotation >= 30 deg) (0.5)')
+    matcher.add_argument('--negative-fraction', type=float, default=None,
+                         help='share of negative pairs (two images of different sources, no '
+                              'match); default 0.2 with --scene-pairs, else 0')
+    matcher.add_argument('--unmatched-weight', type=float, default=None,
+                         help='weight of the loss that pushes the best confidence of cells '
+                              'without a correspondence to 0; default 10 with scene or '
+                              'negative pairs, else 0 (the positive-only homography recipe)')
+    matcher.add_argument('--unmatched-gamma', type=float, default=None,
+                         help='focal gamma of that loss (default 1 with scene or negative '
+                              'pairs)')
+    matcher.add_argument('--val-scenes', nargs='+', metavar='SPEC',
+                         help='held-out rooms for the scene / negative-pair validation of '
+                              'mixed training (default synth:900-901:12)')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         from relperception.training.matcher_train import train_matcher
 
         extra = {} if args.val_data is None else {'val_data': args.val_data}
+        extra.update(_matcher_mix_options(args))
         result = train_matcher(config_name=args.config, data_paths=args.data,
                                output=args.output, steps=args.steps, epochs=args.epochs,
                                batch_size=args.batch_size, lr=args.lr, resume=args.resume,
@@ -176,6 +219,45 @@ def run(args: argparse.Namespace) -> int:
     for key, value in summary['metrics'].items():
         logger.info('  %-24s %s', key, f'{value:.4f}' if isinstance(value, float) else value)
     return 0
+
+
+def _matcher_mix_options(args: argparse.Namespace) -> dict:
+    """Return the ``train_matcher`` keywords of the scene / negative-pair options.
+
+    Raises:
+        ValueError: for fractions outside [0, 1] or a negative weight.
+    """
+    from relperception.training.loftr_losses import LoFTRLossConfig
+    from relperception.training.matcher_train import (DEFAULT_UNMATCHED_GAMMA,
+                                                      DEFAULT_UNMATCHED_WEIGHT)
+    from relperception.training.scene_pairs import PairMix
+
+    negative = args.negative_fraction
+    if negative is None:
+        negative = 0.2 if args.scene_pairs else 0.0
+    for name, value in (('--scene-fraction', args.scene_fraction),
+                        ('--wide-fraction', args.wide_fraction),
+                        ('--negative-fraction', negative)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f'{name} must be in [0, 1], got {value}')
+    if args.unmatched_weight is not None and args.unmatched_weight < 0:
+        raise ValueError(f'--unmatched-weight must be >= 0, got {args.unmatched_weight}')
+    if args.unmatched_gamma is not None and args.unmatched_gamma < 0:
+        raise ValueError(f'--unmatched-gamma must be >= 0, got {args.unmatched_gamma}')
+    gamma = DEFAULT_UNMATCHED_GAMMA if args.unmatched_gamma is None else args.unmatched_gamma
+    if not args.scene_pairs and not negative:
+        if args.unmatched_weight:
+            return {'loss_config': LoFTRLossConfig(unmatched_weight=args.unmatched_weight,
+                                                   unmatched_gamma=gamma)}
+        return {}
+    extra = {'scene_pairs': args.scene_pairs,
+             'pair_mix': PairMix(scene_fraction=args.scene_fraction if args.scene_pairs else 0.0,
+                                 negative_fraction=negative, wide_fraction=args.wide_fraction)}
+    weight = DEFAULT_UNMATCHED_WEIGHT if args.unmatched_weight is None else args.unmatched_weight
+    extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma)
+    if args.val_scenes is not None:
+        extra['val_scenes'] = args.val_scenes
+    return extra
 
 
 def _raise_if_interrupted(summary: dict) -> None:
@@ -223,6 +305,10 @@ def train_dense(args: argparse.Namespace) -> dict:
     ignore = int(conf.get('ignore_index', 255))
     eval_modules = []
     param_groups = None
+    if args.device_augment and args.task != 'seg':
+        raise ValueError('--device-augment is for train seg')
+    autocast = _autocast(args)
+    make_batch = None
 
     if args.task == 'seg':
         if model.segmentation_head is None:
@@ -241,7 +327,9 @@ def train_dense(args: argparse.Namespace) -> dict:
 
             weights = median_frequency_weights(dataset.class_pixel_counts())
             logger.info('class weights %s', [round(float(w), 2) for w in weights])
-        loss_fn = _seg_loss(ignore, weights)
+        if args.device_augment:
+            dataset, make_batch = _device_dataset(dataset, augment, args)
+        loss_fn = _seg_loss(ignore, weights, make_batch, autocast)
         validate = None
         if args.val_data:
             val = dense_data.SegmentationFolderDataset(args.val_data, num_classes,
@@ -263,7 +351,7 @@ def train_dense(args: argparse.Namespace) -> dict:
                                 'base_scale': float(inp['height']) / images[0].shape[0],
                                 'hue': 0.0})
         dataset = dense_data.DepthFramesDataset(images, depths, augment, mean, std, args.seed)
-        loss_fn = _depth_loss(args.silog_weight, args.l1_weight)
+        loss_fn = _depth_loss(args.silog_weight, args.l1_weight, autocast)
         scale = float(args.backbone_lr_scale)
         if scale < 0:
             raise ValueError('--backbone-lr-scale must be >= 0')
@@ -297,7 +385,11 @@ def train_dense(args: argparse.Namespace) -> dict:
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'batch_size': args.batch_size, 'lr': args.lr,
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
+              'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
               'command': ' '.join(sys.argv)}
+    weights_metadata = {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
+                        TRAINED_HEADS_KEY: ','.join(trained_heads)}
+    keep_best = _best_keeper(args.task, output, weights_metadata) if validate else None
     trainer = Trainer(model, loss_fn, output, device=args.device, lr=args.lr,
                       weight_decay=args.weight_decay, total_steps=steps,
                       warmup_steps=args.warmup_steps, schedule=args.schedule,
@@ -306,22 +398,24 @@ def train_dense(args: argparse.Namespace) -> dict:
                       param_groups=param_groups, validate_fn=validate,
                       validate_every=args.val_every or args.checkpoint_every,
                       progress=not args.no_progress,
-                      eval_modules=eval_modules)
+                      eval_modules=eval_modules, epoch_end_events=not args.device_augment,
+                      on_validation=keep_best)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
                          num_workers=args.workers)
     metrics = dict(result.history[-1]) if result.history else {}
     metrics.update({f'train_{k}': v for k, v in result.last_logs.items()})
     weights_path = trainer.export_weights(
-        output / 'model.safetensors',
-        {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
-         'metrics': json.dumps(metrics), TRAINED_HEADS_KEY: ','.join(trained_heads)})
+        output / 'model.safetensors', {**weights_metadata, 'metrics': json.dumps(metrics)})
     summary = {'weights': str(weights_path), 'checkpoint': str(result.checkpoint),
                'step': result.step, 'epoch': result.epoch, 'finished': result.finished,
                'interrupted': result.interrupted,
                'seconds_this_run': time.monotonic() - start, 'metrics': metrics,
                'history': result.history, 'config': config,
                'trained_heads': list(trained_heads)}
+    best = output / BEST_METRICS_NAME
+    if validate and best.is_file():
+        summary['best'] = json.loads(best.read_text(encoding='utf-8'))
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
     if not args.val_data:
         logger.warning(_no_validation_message(args.task))
@@ -439,20 +533,97 @@ def _validator(evaluate, images, targets, conf, device):
     return validate
 
 
-def _seg_loss(ignore: int, weights):
+def _autocast(args: argparse.Namespace):
+    """Return a context factory: bfloat16 autocast on ``--device`` with ``--bf16``, else none."""
+    import contextlib
+
+    import torch
+    from relperception.runtime.devices import torch_device
+
+    if not args.bf16:
+        return contextlib.nullcontext
+    device_type = torch_device(args.device).type
+    return lambda: torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+
+
+def _device_dataset(dataset, augment, args: argparse.Namespace):
+    """Return ``(DeviceSegmentationData, its make_batch)`` of a loaded segmentation dataset."""
+    import torch
+    from relperception.runtime.devices import torch_device
+    from relperception.training.device_augment import DeviceSegmentationData
+
+    device = torch_device(args.device)
+    if device.type == 'cuda':
+        torch.backends.cudnn.benchmark = True   # fixed crop size: pick the fastest kernels
+    data = DeviceSegmentationData(dataset.images, dataset.labels, device, augment.conf,
+                                  dataset.mean, dataset.std, args.seed)
+    return data, data.make_batch
+
+
+#: Metric that picks the best validation of a task, and whether larger is better.
+BEST_METRIC = {'seg': ('miou', True), 'depth': ('abs_rel', False)}
+#: Files of the best validation in the run folder: its weights and its metrics.
+BEST_WEIGHTS_NAME = 'best.safetensors'
+BEST_METRICS_NAME = 'best_metrics.json'
+
+
+def _best_keeper(task: str, output: Path, metadata: dict):
+    """Return an ``on_validation`` callback that keeps the weights of the best validation.
+
+    The best so far is read from the trainer's history (restored on ``--resume``); an
+    improvement writes ``best.safetensors`` (``metadata`` plus the metrics) and
+    ``best_metrics.json`` (``step``, ``epoch``, ``metric``, ``metrics``, ``weights``).
+    """
+    import math
+
+    key, larger = BEST_METRIC[task]
+
+    def better(value, other):
+        return value > other if larger else value < other
+
+    def keep(trainer, metrics):
+        value = metrics.get(key)
+        if value is None or not math.isfinite(value):
+            return
+        earlier = [h[key] for h in trainer.history[:-1]
+                   if key in h and math.isfinite(h[key])]
+        if earlier and not all(better(value, e) for e in earlier):
+            return
+        path = trainer.export_weights(output / BEST_WEIGHTS_NAME,
+                                      {**metadata, 'metrics': json.dumps(metrics)})
+        record = {'step': trainer.step, 'epoch': trainer.epoch, 'metric': key,
+                  'value': value, 'metrics': metrics, 'weights': str(path)}
+        write_text_atomic(output / BEST_METRICS_NAME, json.dumps(record, indent=2))
+        logger.info('best %s so far %.4f at step %d: %s', key, value, trainer.step, path)
+    return keep
+
+
+def _seg_loss(ignore: int, weights, make_batch=None, autocast=None):
+    import contextlib
+
     from relperception.training.dense_losses import segmentation_loss
 
+    autocast = autocast or contextlib.nullcontext
+
     def loss_fn(model, batch):
-        logits = model(batch['image'])['logits']
-        loss = segmentation_loss(logits, batch['labels'], ignore, weights)
+        if make_batch is not None:
+            batch = make_batch(batch)
+        with autocast():
+            logits = model(batch['image'])['logits']
+        loss = segmentation_loss(logits.float(), batch['labels'], ignore, weights)
         return loss, {}
     return loss_fn
 
 
-def _depth_loss(silog_weight: float, l1_weight: float):
+def _depth_loss(silog_weight: float, l1_weight: float, autocast=None):
+    import contextlib
+
     from relperception.training.dense_losses import depth_loss
 
+    autocast = autocast or contextlib.nullcontext
+
     def loss_fn(model, batch):
-        pred = model(batch['image'])['depth']
-        return depth_loss(pred, batch['depth'], None, silog_weight, l1_weight)
+        with autocast():
+            pred = model(batch['image'])['depth']
+        return depth_loss(pred.float(), batch['depth'], None, silog_weight, l1_weight)
     return loss_fn

@@ -18,6 +18,10 @@ Output dict (all at the input resolution H x W):
 Module names: ``backbone`` (DINOv2 / torchvision names), ``depth_head`` (Depth Anything V2's
 ``DPTHead`` names) and ``segmentation_head``; a Depth Anything V2 state dict therefore loads
 with the key map ``{'pretrained.': 'backbone.'}`` (the presets carry it).
+
+A model conf with ``architecture: fast_seg`` builds
+:class:`relperception.models.fast_seg.FastSegModel` instead (same calls and outputs);
+:func:`build_dense_model` picks the class (:data:`ARCHITECTURES`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
 from relperception.models.backbones import build_backbone
+from relperception.models.fast_seg import FastSegModel
 from relperception.models.heads.dpt import DPTHead
 from relperception.models.heads.segmentation import SegmentationHead
 from relperception.models.presets import deep_merge
@@ -134,6 +139,10 @@ class DenseModel(nn.Module):
         return out
 
 
+#: ``model.architecture`` -> model class (no entry: ``dense``).
+ARCHITECTURES = {'dense': DenseModel, 'fast_seg': FastSegModel}
+
+
 def build_dense_model(conf: Mapping[str, Any],
                       weights: Union[None, str, Path, Mapping[str, torch.Tensor]] = None,
                       strict: bool = True) -> DenseModel:
@@ -148,14 +157,20 @@ def build_dense_model(conf: Mapping[str, Any],
         strict: passed to ``load_weights``.
 
     Returns:
-        The model in eval mode when weights were loaded, else in train mode.
+        The model (a :class:`DenseModel`, or the class its ``architecture`` names, see
+        :data:`ARCHITECTURES`) in eval mode when weights were loaded, else in train mode.
 
     Raises:
-        ValueError: invalid conf or weights that do not fit (names the keys).
+        ValueError: invalid conf, unknown architecture or weights that do not fit (names the
+            keys).
         FileNotFoundError: missing weights file or no shipped weights.
     """
-    model_conf = conf['model'] if 'model' in conf else conf
-    model = DenseModel(dict(model_conf))
+    model_conf = dict(conf['model'] if 'model' in conf else conf)
+    architecture = model_conf.get('architecture', 'dense')
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f'unknown model architecture {architecture!r}; choose one of '
+                         f'{sorted(ARCHITECTURES)}')
+    model = ARCHITECTURES[architecture](model_conf)
     if weights is None:
         return model
     if isinstance(weights, str) and weights == 'shipped':

@@ -44,6 +44,13 @@ Presets:
 * ``depth_anything_v2_metric_hypersim_vits`` (indoor, max 20 m) and
   ``depth_anything_v2_metric_vkitti_vits`` (outdoor, max 80 m): the metric fine-tunes (sigmoid
   head * max_depth, metres), same preprocessing.
+* ``fast_seg``: real-time CPU segmentation network of the Fast-SCNN / BiSeNet family
+  (``relperception.models.fast_seg``: learning to downsample to stride 8, a detail path at
+  stride 8, an inverted-residual context path to stride 32 with a global pool, fusion at
+  stride 8, classification refined at stride 4) with a light metric depth head on the fused
+  map; CamVid classes, input 360 x 480 fixed (CamVid's own size, multiple 8). Made to be
+  trained on CamVid at full resolution (``train seg --device-augment`` on a GPU, see the
+  README); no weights are shipped yet.
 * ``resnet18`` / ``resnet34`` / ``resnet50``, ``vit_s14`` / ``vit_b14`` / ``vit_s16`` /
   ``vit_b16``: full-size architectures with both heads, for users' own weights (no weights
   shipped); backbone-only torchvision / DINOv2 files load with
@@ -148,6 +155,18 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                                               head_features=16),
                              {'depth': {'out_channels': [32, 48, 64, 96]}})},
         _input(240, 320, 16), weights='vit_small'),
+    'fast_seg': _preset(
+        'real-time CPU segmentation (Fast-SCNN / BiSeNet family) + light metric depth head, '
+        'CamVid classes, 360 x 480; no weights shipped yet',
+        {'architecture': 'fast_seg',
+         'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
+                      'context_channels': [96, 128], 'context_blocks': [3, 4],
+                      'context_dilations': [1, 2, 4], 'expansion': 6, 'fusion_channels': 128},
+         'depth_mode': 'metric', 'max_depth': 80.0,
+         'heads': {'depth': {'features': 32},
+                   'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
+                                    'refine_features': 32, 'dropout': 0.1}}},
+        _input(360, 480, 8)),
     'depth_anything_v2_vits': _depth_anything(None),
     'depth_anything_v2_metric_hypersim_vits': _depth_anything(20.0),
     'depth_anything_v2_metric_vkitti_vits': _depth_anything(80.0),

@@ -454,7 +454,10 @@ def coarse_matches_from_homography(H_1_0: torch.Tensor, hw0_c: Tuple[int, int],
     Returns:
         dict with ``conf_matrix_gt`` (B, L0, L1) float32 (1 at matches), ``b_ids``, ``i_ids``,
         ``j_ids`` (K,) int64, ``w_pt0`` (B, L0, 2) cells of image 0 warped to image 1 (pixels),
-        ``pt1`` (B, L1, 2) cell positions of image 1 (pixels).
+        ``pt1`` (B, L1, 2) cell positions of image 1 (pixels), ``matchable0`` (B, L0) and
+        ``matchable1`` (B, L1) bool: cells that the warp (or its inverse) maps inside the
+        other image (``h * scale`` by ``w * scale`` pixels) onto valid mask pixels, i.e. cells
+        that have a true correspondence (whether or not it passes the mutual check).
 
     Raises:
         ValueError: on bad shapes.
@@ -479,11 +482,19 @@ def coarse_matches_from_homography(H_1_0: torch.Tensor, hw0_c: Tuple[int, int],
         index = cell[..., 1] * w + cell[..., 0]
         return torch.where(inside, index, torch.full_like(index, -1)), inside
 
+    def in_image(points, ok, h, w):
+        return ok & (points[..., 0] >= -0.5) & (points[..., 0] < w * scale - 0.5) \
+            & (points[..., 1] >= -0.5) & (points[..., 1] < h * scale - 0.5)
+
     j_of_i, inside01 = nearest(w_pt0, ok0, h1, w1)
     i_of_j, inside10 = nearest(w_pt1, ok1, h0, w0)
     valid0 = _sample_mask(mask0, pt0, torch.ones_like(inside01)) & inside01
     valid0 = _sample_mask(mask1, w_pt0, valid0)
     valid1 = _sample_mask(mask1, pt1, inside10)
+    matchable0 = _sample_mask(mask0, pt0, in_image(w_pt0, ok0, h1, w1))
+    matchable0 = _sample_mask(mask1, w_pt0, matchable0)
+    matchable1 = _sample_mask(mask1, pt1, in_image(w_pt1, ok1, h0, w0))
+    matchable1 = _sample_mask(mask0, w_pt1, matchable1)
     i_of_j = torch.where(valid1, i_of_j, torch.full_like(i_of_j, -1))
     loop = torch.gather(i_of_j, 1, j_of_i.clamp(min=0))
     arange = torch.arange(h0 * w0, device=device)[None]
@@ -493,7 +504,8 @@ def coarse_matches_from_homography(H_1_0: torch.Tensor, hw0_c: Tuple[int, int],
     conf_gt = torch.zeros(B, h0 * w0, h1 * w1, device=device)
     conf_gt[b_ids, i_ids, j_ids] = 1.0
     return {'conf_matrix_gt': conf_gt, 'b_ids': b_ids, 'i_ids': i_ids, 'j_ids': j_ids,
-            'w_pt0': w_pt0.float(), 'pt1': pt1.float()}
+            'w_pt0': w_pt0.float(), 'pt1': pt1.float(), 'matchable0': matchable0,
+            'matchable1': matchable1}
 
 
 def fine_offsets_gt(w_pt0: torch.Tensor, pt1: torch.Tensor, b_ids: torch.Tensor,

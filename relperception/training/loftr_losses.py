@@ -9,6 +9,18 @@ Following the LoFTR paper (Sun et al., CVPR 2021):
   ground-truth matches are supervised (the softmax normalisation pushes the rest down), as the
   reference configuration for dual softmax; with ``sparse=False`` every non-match is also
   penalised with ``neg_weight``.
+* unmatched cells (negatives, :func:`unmatched_focal_loss`): dual softmax has no dustbin, so
+  nothing in the positive term stops a cell without a true correspondence (out of view,
+  occluded, or every cell of a pair of unrelated images) from reaching a high confidence with
+  some cell of the other image, and the matcher keeps every mutual best cell above the
+  threshold. For each such cell (row of image 0 or column of image 1) the focal loss of the
+  negative class is applied to its *largest* confidence, ``-alpha * p^gamma * log(1 - p)`` with
+  ``p = max_j conf[i, j]`` (``max_i conf[i, j]`` for image 1), averaged over those cells and
+  weighted by ``unmatched_weight`` (LoFTR's 'pseudo negative samples' for dual softmax; with
+  Sinkhorn LoFTR supervises the dustbin of the same cells). Supervising the row maximum
+  rather than the whole row (as the dense ``sparse=False`` term does) spends the gradient on
+  the entry the matcher would output. Cells that have a correspondence but no mutual ground
+  truth cell are not supervised either way.
 * fine: squared L2 between the predicted sub-window expectation and the ground-truth offset
   (both in window units, [-1, 1]), weighted by the inverse predicted standard deviation
   (normalised to mean 1 and detached, so the std cannot be inflated to lower the loss); only
@@ -36,6 +48,9 @@ class LoFTRLossConfig:
         coarse_weight: weight of the coarse loss in the total.
         fine_weight: weight of the fine loss in the total.
         correct_threshold: fine targets with ``max(|gt|)`` at or above this are ignored.
+        unmatched_weight: weight of the unmatched-cell term (0: off, the loss of the homography
+            recipe; see the module docstring).
+        unmatched_gamma: focal gamma of the unmatched-cell term (None: ``focal_gamma``).
     """
 
     focal_alpha: float = 0.25
@@ -46,6 +61,8 @@ class LoFTRLossConfig:
     coarse_weight: float = 1.0
     fine_weight: float = 1.0
     correct_threshold: float = 1.0
+    unmatched_weight: float = 0.0
+    unmatched_gamma: Optional[float] = None
 
 
 def coarse_focal_loss(conf: torch.Tensor, conf_gt: torch.Tensor,
@@ -89,6 +106,38 @@ def coarse_focal_loss(conf: torch.Tensor, conf_gt: torch.Tensor,
     return total
 
 
+def unmatched_focal_loss(conf: torch.Tensor, unmatched0: torch.Tensor, unmatched1: torch.Tensor,
+                         config: Optional[LoFTRLossConfig] = None) -> torch.Tensor:
+    """Focal loss that pushes the best confidence of cells without a correspondence to 0.
+
+    Args:
+        conf: (B, L0, L1) predicted match probabilities in [0, 1] (dual softmax).
+        unmatched0: (B, L0) bool, cells of image 0 without a true correspondence in image 1.
+        unmatched1: (B, L1) bool, cells of image 1 without a true correspondence in image 0.
+        config: ``LoFTRLossConfig`` (``focal_alpha``, ``unmatched_gamma``).
+
+    Returns:
+        Scalar mean of ``-alpha * p^gamma * log(1 - p)`` over the unmatched cells, ``p`` the
+        cell's largest confidence; 0 (with a gradient path) without unmatched cells.
+
+    Raises:
+        ValueError: on bad shapes.
+    """
+    cfg = config or LoFTRLossConfig()
+    if conf.ndim != 3 or tuple(unmatched0.shape) != (conf.shape[0], conf.shape[1]) \
+            or tuple(unmatched1.shape) != (conf.shape[0], conf.shape[2]):
+        raise ValueError(f'conf must be (B, L0, L1) with unmatched0 (B, L0) and unmatched1 '
+                         f'(B, L1), got {tuple(conf.shape)}, {tuple(unmatched0.shape)} and '
+                         f'{tuple(unmatched1.shape)}')
+    unmatched0, unmatched1 = unmatched0.bool(), unmatched1.bool()
+    if not (unmatched0.any() or unmatched1.any()):
+        return conf.sum() * 0.0
+    gamma = cfg.focal_gamma if cfg.unmatched_gamma is None else cfg.unmatched_gamma
+    best = torch.cat([conf.amax(2)[unmatched0], conf.amax(1)[unmatched1]])
+    best = best.clamp(1e-6, 1.0 - 1e-6)
+    return (-cfg.focal_alpha * torch.pow(best, gamma) * (1.0 - best).log()).mean()
+
+
 def fine_l2_std_loss(expectation: torch.Tensor, target: torch.Tensor,
                      config: Optional[LoFTRLossConfig] = None) -> torch.Tensor:
     """Std-weighted L2 loss of the fine expectation.
@@ -118,9 +167,13 @@ def fine_l2_std_loss(expectation: torch.Tensor, target: torch.Tensor,
 
 
 def loftr_loss(conf: torch.Tensor, conf_gt: torch.Tensor, expectation: Optional[torch.Tensor],
-               target: Optional[torch.Tensor], config: Optional[LoFTRLossConfig] = None
+               target: Optional[torch.Tensor], config: Optional[LoFTRLossConfig] = None,
+               unmatched0: Optional[torch.Tensor] = None,
+               unmatched1: Optional[torch.Tensor] = None
                ) -> Tuple[torch.Tensor, Dict[str, float]]:
-    """Total LoFTR loss ``coarse_weight * coarse + fine_weight * fine``.
+    """Return the total LoFTR loss: coarse focal, unmatched-cell and fine terms.
+
+    ``loss = coarse_weight * (coarse + unmatched_weight * unmatched) + fine_weight * fine``.
 
     Args:
         conf: (B, L0, L1) coarse confidence matrix.
@@ -128,14 +181,22 @@ def loftr_loss(conf: torch.Tensor, conf_gt: torch.Tensor, expectation: Optional[
         expectation: (K, 3) fine expectation with std, or None to skip the fine loss.
         target: (K, 2) fine targets (window units), or None.
         config: ``LoFTRLossConfig``.
+        unmatched0: optional (B, L0) bool, cells of image 0 without a correspondence
+            (:func:`unmatched_focal_loss`; used when ``config.unmatched_weight`` > 0).
+        unmatched1: optional (B, L1) bool, the same for image 1.
 
     Returns:
-        (loss, logs) with logs ``loss_c``, ``loss_f`` (floats).
+        (loss, logs) with logs ``loss_c``, ``loss_f`` and, with the unmatched term, ``loss_u``
+        (floats).
     """
     cfg = config or LoFTRLossConfig()
     loss_c = coarse_focal_loss(conf, conf_gt, cfg)
     loss = cfg.coarse_weight * loss_c
     logs = {'loss_c': float(loss_c.detach())}
+    if cfg.unmatched_weight > 0 and unmatched0 is not None and unmatched1 is not None:
+        loss_u = unmatched_focal_loss(conf, unmatched0, unmatched1, cfg)
+        loss = loss + cfg.coarse_weight * cfg.unmatched_weight * loss_u
+        logs['loss_u'] = float(loss_u.detach())
     if expectation is not None and target is not None and len(expectation):
         loss_f = fine_l2_std_loss(expectation, target, cfg)
         loss = loss + cfg.fine_weight * loss_f

@@ -252,6 +252,11 @@ class Trainer:
         estimate_steps: steps timed to estimate ``total_steps`` under a time budget.
         eval_modules: sub-modules kept in eval mode while training (frozen parts: their
             batch-norm statistics and dropout stay fixed).
+        epoch_end_events: validate and write a checkpoint at each epoch end (default). False
+            for many short epochs (a small dataset trained fast): then only every
+            ``validate_every`` / ``checkpoint_every`` steps, at the end and when stopped.
+        on_validation: ``on_validation(trainer, metrics)``, called after each validation once
+            its entry is in ``history`` (e.g. to keep the weights of the best one).
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
@@ -263,7 +268,9 @@ class Trainer:
                  param_groups: Optional[List[dict]] = None,
                  validate_fn: Optional[Callable[[torch.nn.Module], Dict[str, float]]] = None,
                  validate_every: int = 0, progress: bool = True, estimate_steps: int = 10,
-                 eval_modules: Sequence[torch.nn.Module] = ()):
+                 eval_modules: Sequence[torch.nn.Module] = (),
+                 epoch_end_events: bool = True,
+                 on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
         if total_steps is None and time_budget_s is None:
             raise ValueError('give total_steps, time_budget_s or both')
@@ -299,6 +306,8 @@ class Trainer:
         self.progress = bool(progress)
         self.estimate_steps = max(int(estimate_steps), 1)
         self.eval_modules = list(eval_modules)
+        self.epoch_end_events = bool(epoch_end_events)
+        self.on_validation = on_validation
         self.step = 0
         self.epoch = 0
         self.history: List[Dict[str, float]] = []
@@ -462,6 +471,8 @@ class Trainer:
         self.history.append(entry)
         logger.info('validation step %d epoch %d: %s', self.step, self.epoch,
                     ', '.join(f'{k}={v:.4f}' for k, v in metrics.items()))
+        if self.on_validation is not None:
+            self.on_validation(self, metrics)
         return metrics
 
     def _validate_once(self) -> None:
@@ -592,7 +603,8 @@ class Trainer:
                             self._validate_once()
                         if self.step % self.checkpoint_every == 0 or finished or stopped:
                             break
-                    epoch_end = self.step - self.epoch * steps_per_epoch >= steps_per_epoch
+                    epoch_end = self.epoch_end_events and \
+                        self.step - self.epoch * steps_per_epoch >= steps_per_epoch
                     if self.validate_fn is not None and pending.reason is None and (
                             epoch_end or finished or stopped):
                         self._validate_once()
@@ -600,7 +612,9 @@ class Trainer:
                         # stretch / compress the schedule to the budget left (docstring)
                         self._fit_budget(time.monotonic() - start, self.step - start_step, True)
                         bar.total = self.total_steps
-                    checkpoint = self.save_checkpoint()
+                    if self.epoch_end_events or finished or stopped or \
+                            pending.reason is not None or self.step % self.checkpoint_every == 0:
+                        checkpoint = self.save_checkpoint()
             finally:
                 bar.close()
         if stopped:

@@ -18,6 +18,7 @@ precision of the model's own matches (``mask``) against the true homography.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -32,6 +33,9 @@ from relperception.training.homography import (
     coarse_matches_from_homography, fine_offsets_gt, HomographyConfig, HomographyPairDataset,
     PhotometricConfig, warp_points)
 from relperception.training.loftr_losses import loftr_loss, LoFTRLossConfig
+from relperception.training.scene_pairs import (
+    evaluate_scene_and_negative_pairs, load_grouped_sources, load_scene_views,
+    mixed_ground_truth, MixedMatcherPairDataset, PairMix)
 import torch
 
 logger = logging.getLogger(__name__)
@@ -47,6 +51,19 @@ DEFAULT_SCALES = (0.5, 0.5, 0.6, 1.0)
 
 DEFAULT_PHOTOMETRIC = PhotometricConfig()
 """Default photometric augmentation of the training pairs."""
+
+DEFAULT_VAL_SCENES = ('synth:900-901:12',)
+"""Held-out scenes for the scene- and negative-pair validation of mixed training."""
+
+DEFAULT_UNMATCHED_WEIGHT = 10.0
+"""Weight of the unmatched-cell loss when scene or negative pairs are trained (else 0)."""
+
+DEFAULT_UNMATCHED_GAMMA = 1.0
+"""Focal gamma of the unmatched-cell loss when scene or negative pairs are trained.
+
+Below the positive term's 2, so that cells just above the matcher's threshold still get a
+useful gradient (with gamma 2 it vanishes quadratically towards confidence 0).
+"""
 
 
 def load_sources(data_paths: Union[str, Sequence[Union[str, np.ndarray]]]
@@ -94,7 +111,9 @@ def rescale_batch(batch: Dict[str, torch.Tensor], factor: float) -> Dict[str, to
 
     Args:
         batch: ``image0``/``image1`` (B, 1, H, W), ``H_1_0`` (B, 3, 3), optional ``mask0``/
-            ``mask1`` (B, H, W).
+            ``mask1`` (B, H, W) and ``image_scale`` (B, 2) (scene pairs of
+            ``scene_pairs.MixedMatcherPairDataset``: multiplied by the per-axis factor; their
+            depth maps and camera matrices are kept at the rendered size).
         factor: scale factor; the new size (rounded) must stay a multiple of 8.
 
     Returns:
@@ -119,6 +138,8 @@ def rescale_batch(batch: Dict[str, torch.Tensor], factor: float) -> Dict[str, to
                                                    mode='nearest')
             out[key] = mask[:, 0] > 0.5
     fx, fy = size[1] / width, size[0] / height
+    if 'image_scale' in batch:   # scene pairs: depth maps and K stay, the GT maps the pixels
+        out['image_scale'] = batch['image_scale'] * batch['image_scale'].new_tensor([fx, fy])
     S = batch['H_1_0'].new_tensor([[fx, 0.0, 0.5 * fx - 0.5], [0.0, fy, 0.5 * fy - 0.5],
                                    [0.0, 0.0, 1.0]])
     out['H_1_0'] = S @ batch['H_1_0'] @ torch.linalg.inv(S)
@@ -137,8 +158,11 @@ def make_loss_fn(loss_config: Optional[LoFTRLossConfig] = None, max_fine_matches
             uniformly with torch's generator; smaller scales make steps cheaper.
 
     Returns:
-        The loss function; ``batch`` is a collated ``HomographyPairDataset`` batch, logs are
-        ``loss_c``, ``loss_f`` and ``gt_matches`` (mean per image).
+        The loss function; ``batch`` is a collated ``HomographyPairDataset`` batch or a
+        ``scene_pairs.MixedMatcherPairDataset`` batch (ground truth by pair kind,
+        ``scene_pairs.mixed_ground_truth``; cells without a correspondence feed the unmatched
+        term of ``loss_config``); logs are ``loss_c``, ``loss_f``, ``loss_u`` (unmatched term,
+        when on) and ``gt_matches`` (mean per image).
     """
     cfg = loss_config or LoFTRLossConfig()
     scales = tuple(float(s) for s in scales)
@@ -152,10 +176,14 @@ def make_loss_fn(loss_config: Optional[LoFTRLossConfig] = None, max_fine_matches
             batch = rescale_batch(batch, scales[0])
         feats = model.extract_features(batch['image0'], batch['image1'])
         conf = model.coarse_confidence(feats['feat_c0'], feats['feat_c1'])
-        gt = coarse_matches_from_homography(
-            batch['H_1_0'], feats['hw0_c'], feats['hw1_c'], scale=float(model.stride_c),
-            offset=float(model.conf.get('keypoint_offset', 0.0)), mask0=batch.get('mask0'),
-            mask1=batch.get('mask1'))
+        offset = float(model.conf.get('keypoint_offset', 0.0))
+        if 'kind' in batch:
+            gt = mixed_ground_truth(batch, feats['hw0_c'], feats['hw1_c'],
+                                    scale=float(model.stride_c), offset=offset)
+        else:
+            gt = coarse_matches_from_homography(
+                batch['H_1_0'], feats['hw0_c'], feats['hw1_c'], scale=float(model.stride_c),
+                offset=offset, mask0=batch.get('mask0'), mask1=batch.get('mask1'))
         b_ids, i_ids, j_ids = gt['b_ids'], gt['i_ids'], gt['j_ids']
         keep = _subsample_per_image(b_ids, len(batch['image0']), max_fine_matches)
         b_ids, i_ids, j_ids = b_ids[keep], i_ids[keep], j_ids[keep]
@@ -165,7 +193,8 @@ def make_loss_fn(loss_config: Optional[LoFTRLossConfig] = None, max_fine_matches
             target = fine_offsets_gt(gt['w_pt0'], gt['pt1'], b_ids, i_ids, j_ids,
                                      fine_scale=float(model.stride_f),
                                      radius=float(model.window // 2))
-        loss, logs = loftr_loss(conf, gt['conf_matrix_gt'], expectation, target, cfg)
+        loss, logs = loftr_loss(conf, gt['conf_matrix_gt'], expectation, target, cfg,
+                                unmatched0=~gt['matchable0'], unmatched1=~gt['matchable1'])
         logs['gt_matches'] = float(len(gt['b_ids'])) / max(len(batch['image0']), 1)
         return loss, logs
 
@@ -265,10 +294,46 @@ def _describe(sources) -> List[str]:
     return [f'array{tuple(d.shape)}' if isinstance(d, np.ndarray) else str(d) for d in sources]
 
 
-def _validator(pairs, device):
+def _validator(pairs, device, mixed_items=None):
     def validate(model):
-        return evaluate_homography(model, pairs, device=device)
+        metrics = evaluate_homography(model, pairs, device=device) if pairs else {}
+        if mixed_items:
+            metrics.update(evaluate_scene_and_negative_pairs(model, mixed_items, device=device))
+        return metrics
     return validate
+
+
+def _mixed_dataset(data_paths, scene_pairs, pair_mix: PairMix, size, seed, batch_size,
+                   homography, photometric):
+    """Return the ``MixedMatcherPairDataset`` of ``train_matcher`` and its source count."""
+    sources, groups = load_grouped_sources(data_paths)
+    pairs = HomographyPairDataset(sources, size=size, length=1, seed=seed,
+                                  homography=homography, photometric=photometric)
+    pairs.length = max(len(pairs.sources) * PAIRS_PER_IMAGE, 1)
+    views = load_scene_views(scene_pairs, size) if scene_pairs else []
+    if not views:
+        pair_mix = dataclasses.replace(pair_mix, scene_fraction=0.0)
+    length = max((len(sources) + len(views)) * PAIRS_PER_IMAGE, batch_size)
+    dataset = MixedMatcherPairDataset(size, length, seed, pairs, views, sources, groups,
+                                      pair_mix, photometric, homography)
+    return dataset, len(sources), len(views)
+
+
+def _mixed_val_items(val_scenes, val_data, size, seed, count, photometric):
+    """Return fixed scene and negative validation items of held-out scenes."""
+    views = load_scene_views(val_scenes, size)
+    sources, groups = load_grouped_sources(val_data) if val_data else ([], [])
+    scene = MixedMatcherPairDataset(size, count, seed, None, views, sources, groups,
+                                    PairMix(negative_fraction=0.0), photometric)
+    items = [scene[i] for i in range(count)]
+    if len(set(groups) | {f'synth:{view.seed}' for view in views}) < 2:
+        logger.warning('validation of negative pairs needs two held-out sources (scenes or '
+                       'folders); validating scene pairs only')
+        return items
+    negative = MixedMatcherPairDataset(size, count, seed + 1, None, views, sources, groups,
+                                       PairMix(scene_fraction=0.0, negative_fraction=1.0),
+                                       photometric)
+    return items + [negative[i] for i in range(count)]
 
 
 def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], output,
@@ -284,8 +349,18 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
                   homography: Optional[HomographyConfig] = None,
                   photometric: Optional[PhotometricConfig] = DEFAULT_PHOTOMETRIC,
                   model_conf: Optional[Dict[str, Any]] = None,
+                  scene_pairs: Optional[Sequence[str]] = None,
+                  pair_mix: Optional[PairMix] = None,
+                  val_scenes: Optional[Sequence[str]] = DEFAULT_VAL_SCENES,
                   progress: bool = True) -> Dict[str, Any]:
-    """Train a LoFTR preset on random homographies; write checkpoints, weights and metrics.
+    """Train a LoFTR preset on homography, 3-D scene and negative pairs; write the results.
+
+    Without ``scene_pairs`` and negatives (``pair_mix`` None or ``negative_fraction`` 0) this
+    is the homography recipe (``HomographyPairDataset``, positive-only coarse loss). With them
+    the pairs come from ``scene_pairs.MixedMatcherPairDataset`` (homographies of
+    ``data_paths``, two-view pairs of the scenes of ``scene_pairs`` with depth-warp ground
+    truth, and negatives of two different sources) and the default loss adds the unmatched-cell
+    term (``DEFAULT_UNMATCHED_WEIGHT``, ``DEFAULT_UNMATCHED_GAMMA``).
 
     Args:
         config_name: LoFTR preset (``loftr_lite`` or ``loftr``).
@@ -301,7 +376,7 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
         time_budget_min: stop after this many minutes; alone, the step count is estimated.
         epochs: epochs of ``PAIRS_PER_IMAGE`` pairs per source image, when ``steps`` is None.
         image_size: (height, width) training size; default the preset's ``input_size``.
-        val_data: held-out sources for validation (None/empty: no validation).
+        val_data: held-out sources for the homography validation (None/empty: none).
         val_pairs: number of validation pairs.
         val_every: steps between validations (0: only at the end).
         init_weights: optional weights file to start from (``models.weights`` formats).
@@ -315,6 +390,13 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
         homography: ``HomographyConfig`` of the training pairs.
         photometric: ``PhotometricConfig`` of the training pairs (None: none).
         model_conf: overrides merged into the preset (e.g. smaller sizes for tests).
+        scene_pairs: ``synth:SEEDS[:VIEWS]`` specs of the rooms for two-view scene pairs,
+            rendered at the training size (``scene_pairs.load_scene_views``); None: none.
+        pair_mix: ``scene_pairs.PairMix`` (fractions of scene and negative pairs, the share of
+            wide-baseline scene pairs); None: ``PairMix()`` with scene pairs, else no negatives.
+        val_scenes: held-out scene specs whose scene and negative pairs (``val_pairs`` each)
+            are validated in mixed training (``scene_pairs.evaluate_scene_and_negative_pairs``);
+            None/empty: none.
         progress: show a progress bar.
 
     Returns:
@@ -345,11 +427,25 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
         logger.info('no init_weights (--init): the whole LoFTR model (backbone, coarse and '
                     'fine transformers) starts from random initialisation')
     size = tuple(int(v) for v in (image_size or model.input_size))
-    sources = load_sources(data_paths)
-    dataset = HomographyPairDataset(sources, size=size, length=1, seed=seed,
-                                    homography=homography, photometric=photometric)
-    length = max(len(dataset.sources) * PAIRS_PER_IMAGE, batch_size)
-    dataset.length = length
+    if pair_mix is None:
+        pair_mix = PairMix() if scene_pairs else PairMix(scene_fraction=0.0,
+                                                         negative_fraction=0.0)
+    mixed = bool(scene_pairs) or pair_mix.negative_fraction > 0
+    scene_views = 0
+    if mixed:
+        dataset, source_count, scene_views = _mixed_dataset(
+            data_paths, scene_pairs, pair_mix, size, seed, batch_size, homography, photometric)
+        length = len(dataset)
+        if loss_config is None:
+            loss_config = LoFTRLossConfig(unmatched_weight=DEFAULT_UNMATCHED_WEIGHT,
+                                          unmatched_gamma=DEFAULT_UNMATCHED_GAMMA)
+    else:
+        sources = load_sources(data_paths)
+        dataset = HomographyPairDataset(sources, size=size, length=1, seed=seed,
+                                        homography=homography, photometric=photometric)
+        length = max(len(dataset.sources) * PAIRS_PER_IMAGE, batch_size)
+        dataset.length = length
+        source_count = len(dataset.sources)
     if steps is None and epochs is not None:
         steps = max(1, round(float(epochs) * (length // batch_size)))
     if steps is None and time_budget_min is None:
@@ -357,10 +453,15 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
     budget = None if time_budget_min is None else 60.0 * float(time_budget_min)
 
     validate = None
+    val_items = mixed_items = None
     if val_data and val_pairs > 0:
         val_items = build_pairs(load_sources(val_data), val_pairs, size, seed + 7919,
                                 homography, photometric)
-        validate = _validator(val_items, device)
+    if mixed and val_scenes and val_pairs > 0:
+        mixed_items = _mixed_val_items(val_scenes, val_data, size, seed + 7919, val_pairs,
+                                       photometric)
+    if val_items or mixed_items:
+        validate = _validator(val_items, device, mixed_items)
 
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -368,9 +469,14 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
               'data': _describe(data_paths),
               'val_data': _describe(val_data or []), 'batch_size': int(batch_size),
               'lr': float(lr), 'size': list(size), 'seed': int(seed),
-              'init': str(init_weights or ''), 'source_images': len(dataset.sources),
+              'init': str(init_weights or ''), 'source_images': source_count,
               'scales': [float(v) for v in scales], 'model_conf': dict(model_conf or {}),
               'command': ' '.join(sys.argv)}
+    if mixed:
+        config.update({'scene_pairs': list(scene_pairs or []), 'scene_views': scene_views,
+                       'pair_mix': dataclasses.asdict(pair_mix),
+                       'val_scenes': list(val_scenes or []),
+                       'loss': dataclasses.asdict(loss_config or LoFTRLossConfig())})
     loss_fn = make_loss_fn(loss_config, max_fine_matches, scales)
     trainer = Trainer(model, loss_fn, output, device=device, lr=lr, total_steps=steps,
                       warmup_steps=warmup_steps, schedule='cosine', grad_clip=1.0,

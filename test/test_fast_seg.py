@@ -1,0 +1,211 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The ``fast_seg`` network, its export, on-device augmentation and the tiny training run."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from relperception.cli.main import main
+from relperception.models.dense import build_dense_model
+from relperception.models.export import build_dense_export
+from relperception.models.fast_seg import FastSegModel
+from relperception.models.presets import load_model_config
+from relperception.models.weights import load_state_dict_file, read_trained_heads
+from relperception.runtime.model_export import export_spec
+from relperception.training.device_augment import DeviceSegmentationData, NUM_PARAMS
+import torch
+
+pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
+
+#: A narrow fast_seg on small images, for the training runs.
+TINY_YAML = """\
+base: fast_seg
+model:
+  backbone: {stem_channels: [8, 16, 16], detail_blocks: 1, context_channels: [16, 24],
+             context_blocks: [1, 2], expansion: 2, fusion_channels: 24}
+  heads:
+    depth: {features: 8}
+    segmentation: {num_classes: 5, features: 16, refine_features: 8}
+input: {height: 48, width: 64}
+class_names: [a, b, c, d, e]
+"""
+
+NO_JITTER = {'brightness': 0.0, 'contrast': 0.0, 'saturation': 0.0, 'hue': 0.0}
+
+
+def _labelled(count=3, h=48, w=64):
+    """Return ``count`` random RGB images and stripe labels 0..4 with an ignored (255) band."""
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for _ in range(count)]
+    label = (np.arange(w)[None].repeat(h, 0) // (w // 6)).clip(0, 5).astype(np.uint8)
+    label[label == 5] = 255
+    return images, [label.copy() for _ in range(count)]
+
+
+@pytest.fixture(scope='module')
+def model():
+    """Return the ``fast_seg`` preset model with random weights, in eval mode."""
+    torch.manual_seed(0)
+    return build_dense_model(load_model_config('fast_seg')).eval()
+
+
+class TestModel:
+    def test_preset_builds_the_fast_seg_model(self, model):
+        conf = load_model_config('fast_seg')
+        assert isinstance(model, FastSegModel) and model.num_classes == 11
+        assert (conf['input']['height'], conf['input']['width']) == (360, 480)
+        assert conf['input']['multiple'] == 8 == model.size_multiple
+        assert conf['weights'] == '' and conf['class_names'][3] == 'Road'
+        params = sum(p.numel() for p in model.parameters())
+        assert params * 4 < 8e6   # ships as float32 under 8 MB
+        assert model.backbone.out_channels == [48, 128] and model.backbone.strides == [4, 8]
+
+    def test_outputs_dict_shapes_and_ranges(self, model):
+        with torch.no_grad():
+            out = model(torch.randn(2, 3, 40, 56))
+        assert set(out) == {'depth', 'logits'}
+        assert out['depth'].shape == (2, 1, 40, 56) and out['logits'].shape == (2, 11, 40, 56)
+        assert out['depth'].dtype == torch.float32
+        assert ((out['depth'] > 0) & (out['depth'] < 80.0)).all()
+
+    def test_heads_optional_and_relative_depth(self):
+        seg_only = FastSegModel({'heads': {'depth': None}}).eval()
+        depth_only = FastSegModel({'heads': {'segmentation': None},
+                                   'depth_mode': 'relative'}).eval()
+        with torch.no_grad():
+            assert set(seg_only(torch.randn(1, 3, 16, 24))) == {'logits'}
+            depth = depth_only(torch.randn(1, 3, 16, 24))
+        assert set(depth) == {'depth'} and (depth['depth'] >= 0).all()
+        assert depth_only.num_classes == 0 and seg_only.depth_head is None
+
+    @pytest.mark.parametrize('shape, match', [
+        ((3, 64, 64), r'\(B, 3, H, W\)'), ((1, 4, 64, 64), r'\(B, 3, H, W\)'),
+        ((1, 3, 60, 64), 'multiple of 8'), ((1, 3, 64, 0), 'multiple of 8')])
+    def test_bad_images_raise(self, model, shape, match):
+        with pytest.raises(ValueError, match=match):
+            model(torch.zeros(shape))
+        with pytest.raises(ValueError, match='float'):
+            model(torch.zeros((1, 3, 64, 64), dtype=torch.uint8))
+
+    @pytest.mark.parametrize('conf, match', [
+        ({'heads': {'depth': None, 'segmentation': None}}, 'at least one head'),
+        ({'depth_mode': 'log'}, 'depth_mode'),
+        ({'backbone': {'stem_channels': [8, 16]}}, '3 stem_channels'),
+        ({'backbone': {'context_blocks': [0, 2]}}, 'positive'),
+        ({'heads': {'segmentation': {'num_classes': 0}}}, 'num_classes'),
+        ({'architecture': 'nope'}, 'unknown model architecture')])
+    def test_bad_confs_raise(self, conf, match):
+        with pytest.raises(ValueError, match=match):
+            build_dense_model({**conf, 'architecture': conf.get('architecture', 'fast_seg')})
+
+    def test_onnx_parity_at_an_unseen_size(self, tmp_path):
+        spec = build_dense_export('fast_seg', random_weights=True)
+        for module in spec['module'].modules():   # non-trivial normalisation statistics
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+        path = export_spec(spec, tmp_path / 'fast_seg.onnx', size=(48, 64), min_size=(16, 16),
+                           max_size=(128, 160))
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
+        image = torch.randn(1, 3, 72, 104)          # not the export size
+        depth, logits, labels = session.run(None, {'image': image.numpy()})
+        with torch.no_grad():
+            ref = spec['module'](image)
+        assert depth.shape == (1, 1, 72, 104) and labels.dtype == np.uint8
+        np.testing.assert_allclose(depth, ref[0].numpy(), rtol=1e-4, atol=1e-3)
+        scale = float(ref[1].abs().max())
+        np.testing.assert_allclose(logits, ref[1].numpy(), atol=1e-4 * scale)
+        assert (labels == ref[2].numpy()).mean() > 0.999
+
+
+class TestDeviceAugment:
+    def test_identity_flip_and_padding(self):
+        images, labels = _labelled(2)
+        data = DeviceSegmentationData(images, labels, 'cpu',
+                                      {'size': (48, 64), 'scale_range': (1.0, 1.0),
+                                       'hflip': 0.0, **NO_JITTER},
+                                      mean=(0, 0, 0), std=(1 / 255,) * 3)
+        draws = torch.utils.data.default_collate([data[0], data[1]])
+        batch = data.make_batch(draws)
+        assert batch['image'].shape == (2, 3, 48, 64) and batch['labels'].dtype == torch.int64
+        np.testing.assert_allclose(batch['image'][1].permute(1, 2, 0).numpy(), images[1],
+                                   atol=0.01)
+        assert (batch['labels'][0].numpy() == labels[0]).all()
+        draws['params'][:, 3] = 1.0                 # flip
+        flipped = data.make_batch(draws)['labels'][0].numpy()
+        assert (flipped == labels[0][:, ::-1]).all()
+        draws['params'][:, 0] = 0.5                 # zoom out: the rest is padding, ignored
+        draws['params'][:, 3] = 0.0
+        small = data.make_batch(draws)['labels'][0].numpy()
+        assert (small[24:] == 255).all() and (small[:, 32:] == 255).all()
+        assert (small[:24, :32] == labels[0][::2, ::2]).mean() > 0.95
+
+    def test_draws_reproducible_and_jitter_in_range(self):
+        images, labels = _labelled(3)
+        data = DeviceSegmentationData(images, labels, 'cpu', {'size': (32, 40)}, seed=3)
+        data.set_epoch(2)
+        first = data[1]['params']
+        assert first.shape == (NUM_PARAMS,) and torch.equal(first, data[1]['params'])
+        data.set_epoch(3)
+        assert not torch.equal(first, data[1]['params'])
+        batch = data.make_batch(torch.utils.data.default_collate([data[i] for i in range(3)]))
+        pixels = batch['image'] * data.std + data.mean
+        assert pixels.min() >= -1e-5 and pixels.max() <= 1 + 1e-5
+        assert set(batch['labels'].unique().tolist()) <= {0, 1, 2, 3, 4, 255}
+
+    def test_bad_inputs_raise(self):
+        images, labels = _labelled(2)
+        with pytest.raises(ValueError, match='equally many'):
+            DeviceSegmentationData(images, labels[:1], 'cpu')
+        with pytest.raises(ValueError, match='uint8'):
+            DeviceSegmentationData([images[0].astype(np.float32)], labels[:1], 'cpu')
+        with pytest.raises(ValueError, match='augmentation'):
+            DeviceSegmentationData(images, labels, 'cpu', {'scale_range': (2.0, 1.0)})
+        data = DeviceSegmentationData(images, labels, 'cpu')
+        with pytest.raises(ValueError, match='draws'):
+            data.make_batch({'index': torch.zeros(2, dtype=torch.int64)})
+
+
+def _write_folder(root, count, h=48, w=64):
+    """Write a CamVid-layout folder of ``count`` images with stripe labels (raw 11 ignored)."""
+    images, labels = _labelled(count, h, w)
+    (root / 'images').mkdir(parents=True)
+    (root / 'labels').mkdir(parents=True)
+    for i, (image, label) in enumerate(zip(images, labels)):
+        label = np.where(label == 255, 11, label).astype(np.uint8)
+        cv2.imwrite(str(root / 'images' / f'f{i}.png'), image[..., ::-1])
+        cv2.imwrite(str(root / 'labels' / f'f{i}.png'), label)
+    return root
+
+
+def test_tiny_device_augment_training_run_and_resume(tmp_path):
+    """``train seg --device-augment`` on CPU: weights, metrics, best weights, then resume."""
+    config = tmp_path / 'tiny.yaml'
+    config.write_text(TINY_YAML)
+    data = _write_folder(tmp_path / 'train', 8)
+    val = _write_folder(tmp_path / 'val', 2)
+    run = tmp_path / 'run'
+    common = ['train', 'seg', '--config', str(config), '--data', str(data), '--val-data',
+              str(val), '-o', str(run), '--device', 'cpu', '--device-augment',
+              '--max-images', '8', '--batch-size', '4', '--crop', '32x48', '--val-every', '3',
+              '--checkpoint-every', '3', '--num-threads', '1', '--no-progress']
+    assert main([*common, '--steps', '3', '--bf16']) == 0   # bfloat16 autocast, as on a GPU
+    summary = json.loads((run / 'metrics.json').read_text())
+    assert summary['step'] == 3 and summary['config']['device_augment'] \
+        and summary['config']['bf16']
+    # epochs of 2 steps: validation only every --val-every steps, not at each epoch end
+    assert [h['step'] for h in summary['history']] == [3.0]
+    assert 0.0 <= summary['metrics']['miou'] <= 1.0 and 'iou/a' in summary['metrics']
+    assert read_trained_heads(run / 'model.safetensors') == ('segmentation',)
+    best = json.loads((run / 'best_metrics.json').read_text())
+    assert best['step'] == 3 and best['metric'] == 'miou' and summary['best'] == best
+    assert set(load_state_dict_file(run / 'best.safetensors')) == \
+        set(load_state_dict_file(run / 'model.safetensors'))
+    assert main([*common, '--steps', '6', '--resume']) == 0
+    resumed = json.loads((run / 'metrics.json').read_text())
+    assert resumed['step'] == 6 and [h['step'] for h in resumed['history']] == [3.0, 6.0]
+    assert torch.load(run / 'last.pt', weights_only=True)['step'] == 6
