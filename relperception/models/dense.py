@@ -34,6 +34,7 @@ from relperception.models.backbones import build_backbone
 from relperception.models.fast_seg import FastSegModel
 from relperception.models.heads.dpt import DPTHead
 from relperception.models.heads.segmentation import SegmentationHead
+from relperception.models.preprocess import check_network_input
 from relperception.models.presets import deep_merge
 from relperception.models.weights import load_weights, shipped_weights
 import torch
@@ -119,13 +120,7 @@ class DenseModel(nn.Module):
 
     def forward(self, image: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Return ``{'depth': (B,1,H,W), 'logits': (B,K,H,W)}`` (see the module docstring)."""
-        if image.dim() != 4 or image.shape[1] != 3:
-            raise ValueError(f'image must be (B, 3, H, W) float, got {tuple(image.shape)}')
-        # shape values, not python ints: traced into an ONNX graph they stay dynamic
-        size = image.shape[-2:]
-        if size[0] % self.size_multiple or size[1] % self.size_multiple:
-            raise ValueError(f'image size {size[0]}x{size[1]} must be a multiple of '
-                             f'{self.size_multiple} for this backbone')
+        size = check_network_input(image, self.size_multiple, 'this backbone')
         need_tokens = self.depth_head is not None and self.depth_head.use_clstoken
         if need_tokens:
             maps, tokens = self.backbone.forward_with_tokens(image)

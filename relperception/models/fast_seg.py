@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from relperception.models.preprocess import check_network_input
 from relperception.models.presets import deep_merge
 import torch
 from torch import nn
@@ -330,15 +331,7 @@ class FastSegModel(nn.Module):
 
     def forward(self, image: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Return ``{'depth': (B,1,H,W), 'logits': (B,K,H,W)}`` (see the module docstring)."""
-        if image.dim() != 4 or image.shape[1] != 3:
-            raise ValueError(f'image must be (B, 3, H, W) float, got {tuple(image.shape)}')
-        if not image.is_floating_point():
-            raise ValueError(f'image must be a float tensor, got {image.dtype}')
-        size = image.shape[-2:]
-        if size[0] % self.size_multiple or size[1] % self.size_multiple \
-                or size[0] == 0 or size[1] == 0:
-            raise ValueError(f'image size {size[0]}x{size[1]} must be a positive multiple of '
-                             f'{self.size_multiple} for fast_seg')
+        size = check_network_input(image, self.size_multiple, 'fast_seg')
         maps = self.backbone(image)
         out = {}
         if self.depth_head is not None:

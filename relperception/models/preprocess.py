@@ -239,3 +239,30 @@ def _two_tap(a: np.ndarray, weight_a: np.ndarray, b: np.ndarray, weight_b: np.nd
     """Return float32 ``a * weight_a + b * weight_b`` as ``fma(a, weight_a, b * weight_b)``."""
     second = (b * weight_b).astype(np.float32)
     return (a.astype(np.float64) * weight_a + second).astype(np.float32)
+
+
+def check_network_input(image, size_multiple: int, model: str):
+    """Check a network input tensor; return its (H, W) as shape values (traceable).
+
+    Args:
+        image: (B, 3, H, W) float tensor.
+        size_multiple: H and W must be positive multiples of it.
+        model: the model's name, for the message.
+
+    Returns:
+        ``image.shape[-2:]``: shape values rather than Python ints, so that a graph traced
+        into ONNX keeps its input size dynamic.
+
+    Raises:
+        ValueError: another rank or channel count, a non-float tensor, or a size that is not a
+            positive multiple of ``size_multiple``.
+    """
+    if image.dim() != 4 or image.shape[1] != 3:
+        raise ValueError(f'image must be (B, 3, H, W) float, got {tuple(image.shape)}')
+    if not image.is_floating_point():
+        raise ValueError(f'image must be a float tensor, got {image.dtype}')
+    size = image.shape[-2:]
+    if size[0] % size_multiple or size[1] % size_multiple or size[0] == 0 or size[1] == 0:
+        raise ValueError(f'image size {size[0]}x{size[1]} must be a positive multiple of '
+                         f'{size_multiple} for {model}')
+    return size
