@@ -51,7 +51,8 @@ from relperception.evaluation.report import write_json
 from relperception.matching.base import build_matcher
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-KITTI = {'kitti06': 'kitti_odometry_06_f0000-0050', 'kitti01': 'kitti_odometry_01_f0000-0050'}
+#: KITTI dev sequences (names of bench/pairs_bench.py's DATASETS).
+KITTI = ('kitti06', 'kitti01')
 TUM = 'tum_rgbd_fr3_long_office_household_1hz_17f/rgb'
 CAMVID = 'camvid_segnet_val_40/images'
 SIZE = (480, 640)
@@ -132,23 +133,12 @@ def unrelated_pairs(all_views: dict, data_dir: Path, count: int, rng: np.random.
 
 def kitti_groups(data_dir: Path, work: Path, gaps, max_pairs):
     """Return {'<kitti> gap <g>': [ImagePair]} of the KITTI dev sequences present."""
-    from relperception.data.converters import convert_kitti
-    from relperception.evaluation.bag_pairs import pairs_from_bag
-
-    groups = {}
-    for name, folder in KITTI.items():
-        source = data_dir / folder
-        if not source.is_dir():
-            logging.warning('%s not found: skipping %s', source, name)
-            continue
-        bag = work / name
-        convert_kitti(source, bag)
-        pairs = pairs_from_bag(bag, gaps, max_pairs=max_pairs)
-        for gap in gaps:
-            selected = [p for p in pairs if p.gap == gap]
-            if selected:
-                groups[f'{name} gap {gap}'] = selected
-    return groups
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from pairs_bench import make_pair_groups
+    finally:
+        sys.path.pop(0)
+    return make_pair_groups(data_dir, work, gaps, 0, max_pairs, datasets=KITTI)
 
 
 def build_matchers(args, config):

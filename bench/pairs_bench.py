@@ -57,10 +57,15 @@ DATASETS = {
 
 
 def make_pair_groups(data_dir: Path, work: Path, gaps, synthetic: int, max_pairs,
-                     seed: int = 100) -> dict:
-    """Return {'<dataset> gap <g>': [ImagePair, ...]} for the datasets present and synthetic."""
+                     seed: int = 100, datasets=None) -> dict:
+    """Return {'<dataset> gap <g>': [ImagePair, ...]} for the datasets present and synthetic.
+
+    ``datasets``: the names of :data:`DATASETS` to use (default: all).
+    """
     groups = {}
     for name, (kind, folder) in DATASETS.items():
+        if datasets is not None and name not in datasets:
+            continue
         source = data_dir / folder
         if not source.is_dir():
             logging.warning('%s not found: skipping %s', source, name)
