@@ -6,8 +6,9 @@ Three measurements, each matcher WITHOUT a motion prior (two-view matching):
 
 1. **Synthetic 3-D pairs** (relative pose AUC@5/10/20, LoFTR / SuperGlue protocol of
    :mod:`relperception.evaluation.pairs`): two views of held-out synthetic rooms (scene seeds
-   ``--seeds``, default 5000-5004, never used for training: ``loftr_lite`` trains on seeds 0-23
-   and validates on 900-901), rendered at 640 x 480 with
+   ``--seeds``, default 5000-5004, never used for training: the shipped ``loftr_lite`` saw
+   seeds 0-7, the scene-pair recipe of its model card seeds 0-23 with validation on 900-901),
+   rendered at 640 x 480 with
    ``training.scene_pairs.render_scene_views`` (the same view generator as the training
    pairs). *wide*: rotation >= 30 deg between the views; *moderate*: 5-30 deg; every pair
    with a camera distance >= 0.3 m and at least 20 % of the coarse cells of image 0 covisible

@@ -11,6 +11,10 @@ Modules (imported on first use, so ``import relperception.training`` stays light
 * :mod:`~relperception.training.dense_data` -- CamVid-layout folders, RGB-D bags and synthetic
   scenes as training datasets.
 * :mod:`~relperception.training.dense_losses` -- cross entropy, SILog + L1 depth losses, mIoU.
+* :mod:`~relperception.training.homography`, :mod:`~relperception.training.scene_pairs`,
+  :mod:`~relperception.training.loftr_losses`, :mod:`~relperception.training.matcher_train`
+  -- LoFTR matcher training: homography pairs, synthetic 3-D scene pairs with depth-warp
+  ground truth, negative pairs, LoFTR's losses and ``train matcher``.
 """
 
 from __future__ import annotations

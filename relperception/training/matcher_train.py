@@ -1,6 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Train the LoFTR matcher on random homographies of single images (``train matcher``).
+"""Train the LoFTR matcher on homographies, 3-D scene pairs and negatives (``train matcher``).
 
 Each step draws image pairs from :class:`~relperception.training.homography.HomographyPairDataset`,
 computes the exact coarse ground truth of the homography, and minimises LoFTR's coarse focal
@@ -14,6 +14,14 @@ Data (``data_paths``): image files and folders (png/jpg, read as grey) and/or sy
 ``synth:SEEDS[:FRAMES[:WxH]]`` (``relperception.data.synthetic``, licence-free; see
 ``dense_data.parse_synthetic_spec``). Held-out evaluation (``evaluate_homography``) measures the
 precision of the model's own matches (``mask``) against the true homography.
+
+Mixed training (``scene_pairs``, negatives): the pairs come from
+:class:`~relperception.training.scene_pairs.MixedMatcherPairDataset` -- the homographies above,
+two views of synthetic rooms with depth-warp ground truth (LoFTR's ScanNet supervision) and
+negative pairs of unrelated sources -- and the loss adds the unmatched-cell term of
+:mod:`~relperception.training.loftr_losses`, so that cells without a correspondence (out of
+view, occluded, or in an unrelated image) learn a low confidence. Validation then also reports
+the precision on held-out scene pairs and the match count on held-out negative pairs.
 """
 
 from __future__ import annotations
