@@ -47,9 +47,12 @@ import cv2
 import numpy as np
 from relperception.config import load_config, section
 from relperception.data.pairs import ImagePair
-from relperception.evaluation.pairs import evaluate_pairs, format_pairs_table
+from relperception.evaluation.pairs import format_pairs_table
 from relperception.evaluation.report import write_json
 from relperception.matching.base import build_matcher
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pairs_bench import evaluate_groups, make_pair_groups  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: KITTI dev sequences (names of bench/pairs_bench.py's DATASETS).
@@ -134,11 +137,6 @@ def unrelated_pairs(all_views: dict, data_dir: Path, count: int, rng: np.random.
 
 def kitti_groups(data_dir: Path, work: Path, gaps, max_pairs):
     """Return {'<kitti> gap <g>': [ImagePair]} of the KITTI dev sequences present."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
-        from pairs_bench import make_pair_groups
-    finally:
-        sys.path.pop(0)
     return make_pair_groups(data_dir, work, gaps, 0, max_pairs, datasets=KITTI)
 
 
@@ -214,12 +212,7 @@ def main(argv=None) -> int:
     matchers, failed = build_matchers(args, config)
     summaries, rows, counts = {}, {}, {}
     for name, matcher in matchers.items():
-        for group, pairs in groups.items():
-            logging.info('%s on %s (%d pairs)', name, group, len(pairs))
-            result = evaluate_pairs(matcher, pairs)
-            key = f'{name} | {group}'
-            summaries[key] = {'matcher': name, 'pairs': group, **result['summary']}
-            rows[key] = result['rows']
+        evaluate_groups(name, matcher, groups, summaries, rows)
         counts[name] = []
         for pair_name, image0, image1 in unrelated:
             try:

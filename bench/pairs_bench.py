@@ -85,6 +85,16 @@ def make_pair_groups(data_dir: Path, work: Path, gaps, synthetic: int, max_pairs
     return groups
 
 
+def evaluate_groups(name: str, matcher, groups: dict, summaries: dict, rows: dict) -> None:
+    """Evaluate ``matcher`` on every pair group; add ``'<name> | <group>'`` entries in place."""
+    for group, pairs in groups.items():
+        logging.info('%s on %s (%d pairs)', name, group, len(pairs))
+        result = evaluate_pairs(matcher, pairs)
+        key = f'{name} | {group}'
+        summaries[key] = {'matcher': name, 'pairs': group, **result['summary']}
+        rows[key] = result['rows']
+
+
 def main(argv=None) -> int:
     """Run the benchmark, print the table, write JSON and a bar plot."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -123,12 +133,7 @@ def main(argv=None) -> int:
             failed[name] = f'{type(exc).__name__}: {exc}'
             logging.error('matcher %s not evaluated: %s', name, exc)
             continue
-        for group, pairs in groups.items():
-            logging.info('%s on %s (%d pairs)', name, group, len(pairs))
-            result = evaluate_pairs(matcher, pairs)
-            key = f'{name} | {group}'
-            summaries[key] = {'matcher': name, 'pairs': group, **result['summary']}
-            rows[key] = result['rows']
+        evaluate_groups(name, matcher, groups, summaries, rows)
     table = format_pairs_table(summaries) if summaries else '(no matcher could be evaluated)'
     print(table)
     if failed:
