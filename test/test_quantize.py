@@ -6,10 +6,9 @@ Tiny random-weight models (``test_dense_pipeline.write_tiny_model``: a ResNet at
 and a 4-block ViT, 64x96 input) are exported with dynamic size, reduced, and run with
 onnxruntime on synthetic frames, at the export size and at another size. Tolerances, relative
 to the largest float32 value of each output on the same inputs: FP16 0.5 % (float16 keeps 11
-significant bits; seen: 0.08 %), INT8 15 % worst pixel and 3 % mean (8-bit activations of
-untrained weights; seen: 8 % worst, on the logits at the other size; the trained models'
-accuracy is measured by ``bench/quantize_bench.py``), and labels (argmax) equal on >= 99 %
-(FP16) / 95 % (INT8) of the pixels.
+significant bits), INT8 15 % worst pixel and 3 % mean (8-bit activations of untrained weights;
+the trained models' accuracy is measured by ``bench/quantize_bench.py``), and labels (argmax)
+equal on >= 99 % (FP16) / 95 % (INT8) of the pixels.
 """
 
 import logging
