@@ -297,6 +297,32 @@ class TestNCCMatcher:
         with pytest.raises(ValueError):
             matcher.match(image0, image1, predict=lambda k: k[:, :1])
 
+    def test_select_matches_a_subset_as_among_all(self):
+        """``select`` keeps keypoints; each kept one gets exactly its match among all."""
+        image0 = textured_image(240, 320, seed=3)
+        image1 = warp(image0, [[1, 0.02, 6.5], [-0.01, 1, -3.25]])
+        matcher = NCCMatcher()
+        assert matcher.selects_keypoints
+        full = matcher.match(image0, image1)
+        seen = []
+
+        def select(keypoints0):
+            seen.append(keypoints0.copy())
+            return keypoints0[:, 0] < 160
+
+        subset = matcher.match(image0, image1, select=select)
+        assert len(seen) == 1 and len(seen[0]) > len(full)   # all keypoints were offered
+        assert 0 < len(subset) < len(full) and np.all(subset.keypoints0[:, 0] < 160)
+        left = full.keypoints0[:, 0] < 160
+        np.testing.assert_array_equal(subset.keypoints0, full.keypoints0[left])
+        np.testing.assert_array_equal(subset.keypoints1, full.keypoints1[left])
+        np.testing.assert_array_equal(subset.confidence, full.confidence[left])
+        nothing = matcher.match(image0, image1, select=lambda k: np.zeros(len(k), bool))
+        assert len(nothing) == 0
+        for bad in (lambda k: np.ones(len(k) - 1, bool), lambda k: np.ones(len(k))):
+            with pytest.raises(ValueError, match='select'):
+                matcher.match(image0, image1, select=bad)
+
     def test_rotation(self):
         """A small rotation is followed point by point."""
         angle_deg = 4.0

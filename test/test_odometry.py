@@ -769,6 +769,45 @@ class TestMonocularMap:
         assert abs(np.log(np.median(ratios) / np.median(before))) < 0.1
         assert vo.map_stats()['map_initializations'] == 1
 
+    def test_map_tracking_matches_only_keypoints_on_map_points(self, sequence):
+        """Frames tracked by the map match only the keyframe's landmarks; all on a failure."""
+        camera, frames = sequence
+        black = Frame(np.zeros((HEIGHT, WIDTH, 3), np.uint8), frames[12].stamp_ns, camera)
+
+        class RecordingMatcher:
+            """The real NCC matcher, recording how each tracking call was made."""
+
+            selects_keypoints = True
+
+            def __init__(self):
+                self.inner, self.calls = NCCMatcher(), []
+
+            def match(self, image0, image1, predict=None, select=None):
+                matches = self.inner.match(image0, image1, predict=predict, select=select)
+                self.calls.append((select is not None, int(image1.max()) == 0, len(matches)))
+                return matches
+
+        matcher = RecordingMatcher()
+        vo = VisualOdometry(matcher, {'mode': 'mono'})
+        results = _run(vo, camera, frames[:20], use_depth=False, replace={12: black})
+        vo.close()
+        assert results[12].status == 'lost' and results[13].status == 'reinitialized'
+        map_frames = [r for r in results if r.scale_source == 'map']
+        assert len(map_frames) >= 15
+        selected = [call for call in matcher.calls if call[0]]
+        assert len(selected) >= len(map_frames)
+        # The black frame: the landmarks find nothing, then every keypoint is tried.
+        on_black = [call for call in matcher.calls if call[1]]
+        assert on_black == [(True, True, 0), (False, True, 0)]
+        # Only keypoints on map points were matched: (almost) all are PnP inliers.
+        for r in map_frames:
+            assert r.num_matches > 30 and r.num_inliers >= 0.8 * r.num_matches
+        matcher.selects_keypoints = False   # as a matcher that cannot select
+        full = _run(VisualOdometry(matcher, {'mode': 'mono'}), camera, frames[:12],
+                    use_depth=False)
+        assert np.median([r.num_matches for r in full[4:]]) \
+            > 1.2 * np.median([r.num_matches for r in results[4:12]])
+
     def test_map_settings_are_checked(self):
         for bad in ({'ba_window_keyframes': -1}, {'keyframe_min_tracked_ratio': 1.5},
                     {'mono_map': 'yes'}, {'ba_max_points': 0},

@@ -11,6 +11,12 @@ A matcher may say ``repeatable_keypoints = False`` (class attribute; True when a
 image 0 of another pair, so points cannot be followed from pair to pair (LoFTR: coarse grid
 cells refined in image 1 only). Visual odometry's monocular local map needs repeatable
 keypoints; with other matchers it uses two-view steps.
+
+A matcher may say ``selects_keypoints = True`` (class attribute; False when absent): its
+``match`` then takes ``select``, a callable (N, 2) keypoints of image 0 -> (N,) bool, and matches
+only the keypoints it keeps. Each keypoint is matched on its own, so the kept keypoints get the
+matches they would get among all of them; visual odometry's map tracking matches only the
+keyframe's keypoints that carry map points.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ SHIPPED_WEIGHTS = 'shipped'
 #: Signature of a motion prior: (N, 2) float32 keypoints of image 0 (pixels) ->
 #: (N, 2) float32 predicted positions in image 1 (pixels), NaN where there is no prediction.
 Predictor = Callable[[np.ndarray], np.ndarray]
+
+#: Signature of a keypoint selection: (N, 2) float32 keypoints of image 0 (pixels) -> (N,) bool,
+#: True for the keypoints to match (matchers with ``selects_keypoints = True``).
+Selector = Callable[[np.ndarray], np.ndarray]
 
 
 @runtime_checkable

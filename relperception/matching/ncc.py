@@ -39,14 +39,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import logging
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import cv2
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from relperception.core_types import Matches
-from relperception.matching.base import check_gray_pair
+from relperception.matching.base import check_gray_pair, Predictor, Selector
 from relperception.matching.image_cache import ImageCache
 from relperception.matching.keypoints import detect_keypoints
 from relperception.validation import as_rows
@@ -454,6 +454,8 @@ class NCCMatcher:
 
     #: Keypoints are corners of image 0 (see ``relperception.matching.base``).
     repeatable_keypoints = True
+    #: ``match`` takes ``select``; every keypoint is tracked independently of the others.
+    selects_keypoints = True
 
     default_conf = {
         'max_keypoints': 1000,          # keypoints per frame
@@ -512,7 +514,8 @@ class NCCMatcher:
         number('min_patch_std', 0.0, 255.0)
 
     def match(self, image0: np.ndarray, image1: np.ndarray,
-              predict: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Matches:
+              predict: Optional[Predictor] = None,
+              select: Optional[Selector] = None) -> Matches:
         """Match keypoints of ``image0`` into ``image1``.
 
         Args:
@@ -521,6 +524,8 @@ class NCCMatcher:
             predict: optional motion prior: (N, 2) float32 keypoints of image 0 (pixels) ->
                 (N, 2) float32 predicted positions in image 1 (pixels), NaN where unknown;
                 the coarsest search is centred there instead of on the keypoint.
+            select: optional (N, 2) float32 keypoints of image 0 -> (N,) bool: only the
+                keypoints it keeps are matched (each gets the match it gets among all).
 
         Returns:
             ``Matches``: keypoints0 (N, 2) float32 integer corner positions in image 0,
@@ -529,7 +534,7 @@ class NCCMatcher:
 
         Raises:
             ValueError: for images that are not equally sized non-empty (H, W) uint8 arrays,
-                or a prior that does not return (N, 2).
+                a prior that does not return (N, 2) or a selection that does not return (N,).
         """
         check_gray_pair(image0, image1)
         c = self.conf
@@ -540,6 +545,12 @@ class NCCMatcher:
                      c['min_corner_quality'], half),
             lambda: _read_only(detect_keypoints(image0, c['max_keypoints'], c['cell_size_px'],
                                                 c['min_corner_quality'], border_px=half)))
+        if select is not None and len(keypoints0):
+            keep = np.asarray(select(keypoints0.copy()))
+            if keep.shape != (len(keypoints0),) or keep.dtype != bool:
+                raise ValueError(f'select must return a ({len(keypoints0)},) bool array, '
+                                 f'got {keep.dtype} {keep.shape}')
+            keypoints0 = keypoints0[keep]
         if len(keypoints0) == 0:
             _LOGGER.debug('ncc: no keypoints')
             return Matches.empty()

@@ -22,15 +22,19 @@ reference keyframe -> current frame):
    matched pixels with depth are its points.
 2. **Tracking** (:meth:`MapTracker.track`): the matched keyframe keypoints are looked up in
    the keyframe's landmark table; the pose is ``cv2.solvePnPRansac`` against those map points
-   (world frame). No scale is assumed: it comes from the map.
+   (world frame). No scale is assumed: it comes from the map. A matcher that can select
+   keypoints (``selects_keypoints``, NCC) matches only the keyframe keypoints that carry map
+   points, the only ones PnP uses; when tracking fails, VO matches all of them again.
 3. **Keyframe insertion** (:meth:`MapTracker.begin_keyframe`, then
    :meth:`MapTracker.complete_keyframe` in the background): the new keyframe's own
    keypoints are matched back into the reference keyframe (the motion prior is the local
-   flow of the forward matches); a keypoint that lands on a forward match of a map point, or
-   on a landmark of the reference keyframe, observes that point again (checked by
-   reprojection); the others are back-projected with the new keyframe's depth (RGB-D map,
-   checked by reprojection into the reference) or triangulated with the two poses and kept
-   when they pass :func:`~relperception.odometry.local_map.triangulate_checked`.
+   flow of the nearest forward matches, within ``_FLOW_PRIOR_RADIUS_PX``: the forward matches
+   are those of the map points, so they are sparser than the keypoints); a keypoint that lands
+   on a forward match of a map point, or on a landmark of the reference keyframe, observes
+   that point again (checked by reprojection); the others are back-projected with the new
+   keyframe's depth (RGB-D map, checked by reprojection into the reference) or triangulated
+   with the two poses and kept when they pass
+   :func:`~relperception.odometry.local_map.triangulate_checked`.
 4. **Windowed bundle adjustment** after every insertion, on the last ``ba_window_keyframes``
    keyframes (:func:`~relperception.odometry.bundle_adjustment.bundle_adjust`; depth
    readings, or hinted distances (``hint_sigma_rel``), as residuals in a metric map, whose
@@ -79,7 +83,7 @@ _ASSOCIATION_PX = 1.0
 #: Reprojection limit of points (multiple of ``ransac_threshold_px``, at least 2 px).
 _POINT_ERROR_FACTOR = 2.0
 #: Radius (pixels) within which forward flow predicts a reverse match.
-_FLOW_PRIOR_RADIUS_PX = 40.0
+_FLOW_PRIOR_RADIUS_PX = 120.0
 #: A keyframe-to-keyframe speed change beyond this factor is reported as a scale jump.
 SCALE_JUMP_FACTOR = 2.0
 

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import logging
 import numbers
 import time
@@ -202,6 +203,11 @@ def _same_camera(camera0: Camera, camera1: Camera) -> bool:
     return ((camera0.width, camera0.height) == (camera1.width, camera1.height)
             and np.allclose(camera0.K, camera1.K)
             and np.array_equal(camera0.distortion, camera1.distortion))
+
+
+def _on_map_points(local_map, reference, keypoints0: np.ndarray) -> np.ndarray:
+    """Return (N,) bool: which keypoints (N, 2) of ``reference`` carry a map point."""
+    return local_map.lookup(reference, keypoints0) >= 0
 
 
 def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
@@ -807,10 +813,15 @@ class VisualOdometry:
 
     # ------------------------------------------------------------------ estimation
 
-    def _match(self, kf: _Keyframe, gray: np.ndarray, predict, mode_name: str):
-        """Return the matches keyframe -> frame, or a :class:`_Failure`."""
+    def _match(self, kf: _Keyframe, gray: np.ndarray, predict, mode_name: str,
+               select=None):
+        """Return the matches keyframe -> frame, or a :class:`_Failure`.
+
+        ``select`` (a ``Selector``) is passed only to matchers with ``selects_keypoints``.
+        """
+        kwargs = {'select': select} if select is not None else {}
         try:
-            matches = self.matcher.match(kf.gray, gray, predict=predict)
+            matches = self.matcher.match(kf.gray, gray, predict=predict, **kwargs)
         except (ValueError, cv2.error, np.linalg.LinAlgError, FloatingPointError) as error:
             logger.warning('matcher failed: %s', error)
             return _Failure(f'matcher failed: {error}', mode=mode_name)
@@ -903,7 +914,11 @@ class VisualOdometry:
             reference = None
         predict = self._make_predict(frame, False, reference) \
             if conf['use_motion_prior'] else None
-        matches = self._match(kf, gray, predict, 'mono')
+        select = None
+        if reference is not None and getattr(self.matcher, 'selects_keypoints', False):
+            # Only keypoints on map points serve PnP: the others are matched only if it fails.
+            select = functools.partial(_on_map_points, tracker.map, reference)
+        matches = self._match(kf, gray, predict, 'mono', select)
         if isinstance(matches, _Failure):
             return matches
         note = ''
@@ -916,6 +931,10 @@ class VisualOdometry:
                                  track.message,
                                  'hinted_map' if tracker.kind == 'hinted' else 'map', track)
             note = f'map tracking failed ({track}); '
+            if select is not None:
+                matches = self._match(kf, gray, predict, 'mono')
+                if isinstance(matches, _Failure):
+                    return matches
         finite = np.isfinite(matches.keypoints0).all(axis=1) \
             & np.isfinite(matches.keypoints1).all(axis=1)
         if np.count_nonzero(finite) < conf['min_matches']:
