@@ -355,6 +355,26 @@ class TestUnmatchedLoss:
             pytest.approx(float(loftr_loss(flat, gt, None, None, off, unmatched0,
                                            unmatched1)[0]))
 
+    def test_top_fraction_averages_the_hardest_cells(self):
+        conf = torch.tensor([[[0.6, 0.1, 0.0], [0.05, 0.02, 0.0], [0.3, 0.0, 0.01]]],
+                            requires_grad=True)
+        unmatched = torch.ones(1, 3, dtype=torch.bool)
+        cfg = LoFTRLossConfig(unmatched_gamma=1.0, unmatched_top_fraction=0.5)
+        loss = unmatched_focal_loss(conf, unmatched, unmatched, cfg)
+        # Row maxima 0.6, 0.05, 0.3 and column maxima 0.6, 0.1, 0.01: the top 3 of 6.
+        best = torch.tensor([0.6, 0.6, 0.3])
+        torch.testing.assert_close(loss, (-0.25 * best * torch.log(1 - best)).mean())
+        loss.backward()
+        # Only the hard cells get a gradient; the easy ones (0.05, 0.1, 0.01) none.
+        assert conf.grad[0, 1].abs().sum() == 0 and conf.grad[0, 0, 1] == 0
+        assert conf.grad[0, 0, 0] > 0 and conf.grad[0, 2, 0] > 0
+        everything = unmatched_focal_loss(conf, unmatched, unmatched,
+                                          LoFTRLossConfig(unmatched_gamma=1.0))
+        assert float(everything) < float(loss)
+        for bad in (0.0, 1.5, float('nan')):
+            with pytest.raises(ValueError, match='unmatched_top_fraction'):
+                LoFTRLossConfig(unmatched_top_fraction=bad)
+
     def test_gradient_goes_to_the_row_maximum(self):
         sim = torch.randn(1, 6, 6, requires_grad=True)
         conf = dual_softmax(sim)
@@ -401,7 +421,8 @@ class TestMixedTraining:
         def args(**kw):
             base = {'scene_pairs': None, 'scene_fraction': 0.45, 'wide_fraction': 0.5,
                     'negative_fraction': None, 'unmatched_weight': None,
-                    'unmatched_gamma': None, 'val_scenes': None}
+                    'unmatched_gamma': None, 'unmatched_top_fraction': 1.0,
+                    'val_scenes': None}
             base.update(kw)
             return argparse.Namespace(**base)
 
@@ -418,3 +439,8 @@ class TestMixedTraining:
             _matcher_mix_options(args(unmatched_weight=-1.0))
         with pytest.raises(ValueError, match='--unmatched-gamma'):
             _matcher_mix_options(args(unmatched_gamma=-1.0))
+        hard = _matcher_mix_options(args(scene_pairs=['synth:0-3'], unmatched_top_fraction=0.1))
+        assert hard['loss_config'].unmatched_top_fraction == 0.1
+        assert extra['loss_config'].unmatched_top_fraction == 1.0
+        with pytest.raises(ValueError, match='--unmatched-top-fraction'):
+            _matcher_mix_options(args(unmatched_top_fraction=0.0))

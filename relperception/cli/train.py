@@ -177,6 +177,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     matcher.add_argument('--unmatched-gamma', type=float, default=None,
                          help='focal gamma of that loss (default 1 with scene or negative '
                               'pairs)')
+    matcher.add_argument('--unmatched-top-fraction', type=float, default=1.0,
+                         help='average that loss over this fraction (0, 1] of the unmatched '
+                              'cells with the largest confidence, the hard negatives (1: all)')
     matcher.add_argument('--val-scenes', nargs='+', metavar='SPEC',
                          help='held-out rooms for the scene / negative-pair validation of '
                               'mixed training (default synth:900-901:12)')
@@ -244,17 +247,23 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
         raise ValueError(f'--unmatched-weight must be >= 0, got {args.unmatched_weight}')
     if args.unmatched_gamma is not None and args.unmatched_gamma < 0:
         raise ValueError(f'--unmatched-gamma must be >= 0, got {args.unmatched_gamma}')
+    if not 0.0 < args.unmatched_top_fraction <= 1.0:
+        raise ValueError('--unmatched-top-fraction must be in (0, 1], got '
+                         f'{args.unmatched_top_fraction}')
     gamma = DEFAULT_UNMATCHED_GAMMA if args.unmatched_gamma is None else args.unmatched_gamma
+    top = args.unmatched_top_fraction
     if not args.scene_pairs and not negative:
         if args.unmatched_weight:
             return {'loss_config': LoFTRLossConfig(unmatched_weight=args.unmatched_weight,
-                                                   unmatched_gamma=gamma)}
+                                                   unmatched_gamma=gamma,
+                                                   unmatched_top_fraction=top)}
         return {}
     extra = {'scene_pairs': args.scene_pairs,
              'pair_mix': PairMix(scene_fraction=args.scene_fraction if args.scene_pairs else 0.0,
                                  negative_fraction=negative, wide_fraction=args.wide_fraction)}
     weight = DEFAULT_UNMATCHED_WEIGHT if args.unmatched_weight is None else args.unmatched_weight
-    extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma)
+    extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma,
+                                           unmatched_top_fraction=top)
     if args.val_scenes is not None:
         extra['val_scenes'] = args.val_scenes
     return extra

@@ -30,6 +30,7 @@ Following the LoFTR paper (Sun et al., CVPR 2021):
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -51,6 +52,9 @@ class LoFTRLossConfig:
         unmatched_weight: weight of the unmatched-cell term (0: off, the loss of the homography
             recipe; see the module docstring).
         unmatched_gamma: focal gamma of the unmatched-cell term (None: ``focal_gamma``).
+        unmatched_top_fraction: the unmatched-cell term averages over this fraction (0, 1] of
+            the unmatched cells of the batch with the largest confidence (hard negatives:
+            the cells the matcher would output); 1: all of them.
     """
 
     focal_alpha: float = 0.25
@@ -63,6 +67,13 @@ class LoFTRLossConfig:
     correct_threshold: float = 1.0
     unmatched_weight: float = 0.0
     unmatched_gamma: Optional[float] = None
+    unmatched_top_fraction: float = 1.0
+
+    def __post_init__(self):
+        """Check the fraction of hard unmatched cells."""
+        if not 0.0 < self.unmatched_top_fraction <= 1.0:
+            raise ValueError('unmatched_top_fraction must be in (0, 1], got '
+                             f'{self.unmatched_top_fraction}')
 
 
 def coarse_focal_loss(conf: torch.Tensor, conf_gt: torch.Tensor,
@@ -117,8 +128,9 @@ def unmatched_focal_loss(conf: torch.Tensor, unmatched0: torch.Tensor, unmatched
         config: ``LoFTRLossConfig`` (``focal_alpha``, ``unmatched_gamma``).
 
     Returns:
-        Scalar mean of ``-alpha * p^gamma * log(1 - p)`` over the unmatched cells, ``p`` the
-        cell's largest confidence; 0 (with a gradient path) without unmatched cells.
+        Scalar mean of ``-alpha * p^gamma * log(1 - p)`` over the unmatched cells (the
+        ``unmatched_top_fraction`` of them with the largest ``p``), ``p`` the cell's largest
+        confidence; 0 (with a gradient path) without unmatched cells.
 
     Raises:
         ValueError: on bad shapes.
@@ -134,6 +146,8 @@ def unmatched_focal_loss(conf: torch.Tensor, unmatched0: torch.Tensor, unmatched
         return conf.sum() * 0.0
     gamma = cfg.focal_gamma if cfg.unmatched_gamma is None else cfg.unmatched_gamma
     best = torch.cat([conf.amax(2)[unmatched0], conf.amax(1)[unmatched1]])
+    if cfg.unmatched_top_fraction < 1.0:
+        best = best.topk(max(1, math.ceil(cfg.unmatched_top_fraction * len(best)))).values
     best = best.clamp(1e-6, 1.0 - 1e-6)
     return (-cfg.focal_alpha * torch.pow(best, gamma) * (1.0 - best).log()).mean()
 
