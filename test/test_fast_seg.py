@@ -57,7 +57,7 @@ class TestModel:
         assert isinstance(model, FastSegModel) and model.num_classes == 11
         assert (conf['input']['height'], conf['input']['width']) == (360, 480)
         assert conf['input']['multiple'] == 8 == model.size_multiple
-        assert conf['weights'] == '' and conf['class_names'][3] == 'Road'
+        assert conf['weights'] == 'fast_seg' and conf['class_names'][3] == 'Road'
         params = sum(p.numel() for p in model.parameters())
         assert params * 4 < 8e6   # ships as float32 under 8 MB
         assert model.backbone.out_channels == [48, 128] and model.backbone.strides == [4, 8]

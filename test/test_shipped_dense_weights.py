@@ -15,16 +15,18 @@ import numpy as np
 import pytest
 from relperception.models.dense import build_dense_model
 from relperception.models.presets import load_model_config
-from relperception.models.weights import read_manifest
+from relperception.models.weights import read_manifest, read_trained_heads, shipped_weights
 from relperception.training.dense_data import (
     evaluate_depth, evaluate_segmentation, SegmentationFolderDataset, synthetic_frames)
 
 HELD_OUT_SEED = 4242
 
-#: name -> minimum delta1 / maximum AbsRel on the held-out synthetic frames, minimum CamVid mIoU.
+#: name -> minimum delta1 / maximum AbsRel on the held-out synthetic frames, minimum CamVid mIoU
+#: (no depth figures: the weights train segmentation only, and publish no depth).
 MINIMUMS = {
     'conv_small': {'delta1': 0.7, 'abs_rel': 0.18, 'miou': 0.45},
     'vit_small': {'delta1': 0.75, 'abs_rel': 0.2, 'miou': 0.28},
+    'fast_seg': {'miou': 0.5},
 }
 
 
@@ -48,6 +50,10 @@ def _shipped_model(name):
 class TestShippedDenseWeights:
     def test_depth_on_held_out_synthetic(self, name, held_out):
         model, conf = _shipped_model(name)
+        if 'delta1' not in MINIMUMS[name]:
+            # Segmentation-only weights: the pipeline publishes no depth from them.
+            assert read_trained_heads(shipped_weights(name)) == ('segmentation',)
+            return
         metrics = evaluate_depth(model, *held_out, conf)
         assert metrics['delta1'] >= MINIMUMS[name]['delta1'], metrics
         assert metrics['abs_rel'] <= MINIMUMS[name]['abs_rel'], metrics

@@ -49,8 +49,8 @@ Presets:
   stride 8, an inverted-residual context path to stride 32 with a global pool, fusion at
   stride 8, classification refined at stride 4) with a light metric depth head on the fused
   map; CamVid classes, input 360 x 480 fixed (CamVid's own size, multiple 8). Made to be
-  trained on CamVid at full resolution (``train seg --device-augment`` on a GPU, see the
-  README); no weights are shipped yet.
+  trained on CamVid at full resolution (``train seg --device-augment``, see the README);
+  shipped weights: segmentation only (``relperception/weights/fast_seg.md``), no depth.
 * ``resnet18`` / ``resnet34`` / ``resnet50``, ``vit_s14`` / ``vit_b14`` / ``vit_s16`` /
   ``vit_b16``: full-size architectures with both heads, for users' own weights (no weights
   shipped); backbone-only torchvision / DINOv2 files load with
@@ -157,7 +157,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         _input(240, 320, 16), weights='vit_small'),
     'fast_seg': _preset(
         'real-time CPU segmentation (Fast-SCNN / BiSeNet family) + light metric depth head, '
-        'CamVid classes, 360 x 480; no weights shipped yet',
+        'CamVid classes, 360 x 480; shipped weights: segmentation only',
         {'architecture': 'fast_seg',
          'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
                       'context_channels': [96, 128], 'context_blocks': [3, 4],
@@ -166,7 +166,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
          'heads': {'depth': {'features': 32},
                    'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
                                     'refine_features': 32, 'dropout': 0.1}}},
-        _input(360, 480, 8)),
+        _input(360, 480, 8), weights='fast_seg'),
     'depth_anything_v2_vits': _depth_anything(None),
     'depth_anything_v2_metric_hypersim_vits': _depth_anything(20.0),
     'depth_anything_v2_metric_vkitti_vits': _depth_anything(80.0),
