@@ -278,9 +278,10 @@ class TestMatcherTraining:
                                    size=(64, 64), length=2, seed=1)
         batch = {k: torch.stack([ds[i][k] for i in range(2)]) for k in ds[0]}
         loss_fn = make_loss_fn(max_fine_matches=32)
-        optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        # lr 1e-2 oscillates on some CPUs (the 16-step average then depends on the machine)
+        optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
         losses = []
-        for _ in range(16):
+        for _ in range(24):
             loss, logs = loss_fn(model, batch)
             optimiser.zero_grad()
             loss.backward()
@@ -288,7 +289,7 @@ class TestMatcherTraining:
             losses.append(float(loss.detach()))
             assert logs['gt_matches'] > 10 and 'loss_f' in logs
         assert np.isfinite(losses).all()
-        # the loss is noisy from step to step at this learning rate: compare averages
+        # the loss is noisy from step to step: compare averages
         assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:3])
 
     def test_train_resume_and_evaluate(self, tmp_path):
