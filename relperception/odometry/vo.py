@@ -817,7 +817,8 @@ class VisualOdometry:
                select=None):
         """Return the matches keyframe -> frame, or a :class:`_Failure`.
 
-        ``select`` (a ``Selector``) is passed only to matchers with ``selects_keypoints``.
+        ``select`` (a ``Selector``) is passed on to the matcher; callers give one only to
+        matchers with ``selects_keypoints``.
         """
         kwargs = {'select': select} if select is not None else {}
         try:
