@@ -9,18 +9,20 @@ on the machine hits both. Results are printed as the ratio ``torch time / onnxru
 (target >= 1.5 on CPU), so they do not depend on how fast this machine is.
 
 Presets (``--presets``): ``conv_small`` and ``vit_small`` (the shipped defaults), ``fast_seg``
-(the real-time segmentation network), ``resnet18`` (full-width ResNet-18) and ``vit_s14``
+(the real-time segmentation network) and ``vit_hybrid`` (its hybrid-ViT counterpart),
+``resnet18`` (full-width ResNet-18) and ``vit_s14``
 (ViT-S/14, the Depth Anything V2 Small backbone). Sizes (``--sizes``): 240x320, 360x480
 (CamVid) and 480x640, rounded up to the preset's size multiple (ViT-S/14: 252x322 ...;
 ``conv_small`` at 360x480: 368x480). Outputs: ``depth``, ``logits`` and ``labels`` (argmax), as
 the pipeline uses them. Latency does not depend on the weights; without shipped weights the
 seeded random initialisation is used.
 
-Peer comparison (``--peer-presets``, default ``fast_seg`` and ``conv_small``; ``--no-peer``
-skips it): at 360x480 every peer preset and ESPNet (``bench/espnet_peer.py``: the published
-architecture re-implemented for timing, random weights, outputs ``logits`` and ``labels``) run
-through torch and onnxruntime in ONE interleaved timing, so that each model's time can be
-read against ESPNet's from the same run (``x ESPNet`` = its onnxruntime time / ESPNet's).
+Peer comparison (``--peer-presets``, default ``fast_seg``, ``vit_hybrid`` and ``conv_small``;
+``--no-peer`` skips it): at 360x480 every peer preset and ESPNet (``bench/espnet_peer.py``: the
+published architecture re-implemented for timing, random weights, outputs ``logits`` and
+``labels``) run through torch and onnxruntime in ONE interleaved timing, so that each model's
+time can be read against ESPNet's from the same run (``x ESPNet`` = its onnxruntime time /
+ESPNet's).
 
 On a machine loaded by other processes, multi-threaded torch eager suffers most: its OpenMP
 threads meet at a barrier after every operator and wait for a descheduled partner, so small
@@ -54,11 +56,11 @@ from espnet_peer import espnet_export_spec  # noqa: E402, I100
 from timing import interleaved_times  # noqa: E402, I100
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PRESETS = ('conv_small', 'fast_seg', 'resnet18', 'vit_small', 'vit_s14')
+PRESETS = ('conv_small', 'fast_seg', 'vit_hybrid', 'resnet18', 'vit_small', 'vit_s14')
 SIZES = ((240, 320), (360, 480), (480, 640))
 #: Input size of the peer comparison (CamVid's; ESPNet's published timing).
 PEER_SIZE = (360, 480)
-PEER_PRESETS = ('fast_seg', 'conv_small')
+PEER_PRESETS = ('fast_seg', 'vit_hybrid', 'conv_small')
 ESPNET = 'espnet (peer)'
 
 

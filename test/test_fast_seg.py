@@ -1,6 +1,7 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The ``fast_seg`` network, its export, on-device augmentation and the tiny training run."""
+"""The ``fast_seg`` network and its hybrid-ViT variant ``vit_hybrid``, their export, on-device
+augmentation and the tiny training runs."""
 
 import json
 
@@ -10,7 +11,7 @@ import pytest
 from relperception.cli.main import main
 from relperception.models.dense import build_dense_model
 from relperception.models.export import build_dense_export
-from relperception.models.fast_seg import FastSegModel
+from relperception.models.fast_seg import AttentionContext, FastSegModel
 from relperception.models.presets import load_model_config
 from relperception.models.weights import load_state_dict_file, read_trained_heads
 from relperception.runtime.model_export import export_spec
@@ -31,6 +32,12 @@ model:
 input: {height: 48, width: 64}
 class_names: [a, b, c, d, e]
 """
+
+#: The same tiny network with the attention context (the vit_hybrid design).
+TINY_HYBRID_YAML = TINY_YAML.replace(
+    'expansion: 2, fusion_channels: 24}',
+    'expansion: 2, fusion_channels: 24,\n             context: attention, attention_blocks: 1, '
+    'attention_heads: 2}')
 
 NO_JITTER = {'brightness': 0.0, 'contrast': 0.0, 'saturation': 0.0, 'hue': 0.0}
 
@@ -100,13 +107,14 @@ class TestModel:
         with pytest.raises(ValueError, match=match):
             build_dense_model({**conf, 'architecture': conf.get('architecture', 'fast_seg')})
 
-    def test_onnx_parity_at_an_unseen_size(self, tmp_path):
-        spec = build_dense_export('fast_seg', random_weights=True)
+    @pytest.mark.parametrize('preset', ['fast_seg', 'vit_hybrid'])
+    def test_onnx_parity_at_an_unseen_size(self, tmp_path, preset):
+        spec = build_dense_export(preset, random_weights=True)
         for module in spec['module'].modules():   # non-trivial normalisation statistics
             if isinstance(module, torch.nn.BatchNorm2d):
                 module.running_mean.uniform_(-0.2, 0.2)
                 module.running_var.uniform_(0.5, 1.5)
-        path = export_spec(spec, tmp_path / 'fast_seg.onnx', size=(48, 64), min_size=(16, 16),
+        path = export_spec(spec, tmp_path / f'{preset}.onnx', size=(48, 64), min_size=(16, 16),
                            max_size=(128, 160))
         import onnxruntime as ort
 
@@ -120,6 +128,54 @@ class TestModel:
         scale = float(ref[1].abs().max())
         np.testing.assert_allclose(logits, ref[1].numpy(), atol=1e-4 * scale)
         assert (labels == ref[2].numpy()).mean() > 0.999
+
+
+class TestHybrid:
+    """``vit_hybrid``: the fast_seg stem with self-attention in place of the stride-32 stage."""
+
+    def test_preset_builds_attention_in_place_of_the_stride32_stage(self):
+        torch.manual_seed(0)
+        hybrid = build_dense_model(load_model_config('vit_hybrid')).eval()
+        conv = build_dense_model(load_model_config('fast_seg')).eval()
+        backbone = hybrid.backbone
+        assert backbone.context32 is None and isinstance(backbone.context_attention,
+                                                         AttentionContext)
+        assert len(backbone.context_attention.blocks) == 4
+        assert load_model_config('vit_hybrid')['weights'] == 'vit_hybrid'
+        # every fast_seg tensor outside the stride-32 stage fits the hybrid by name and shape
+        hybrid_state, conv_state = hybrid.state_dict(), conv.state_dict()
+        shared = [k for k in conv_state if not k.startswith('backbone.context32.')]
+        assert all(hybrid_state[k].shape == conv_state[k].shape for k in shared)
+        with torch.no_grad():
+            out = hybrid(torch.randn(1, 3, 40, 56))
+        assert out['logits'].shape == (1, 11, 40, 56) and out['depth'].shape == (1, 1, 40, 56)
+
+    def test_attention_reaches_across_the_image(self):
+        """A change in the last token moves the first one: the context is global."""
+        torch.manual_seed(0)
+        context = AttentionContext(8, 16, blocks=1, heads=2, mlp_ratio=2.0).eval()
+        x = torch.randn(1, 8, 6, 9)
+        moved = x.clone()
+        moved[..., -1, -1] += 5.0
+        with torch.no_grad():
+            a, b = context(x), context(moved)
+        assert a.shape == (1, 16, 6, 9)
+        assert (a[..., 0, 0] - b[..., 0, 0]).abs().max() > 1e-4
+        # the convolutional stride-32 stage of the same size does not reach that far
+        conv = FastSegModel({'backbone': {'context_blocks': [1, 1]}}).backbone.context32.eval()
+        y = torch.randn(1, 96, 12, 18)
+        moved = y.clone()
+        moved[..., -1, -1] += 5.0
+        with torch.no_grad():
+            assert torch.equal(conv(y)[..., 0, 0], conv(moved)[..., 0, 0])
+
+    @pytest.mark.parametrize('backbone, match', [
+        ({'context': 'transformer'}, 'context must be one of'),
+        ({'context': 'attention', 'attention_heads': 3}, 'divisible'),
+        ({'context': 'attention', 'attention_blocks': 0}, 'positive')])
+    def test_bad_confs_raise(self, backbone, match):
+        with pytest.raises(ValueError, match=match):
+            FastSegModel({'backbone': backbone})
 
 
 class TestDeviceAugment:
@@ -209,3 +265,29 @@ def test_tiny_device_augment_training_run_and_resume(tmp_path):
     resumed = json.loads((run / 'metrics.json').read_text())
     assert resumed['step'] == 6 and [h['step'] for h in resumed['history']] == [3.0, 6.0]
     assert torch.load(run / 'last.pt', weights_only=True)['step'] == 6
+
+
+def test_partial_init_of_the_hybrid_from_conv_weights(tmp_path, caplog):
+    """``--init-partial`` loads a fast_seg run into the hybrid; without it the keys are refused."""
+    conv_config, hybrid_config = tmp_path / 'tiny.yaml', tmp_path / 'tiny_hybrid.yaml'
+    conv_config.write_text(TINY_YAML)
+    hybrid_config.write_text(TINY_HYBRID_YAML)
+    data = _write_folder(tmp_path / 'train', 4)
+    common = ['--data', str(data), '--device', 'cpu', '--device-augment', '--batch-size', '2',
+              '--crop', '32x48', '--num-threads', '1', '--no-progress', '--steps', '1']
+    assert main(['train', 'seg', '--config', str(conv_config), '-o', str(tmp_path / 'conv'),
+                 *common]) == 0
+    init = tmp_path / 'conv' / 'model.safetensors'
+    hybrid = ['train', 'seg', '--config', str(hybrid_config), *common]
+    assert main([*hybrid, '-o', str(tmp_path / 'strict'), '--init', str(init)]) == 1
+    assert 'context_attention' in caplog.text and 'loads only the tensors' in caplog.text
+    caplog.clear()
+    assert main([*hybrid, '-o', str(tmp_path / 'plain'), '--init-partial']) == 1
+    assert '--init-partial needs --init' in caplog.text
+    assert main([*hybrid, '-o', str(tmp_path / 'hybrid'), '--init', str(init),
+                 '--init-partial']) == 0
+    config = json.loads((tmp_path / 'hybrid' / 'metrics.json').read_text())['config']
+    assert config['init_partial'] and config['init'] == str(init)
+    state = load_state_dict_file(tmp_path / 'hybrid' / 'model.safetensors')
+    assert any(k.startswith('backbone.context_attention.blocks.0.attn') for k in state)
+    assert not any(k.startswith('backbone.context32.') for k in state)

@@ -93,6 +93,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
         return
     parser.add_argument('--val-data', help='validation data (same kind as --data)')
     parser.add_argument('--init', help='initial weights (e.g. the model.safetensors of a run)')
+    parser.add_argument('--init-partial', action='store_true',
+                        help='load only the --init tensors whose names and shapes the model has '
+                             '(e.g. fast_seg weights into vit_hybrid); the rest start random')
     parser.add_argument('--crop', type=_size, help='training crop HxW (default: the preset input)')
     parser.add_argument('--scale-range', type=float, nargs=2, metavar=('MIN', 'MAX'),
                         help='random zoom range around the preset input scale')
@@ -298,8 +301,17 @@ def train_dense(args: argparse.Namespace) -> dict:
     inp = conf['input']
     model = build_dense_model(conf)
     if args.init:
-        load_weights(model, args.init)
-        logger.info('initial weights %s', args.init)
+        try:
+            load_weights(model, args.init, strict=not args.init_partial)
+        except ValueError as err:
+            hint = '' if args.init_partial else (
+                '; --init-partial loads only the tensors whose names and shapes fit')
+            raise ValueError(f'{err}{hint}') from err
+        logger.info('initial weights %s%s', args.init,
+                    " (partial: the file's tensors the model lacks are skipped; the model's "
+                    'tensors the file lacks start random)' if args.init_partial else '')
+    elif args.init_partial:
+        raise ValueError('--init-partial needs --init')
     trained_heads = _trained_heads(model, args)
     crop = args.crop or (int(inp['height']), int(inp['width']))
     multiple = int(model.size_multiple)
@@ -394,6 +406,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'batch_size': args.batch_size, 'lr': args.lr,
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
+              'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
               'command': ' '.join(sys.argv)}
     weights_metadata = {'preset': conf['name'], 'task': args.task, 'data': str(args.data),

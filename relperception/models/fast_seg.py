@@ -19,7 +19,10 @@ Architecture (strides relative to the input):
     strides 16 and 32 (``context_channels`` / ``context_blocks``; the depthwise convolutions of
     the last stage dilated by ``context_dilations`` for a wider receptive field), plus a global
     average pool broadcast back (BiSeNet's context embedding);
-  - feature fusion at stride 8 (Fast-SCNN's FFM): the stride-32 context map upsampled, a
+  - with ``context: attention`` (preset ``vit_hybrid``, a hybrid ViT) the stride-32 stage is
+    replaced by :class:`AttentionContext`: transformer blocks with global self-attention over
+    the stride-16 tokens, then the same global pool;
+  - feature fusion at stride 8 (Fast-SCNN's FFM): the context map (stride 32, or 16) upsampled, a
     depthwise 3x3 and a 1x1 convolution, added to 1x1 projections of the detail map and of the
     upsampled stride-16 map, ReLU;
   - outputs: ``[stride-4 map, stride-8 fused map]``.
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from relperception.models.backbones.vit import Block
 from relperception.models.preprocess import check_network_input
 from relperception.models.presets import deep_merge
 import torch
@@ -57,6 +61,8 @@ import torch.nn.functional as F
 
 #: Input sides must be multiples of this (the stride of the fused map).
 SIZE_MULTIPLE = 8
+#: Kinds of context path: MobileNetV2 stages to stride 32, or self-attention at stride 16.
+CONTEXT_KINDS = ('conv', 'attention')
 
 
 def conv_bn_relu(cin: int, cout: int, kernel: int = 1, stride: int = 1, groups: int = 1,
@@ -115,6 +121,44 @@ def _resize(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return F.interpolate(x, size=like.shape[-2:], mode='bilinear', align_corners=False)
 
 
+class AttentionContext(nn.Module):
+    """Global self-attention context at stride 16 (hybrid ViT: convolutional stem, then tokens).
+
+    A 1x1 projection to ``dim`` channels, a depthwise 3x3 convolutional position encoding added
+    to the map (CPVT's PEG: no fixed grid, so any input size works and exports as a plain
+    convolution), ``blocks`` pre-norm transformer blocks (``relperception.models.backbones.vit``
+    ``Block``: multi-head self-attention over all stride-16 tokens, GELU MLP) and a final
+    LayerNorm.
+
+    Input of ``forward``: (B, cin, h, w). Output: (B, dim, h, w), same h, w.
+    """
+
+    def __init__(self, cin: int, dim: int, blocks: int, heads: int, mlp_ratio: float):
+        """Build the module; ``dim`` must be divisible by ``heads``.
+
+        Raises:
+            ValueError: non-positive sizes or ``dim % heads != 0``.
+        """
+        super().__init__()
+        if min(cin, dim, blocks, heads) < 1 or mlp_ratio <= 0:
+            raise ValueError(f'attention context sizes must be positive, got cin {cin}, dim '
+                             f'{dim}, blocks {blocks}, heads {heads}, mlp_ratio {mlp_ratio}')
+        self.proj = conv_bn_relu(cin, dim, 1)
+        self.position = nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+        self.blocks = nn.ModuleList([Block(dim, heads, mlp_ratio, None) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the attended map (B, dim, h, w) of ``x`` (B, cin, h, w)."""
+        x = self.proj(x)
+        x = x + self.position(x)
+        b, c, h, w = x.shape
+        tokens = x.flatten(2).transpose(1, 2)
+        for block in self.blocks:
+            tokens = block(tokens)
+        return self.norm(tokens).transpose(1, 2).reshape(b, c, h, w)
+
+
 class FastSegBackbone(nn.Module):
     """Learning to downsample, detail path, context path and fusion (module docstring).
 
@@ -131,10 +175,19 @@ class FastSegBackbone(nn.Module):
         'context_dilations': [1, 2, 4],     # depthwise dilations of the stride-32 blocks
         'expansion': 6,
         'fusion_channels': 128,
+        'context': 'conv',                  # conv | attention (stride-32 stage replaced)
+        'attention_blocks': 4,              # attention only: transformer blocks at stride 16
+        'attention_heads': 4,
+        'attention_mlp_ratio': 2.0,
     }
 
     def __init__(self, conf: Optional[Dict[str, Any]] = None):
         """Build the backbone from ``conf`` merged over ``default_conf``.
+
+        With ``context: attention`` the stride-32 inverted-residual stage is replaced by an
+        :class:`AttentionContext` on the stride-16 map (``context_channels[1]`` wide, so the
+        global pool and the fusion keep their shapes); ``context_blocks[1]`` and
+        ``context_dilations`` are then unused.
 
         Raises:
             ValueError: lists of the wrong length or non-positive sizes.
@@ -152,6 +205,9 @@ class FastSegBackbone(nn.Module):
         if min(stem + ctx + [fusion]) < 1 or min(blocks) < 1 or min(dilations) < 1 \
                 or int(conf['detail_blocks']) < 0 or float(conf['expansion']) <= 0:
             raise ValueError(f'fast_seg backbone sizes must be positive, got {conf}')
+        if conf['context'] not in CONTEXT_KINDS:
+            raise ValueError(f'fast_seg backbone context must be one of {list(CONTEXT_KINDS)}, '
+                             f'got {conf["context"]!r}')
         expansion = float(conf['expansion'])
         self.stem = nn.Sequential(conv_bn_relu(3, stem[0], 3, 2),
                                   separable(stem[0], stem[1], stride=2))
@@ -167,7 +223,17 @@ class FastSegBackbone(nn.Module):
                                                dilation))
                 cin = cout
             stages.append(nn.Sequential(*layers))
-        self.context16, self.context32 = stages
+            if conf['context'] == 'attention':
+                break   # the stride-32 stage is replaced by attention at stride 16
+        self.context16 = stages[0]
+        self.context32: Optional[nn.Module] = None
+        self.context_attention: Optional[AttentionContext] = None
+        if conf['context'] == 'attention':
+            self.context_attention = AttentionContext(
+                ctx[0], ctx[1], int(conf['attention_blocks']), int(conf['attention_heads']),
+                float(conf['attention_mlp_ratio']))
+        else:
+            self.context32 = stages[1]
         self.global_context = conv_bn_relu(ctx[1], ctx[1], 1)
         self.fuse_context = nn.Sequential(
             conv_bn_relu(ctx[1], ctx[1], 3, groups=ctx[1]),
@@ -190,7 +256,10 @@ class FastSegBackbone(nn.Module):
         x4 = self.stem(image)
         x8 = self.detail(self.down8(x4))
         ctx16 = self.context16(x8)
-        ctx = self.context32(ctx16)
+        if self.context32 is not None:
+            ctx = self.context32(ctx16)
+        else:
+            ctx = self.context_attention(ctx16)
         ctx = ctx + self.global_context(ctx.mean(dim=(2, 3), keepdim=True))
         fused = self.fuse_detail(x8) + self.fuse_context(_resize(ctx, x8)) \
             + _resize(self.fuse_context16(ctx16), x8)

@@ -51,6 +51,12 @@ Presets:
   map; CamVid classes, input 360 x 480 fixed (CamVid's own size, multiple 8). Made to be
   trained on CamVid at full resolution (``train seg --device-augment``, see the README);
   shipped weights: segmentation only (``relperception/weights/fast_seg.md``), no depth.
+* ``vit_hybrid``: the attention counterpart of ``fast_seg`` (a hybrid ViT, as ViT's
+  ResNet-stem hybrids): the same convolutional stem, detail path, stride-16 stage, fusion and
+  heads, with the stride-32 convolutional stage replaced by 4 transformer blocks (128 dims, 4
+  heads, global self-attention over every stride-16 token, depthwise-convolution position
+  encoding, so any input size works); shipped weights: segmentation only
+  (``relperception/weights/vit_hybrid.md``).
 * ``resnet18`` / ``resnet34`` / ``resnet50``, ``vit_s14`` / ``vit_b14`` / ``vit_s16`` /
   ``vit_b16``: full-size architectures with both heads, for users' own weights (no weights
   shipped); backbone-only torchvision / DINOv2 files load with
@@ -167,6 +173,21 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                    'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
                                     'refine_features': 32, 'dropout': 0.1}}},
         _input(360, 480, 8), weights='fast_seg'),
+    'vit_hybrid': _preset(
+        "hybrid ViT: fast_seg's convolutional stem to stride 16, then 4 transformer blocks "
+        '(global self-attention over the stride-16 tokens) in place of the stride-32 conv stage; '
+        'CamVid classes, 360 x 480; shipped weights: segmentation only',
+        {'architecture': 'fast_seg',
+         'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
+                      'context_channels': [96, 128], 'context_blocks': [3, 4],
+                      'context_dilations': [1], 'expansion': 6, 'fusion_channels': 128,
+                      'context': 'attention', 'attention_blocks': 4, 'attention_heads': 4,
+                      'attention_mlp_ratio': 2.0},
+         'depth_mode': 'metric', 'max_depth': 80.0,
+         'heads': {'depth': {'features': 32},
+                   'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
+                                    'refine_features': 32, 'dropout': 0.1}}},
+        _input(360, 480, 8), weights='vit_hybrid'),
     'depth_anything_v2_vits': _depth_anything(None),
     'depth_anything_v2_metric_hypersim_vits': _depth_anything(20.0),
     'depth_anything_v2_metric_vkitti_vits': _depth_anything(80.0),

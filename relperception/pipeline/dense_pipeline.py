@@ -41,15 +41,15 @@ import cv2
 import numpy as np
 from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
+from relperception.models.presets import BACKBONE_PRESETS
 from relperception.models.preprocess import INPUT_NAME
 from relperception.validation import count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
 
-#: Model preset used for each ``dense.backbone`` when ``dense.model`` is empty (the same as
-#: :data:`relperception.models.presets.BACKBONE_PRESETS`, kept here so that no torch import is
-#: needed to name the model).
-DEFAULT_MODELS = {'conv': 'conv_small', 'vit': 'vit_small'}
+#: Model preset used for each ``dense.backbone`` when ``dense.model`` is empty
+#: (:data:`relperception.models.presets.BACKBONE_PRESETS`; that module does not import torch).
+DEFAULT_MODELS = BACKBONE_PRESETS
 #: Alpha of the label colours over the camera image in :attr:`DenseResult.labels_color`.
 OVERLAY_ALPHA = 0.5
 
