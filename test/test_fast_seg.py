@@ -1,7 +1,6 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The ``fast_seg`` network and its hybrid-ViT variant ``vit_hybrid``, their export, on-device
-augmentation and the tiny training runs."""
+"""The ``fast_seg`` network and its hybrid ViT ``vit_hybrid``: export, augmentation, training."""
 
 import json
 

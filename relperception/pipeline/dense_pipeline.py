@@ -41,8 +41,8 @@ import cv2
 import numpy as np
 from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
-from relperception.models.presets import BACKBONE_PRESETS
 from relperception.models.preprocess import INPUT_NAME
+from relperception.models.presets import BACKBONE_PRESETS
 from relperception.validation import count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
