@@ -252,23 +252,31 @@ class TestOutputs:
         assert 'trajectory_plot' not in summary['outputs']
         assert not list(output.glob('.*.partial'))
 
-    def test_interrupted_eval_keeps_what_it_computed(self, long_bag, tmp_path):
+    def test_interrupted_eval_keeps_what_it_computed(self, long_bag, tmp_path, monkeypatch):
         from relperception.pipeline.offline_eval import evaluate_bag
+        from relperception.pipeline.vo_pipeline import VOPipeline
 
         # Like KeyboardInterrupt: the bag reader's "keep what was read" handler (except
         # Exception) must not swallow it, wherever the signal lands.
         assert not issubclass(Terminated, Exception)
 
+        # SIGTERM arrives while the 20th frame is processed (not after a fixed time, which a
+        # fast machine finishes the bag in, and a loaded one may not have started it by).
+        process, calls = VOPipeline.process, []
+
+        def process_then_terminate(pipeline, *args, **kwargs):
+            calls.append(1)
+            if len(calls) == 20:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return process(pipeline, *args, **kwargs)
+
+        monkeypatch.setattr(VOPipeline, 'process', process_then_terminate)
         previous = raise_on_sigterm()
-        signal.setitimer(signal.ITIMER_REAL, 3.0)
-        alarm = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
         try:
             with pytest.raises(Terminated):
                 evaluate_bag(long_bag, tmp_path / 'out', load_config(), progress=False,
                              plots=False)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, alarm)
             signal.signal(signal.SIGTERM, previous)
         summary = json.loads((tmp_path / 'out' / 'summary.json').read_text())
         assert summary['complete'] is False
