@@ -7,7 +7,7 @@ configuration as :mod:`relperception.config`), so ``dense_node``, ``relperceptio
 offline evaluation run the same code:
 
 1. the model configuration: ``dense.model`` (a preset name or a model YAML file), or the shipped
-   default of ``dense.backbone`` (:data:`DEFAULT_MODELS`); ``dense.input_width`` /
+   default of ``dense.backbone`` (``models.presets.preset_for_backbone``); ``dense.input_width`` /
    ``dense.input_height`` override the preset's network input size;
 2. the backend (:func:`relperception.runtime.build_backend`): ``torch`` builds
    :class:`relperception.models.dense.DenseModel` and loads ``dense.weights`` (default: the
@@ -42,14 +42,11 @@ import numpy as np
 from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
 from relperception.models.preprocess import INPUT_NAME
-from relperception.models.presets import BACKBONE_PRESETS
+from relperception.models.presets import preset_for_backbone
 from relperception.validation import count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
 
-#: Model preset used for each ``dense.backbone`` when ``dense.model`` is empty
-#: (:data:`relperception.models.presets.BACKBONE_PRESETS`; that module does not import torch).
-DEFAULT_MODELS = BACKBONE_PRESETS
 #: Alpha of the label colours over the camera image in :attr:`DenseResult.labels_color`.
 OVERLAY_ALPHA = 0.5
 
@@ -108,11 +105,7 @@ def model_name(dense_conf: Mapping[str, Any]) -> str:
     name = str(dense_conf.get('model', '') or '').strip()
     if name:
         return name
-    backbone = dense_conf.get('backbone', 'conv')
-    if backbone not in DEFAULT_MODELS:
-        raise ValueError(f'dense.backbone must be one of {sorted(DEFAULT_MODELS)}, '
-                         f'got {backbone!r}')
-    return DEFAULT_MODELS[backbone]
+    return preset_for_backbone(dense_conf.get('backbone', 'conv'))
 
 
 def _weights_name(name: str) -> str:
@@ -584,6 +577,6 @@ def dense_section(config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
 
 
 __all__: Sequence[str] = (
-    'DEFAULT_MODELS', 'DenseResult', 'DensePipeline', 'NONFINITE_LABEL', 'build_dense_backend',
+    'DenseResult', 'DensePipeline', 'NONFINITE_LABEL', 'build_dense_backend',
     'check_dense_config', 'check_rgb', 'colorize_raw_depth', 'dense_section', 'depth_to_metres',
     'is_relative', 'labels_from_logits', 'model_name', 'resolve_model_config', 'resolve_weights')
