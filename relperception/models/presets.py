@@ -145,6 +145,17 @@ def _depth_anything(max_depth: Optional[float]) -> Dict[str, Any]:
                    key_map=dict(_DA_KEY_MAP))
 
 
+#: The ``fast_seg`` model conf; ``vit_hybrid`` is it with the attention context.
+_FAST_SEG_MODEL = {
+    'architecture': 'fast_seg',
+    'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
+                 'context_channels': [96, 128], 'context_blocks': [3, 4],
+                 'context_dilations': [1, 2, 4], 'expansion': 6, 'fusion_channels': 128},
+    'depth_mode': 'metric', 'max_depth': 80.0,
+    'heads': {'depth': {'features': 32},
+              'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
+                               'refine_features': 32, 'dropout': 0.1}}}
+
 PRESETS: Dict[str, Dict[str, Any]] = {
     'conv_small': _preset(
         'shipped conv default: ResNet-18 x0.25 + DPT metric depth + CamVid segmentation',
@@ -164,29 +175,14 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     'fast_seg': _preset(
         'real-time CPU segmentation (Fast-SCNN / BiSeNet family) + light metric depth head, '
         'CamVid classes, 360 x 480; shipped weights: segmentation only',
-        {'architecture': 'fast_seg',
-         'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
-                      'context_channels': [96, 128], 'context_blocks': [3, 4],
-                      'context_dilations': [1, 2, 4], 'expansion': 6, 'fusion_channels': 128},
-         'depth_mode': 'metric', 'max_depth': 80.0,
-         'heads': {'depth': {'features': 32},
-                   'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
-                                    'refine_features': 32, 'dropout': 0.1}}},
-        _input(360, 480, 8), weights='fast_seg'),
+        _FAST_SEG_MODEL, _input(360, 480, 8), weights='fast_seg'),
     'vit_hybrid': _preset(
         "hybrid ViT: fast_seg's convolutional stem to stride 16, then 4 transformer blocks "
         '(global self-attention over the stride-16 tokens) in place of the stride-32 conv stage; '
         'CamVid classes, 360 x 480; shipped weights: segmentation only',
-        {'architecture': 'fast_seg',
-         'backbone': {'stem_channels': [32, 48, 64], 'detail_blocks': 3,
-                      'context_channels': [96, 128], 'context_blocks': [3, 4],
-                      'context_dilations': [1], 'expansion': 6, 'fusion_channels': 128,
-                      'context': 'attention', 'attention_blocks': 4, 'attention_heads': 4,
-                      'attention_mlp_ratio': 2.0},
-         'depth_mode': 'metric', 'max_depth': 80.0,
-         'heads': {'depth': {'features': 32},
-                   'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
-                                    'refine_features': 32, 'dropout': 0.1}}},
+        deep_merge(_FAST_SEG_MODEL, {'backbone': {
+            'context_dilations': [1], 'context': 'attention', 'attention_blocks': 4,
+            'attention_heads': 4, 'attention_mlp_ratio': 2.0}}),
         _input(360, 480, 8), weights='vit_hybrid'),
     'depth_anything_v2_vits': _depth_anything(None),
     'depth_anything_v2_metric_hypersim_vits': _depth_anything(20.0),
