@@ -3,11 +3,12 @@
 """Tests of the 3-D scene / negative matcher-training pairs, their ground truth and the loss."""
 
 import argparse
+import dataclasses
 import math
 
 import numpy as np
 import pytest
-from relperception.training.homography import coarse_matches_from_homography
+from relperception.training.homography import coarse_matches_from_homography, HomographyConfig
 from relperception.training.loftr_losses import (
     loftr_loss, LoFTRLossConfig, unmatched_focal_loss)
 from relperception.training.scene_pairs import (
@@ -412,6 +413,7 @@ class TestMixedTraining:
             scales=(1.0, 0.5), max_fine_matches=8, progress=False)
         assert result['step'] == 2 and 'loss_u' in result['train']
         assert result['config']['loss']['unmatched_weight'] == 10.0
+        assert result['config']['homography'] == dataclasses.asdict(HomographyConfig())
         for key in ('scene_precision_3px', 'negative_matches_per_pair'):
             assert key in result['validation']
 
@@ -444,3 +446,13 @@ class TestMixedTraining:
         assert extra['loss_config'].unmatched_top_fraction == 1.0
         with pytest.raises(ValueError, match='--unmatched-top-fraction'):
             _matcher_mix_options(args(unmatched_top_fraction=0.0))
+
+    def test_cli_max_zoom(self):
+        from relperception.cli.train import _matcher_homography_options
+
+        assert _matcher_homography_options(argparse.Namespace(max_zoom=None)) == {}
+        zoom = _matcher_homography_options(argparse.Namespace(max_zoom=2.0))['homography']
+        assert zoom.max_scale == 2.0 and zoom.max_angle_deg == HomographyConfig().max_angle_deg
+        for bad in (0.5, float('nan')):
+            with pytest.raises(ValueError, match='--max-zoom'):
+                _matcher_homography_options(argparse.Namespace(max_zoom=bad))

@@ -183,6 +183,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     matcher.add_argument('--unmatched-top-fraction', type=float, default=1.0,
                          help='average that loss over this fraction (0, 1] of the unmatched '
                               'cells with the largest confidence, the hard negatives (1: all)')
+    matcher.add_argument('--max-zoom', type=float, default=None,
+                         help='homography pairs: zoom drawn log-uniformly from [1/Z, Z] '
+                              '(default: HomographyConfig.max_scale)')
     matcher.add_argument('--val-scenes', nargs='+', metavar='SPEC',
                          help='held-out rooms for the scene / negative-pair validation of '
                               'mixed training (default synth:900-901:12)')
@@ -199,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
 
         extra = {} if args.val_data is None else {'val_data': args.val_data}
         extra.update(_matcher_mix_options(args))
+        extra.update(_matcher_homography_options(args))
         result = train_matcher(config_name=args.config, data_paths=args.data,
                                output=args.output, steps=args.steps, epochs=args.epochs,
                                batch_size=args.batch_size, lr=args.lr, resume=args.resume,
@@ -225,6 +229,21 @@ def run(args: argparse.Namespace) -> int:
     for key, value in summary['metrics'].items():
         logger.info('  %-24s %s', key, f'{value:.4f}' if isinstance(value, float) else value)
     return 0
+
+
+def _matcher_homography_options(args: argparse.Namespace) -> dict:
+    """Return the ``train_matcher`` keywords of ``--max-zoom`` ({} without it).
+
+    Raises:
+        ValueError: for a zoom below 1.
+    """
+    if args.max_zoom is None:
+        return {}
+    from relperception.training.homography import HomographyConfig
+
+    if not args.max_zoom >= 1.0:
+        raise ValueError(f'--max-zoom must be >= 1, got {args.max_zoom}')
+    return {'homography': HomographyConfig(max_scale=float(args.max_zoom))}
 
 
 def _matcher_mix_options(args: argparse.Namespace) -> dict:

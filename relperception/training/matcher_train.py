@@ -479,6 +479,7 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
               'lr': float(lr), 'size': list(size), 'seed': int(seed),
               'init': str(init_weights or ''), 'source_images': source_count,
               'scales': [float(v) for v in scales], 'model_conf': dict(model_conf or {}),
+              'homography': dataclasses.asdict(homography or HomographyConfig()),
               'command': ' '.join(sys.argv)}
     if mixed:
         config.update({'scene_pairs': list(scene_pairs or []), 'scene_views': scene_views,
