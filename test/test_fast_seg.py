@@ -86,6 +86,25 @@ class TestModel:
         assert set(depth) == {'depth'} and (depth['depth'] >= 0).all()
         assert depth_only.num_classes == 0 and seg_only.depth_head is None
 
+    def test_refined_depth_head_uses_the_stride4_map(self):
+        torch.manual_seed(0)
+        light = FastSegModel({'heads': {'segmentation': None}}).eval()
+        refined = FastSegModel({'heads': {'segmentation': None, 'depth': {
+            'features': 16, 'blocks': 3, 'dilations': [2, 4], 'refine_features': 8}}}).eval()
+        # the default head keeps the key names of the shipped files
+        assert not any('.context.' in k or 'project4' in k or 'refine' in k
+                       for k in light.depth_head.state_dict())
+        assert len(refined.depth_head.context) == 2
+        assert refined.depth_head.context[1][0][0].dilation == (4, 4)
+        maps = refined.backbone(torch.randn(1, 3, 48, 64))
+        changed = [maps[0].clone(), maps[1]]
+        changed[0][..., 0, 0] += 5.0          # one stride-4 cell
+        with torch.no_grad():
+            a, b = (refined.depth_head(m, (48, 64)) for m in (maps, changed))
+            c, d = (light.depth_head(m, (48, 64)) for m in (maps, changed))
+        assert a.shape == (1, 1, 48, 64) and not torch.equal(a, b)
+        assert torch.equal(c, d)               # the light head reads stride 8 only
+
     @pytest.mark.parametrize('shape, match', [
         ((3, 64, 64), r'\(B, 3, H, W\)'), ((1, 4, 64, 64), r'\(B, 3, H, W\)'),
         ((1, 3, 60, 64), 'multiple of 8'), ((1, 3, 64, 0), 'multiple of 8')])
@@ -101,6 +120,9 @@ class TestModel:
         ({'backbone': {'stem_channels': [8, 16]}}, '3 stem_channels'),
         ({'backbone': {'context_blocks': [0, 2]}}, 'positive'),
         ({'heads': {'segmentation': {'num_classes': 0}}}, 'num_classes'),
+        ({'heads': {'depth': {'blocks': 0}}}, 'blocks'),
+        ({'heads': {'depth': {'refine_features': -1}}}, 'refine_features'),
+        ({'heads': {'depth': {'blocks': 2, 'dilations': [0]}}}, 'dilations'),
         ({'architecture': 'nope'}, 'unknown model architecture')])
     def test_bad_confs_raise(self, conf, match):
         with pytest.raises(ValueError, match=match):
@@ -290,3 +312,14 @@ def test_partial_init_of_the_hybrid_from_conv_weights(tmp_path, caplog):
     state = load_state_dict_file(tmp_path / 'hybrid' / 'model.safetensors')
     assert any(k.startswith('backbone.context_attention.blocks.0.attn') for k in state)
     assert not any(k.startswith('backbone.context32.') for k in state)
+    # a wider depth head: its reshaped tensors start random, the rest load
+    wider = tmp_path / 'wider.yaml'
+    wider.write_text(TINY_HYBRID_YAML.replace('depth: {features: 8}', 'depth: {features: 12}'))
+    caplog.clear()
+    hybrid_init = tmp_path / 'hybrid' / 'model.safetensors'
+    assert main(['train', 'seg', '--config', str(wider), *common, '-o', str(tmp_path / 'wider'),
+                 '--init', str(hybrid_init), '--init-partial']) == 0
+    assert 'another shape in this model' in caplog.text and 'depth_head.out.weight' in caplog.text
+    assert main(['train', 'seg', '--config', str(wider), *common, '-o', str(tmp_path / 'w2'),
+                 '--init', str(hybrid_init)]) == 1
+    assert 'shape mismatches' in caplog.text

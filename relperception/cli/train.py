@@ -302,6 +302,23 @@ def _raise_if_interrupted(summary: dict) -> None:
         raise interruption_error(summary['interrupted'])
 
 
+def _fitting_tensors(model, path: str) -> dict:
+    """Return the tensors of weights file ``path`` whose name and shape fit ``model``.
+
+    The others are logged and left out (``--init-partial``).
+    """
+    from relperception.models.weights import load_state_dict_file
+
+    expected = model.state_dict()
+    state = load_state_dict_file(path)
+    reshaped = sorted(k for k, v in state.items()
+                      if k in expected and tuple(v.shape) != tuple(expected[k].shape))
+    if reshaped:
+        logger.warning('--init-partial: %d tensors of %s have another shape in this model and '
+                       'start random: %s', len(reshaped), path, ', '.join(reshaped))
+    return {k: v for k, v in state.items() if k not in reshaped}
+
+
 def train_dense(args: argparse.Namespace) -> dict:
     """Train the ``seg`` or ``depth`` task of ``args``; return the summary written to JSON.
 
@@ -320,15 +337,19 @@ def train_dense(args: argparse.Namespace) -> dict:
     inp = conf['input']
     model = build_dense_model(conf)
     if args.init:
+        init = args.init
+        if args.init_partial:
+            init = _fitting_tensors(model, args.init)
         try:
-            load_weights(model, args.init, strict=not args.init_partial)
+            load_weights(model, init, strict=not args.init_partial)
         except ValueError as err:
             hint = '' if args.init_partial else (
                 '; --init-partial loads only the tensors whose names and shapes fit')
             raise ValueError(f'{err}{hint}') from err
         logger.info('initial weights %s%s', args.init,
-                    " (partial: the file's tensors the model lacks are skipped; the model's "
-                    'tensors the file lacks start random)' if args.init_partial else '')
+                    " (partial: the file's tensors the model lacks or shapes differently are "
+                    "skipped; the model's tensors the file lacks start random)"
+                    if args.init_partial else '')
     elif args.init_partial:
         raise ValueError('--init-partial needs --init')
     trained_heads = _trained_heads(model, args)

@@ -32,8 +32,11 @@ Architecture (strides relative to the input):
   the stride-4 map (classifying at stride 8 alone loses thin classes: poles, signs), one
   depthwise-separable refinement, dropout and a 1x1 classifier at stride 4; the logits are
   bilinearly upsampled (align_corners=False) to the input size.
-* ``depth_head`` (:class:`LightDepthHead`): a depthwise-separable convolution and a 1x1
-  convolution on the stride-8 fused map, bilinear upsampling to the input size, then
+* ``depth_head`` (:class:`LightDepthHead`): ``blocks`` depthwise-separable convolutions on the
+  stride-8 fused map (the ones after the first dilated by ``dilations`` for a wider view),
+  optionally (``refine_features`` > 0) upsampled to stride 4, concatenated with a projection
+  of the stride-4 map and refined by one more separable convolution (as the segmentation
+  head), then a 1x1 convolution, bilinear upsampling to the input size and
   ``sigmoid * max_depth`` (metric, metres) or ReLU (relative inverse depth).
 
 Input of ``forward``: ``image`` (B, 3, H, W) float32 normalised with the preset's mean/std
@@ -312,17 +315,20 @@ class FastSegHead(nn.Module):
 
 
 class LightDepthHead(nn.Module):
-    """Depthwise-separable + 1x1 convolution on the stride-8 map, upsampled (module docstring).
+    """Depthwise-separable convolutions on the stride-8 map, upsampled (module docstring).
 
-    Inputs of ``forward``: ``maps`` (the stride-8 map is ``maps[-1]``, (B, C8, H/8, W/8)),
-    ``image_size`` (H, W). Output: (B, 1, H, W) metric depth in metres (sigmoid *
-    ``max_depth``) or relative inverse depth (ReLU, >= 0).
+    Inputs of ``forward``: ``maps`` (``[(B, C4, H/4, W/4), (B, C8, H/8, W/8)]``; only the
+    stride-8 map ``maps[-1]`` without refinement), ``image_size`` (H, W). Output: (B, 1, H, W)
+    metric depth in metres (sigmoid * ``max_depth``) or relative inverse depth (ReLU, >= 0).
     """
 
     default_conf: Dict[str, Any] = {
-        'in_channels': 128,
+        'in_channels': [48, 128],  # of the stride-4 and stride-8 maps (an int: stride 8 only)
         'features': 32,
-        'depth_mode': 'metric',   # metric | relative
+        'blocks': 1,               # separable convolutions at stride 8
+        'dilations': [1],          # of blocks 2.. (cycled)
+        'refine_features': 0,      # > 0: refine at stride 4 with the stem's map
+        'depth_mode': 'metric',    # metric | relative
         'max_depth': 80.0,
     }
 
@@ -337,19 +343,34 @@ class LightDepthHead(nn.Module):
         if conf['depth_mode'] not in ('metric', 'relative'):
             raise ValueError(f"depth_mode must be 'metric' or 'relative', "
                              f'got {conf["depth_mode"]!r}')
-        if int(conf['in_channels']) < 1 or int(conf['features']) < 1 \
+        channels = conf['in_channels']
+        c4, c8 = (int(c) for c in channels) if isinstance(channels, (list, tuple)) \
+            else (0, int(channels))
+        features, refine = int(conf['features']), int(conf['refine_features'])
+        dilations = [int(d) for d in conf['dilations']] or [1]
+        if c8 < 1 or features < 1 or int(conf['blocks']) < 1 or refine < 0 \
+                or min(dilations) < 1 or (refine and c4 < 1) \
                 or not float(conf['max_depth']) > 0:
-            raise ValueError(f'depth head sizes and max_depth must be positive, got {conf}')
+            raise ValueError('depth head sizes, blocks, dilations and max_depth must be positive '
+                             f'(refine_features >= 0, with a stride-4 input), got {conf}')
         self.metric = conf['depth_mode'] == 'metric'
         self.max_depth = float(conf['max_depth'])
         self.use_clstoken = False
-        self.body = separable(int(conf['in_channels']), int(conf['features']))
-        self.out = nn.Conv2d(int(conf['features']), 1, 1)
+        self.body = separable(c8, features)
+        self.context = nn.Sequential(*[
+            separable(features, features, dilation=dilations[i % len(dilations)])
+            for i in range(int(conf['blocks']) - 1)])
+        self.project4 = conv_bn_relu(c4, refine, 1) if refine else None
+        self.refine = separable(features + refine, features) if refine else None
+        self.out = nn.Conv2d(features, 1, 1)
 
     def forward(self, maps: Sequence[torch.Tensor], image_size, tokens=None) -> torch.Tensor:
         """Return depth (B, 1, H, W) at ``image_size`` (``tokens`` is unused)."""
-        x = F.interpolate(self.out(self.body(maps[-1])), size=image_size, mode='bilinear',
-                          align_corners=False)
+        x = self.context(self.body(maps[-1]))
+        if self.refine is not None:
+            x4 = maps[0]
+            x = self.refine(torch.cat([_resize(x, x4), self.project4(x4)], dim=1))
+        x = F.interpolate(self.out(x), size=image_size, mode='bilinear', align_corners=False)
         return torch.sigmoid(x) * self.max_depth if self.metric else F.relu(x)
 
 
@@ -388,7 +409,7 @@ class FastSegModel(nn.Module):
         self.depth_head = None
         self.segmentation_head = None
         if heads.get('depth'):
-            self.depth_head = LightDepthHead({**heads['depth'], 'in_channels': c8,
+            self.depth_head = LightDepthHead({**heads['depth'], 'in_channels': [c4, c8],
                                               'depth_mode': conf['depth_mode'],
                                               'max_depth': float(conf['max_depth'])})
         if heads.get('segmentation'):
