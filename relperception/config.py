@@ -165,8 +165,9 @@ PARAMETERS = (
                   'bfloat16 rounding', choices=('float32', 'bfloat16')),
     # --- dense perception (relperception.models.dense, relperception.pipeline.dense) --------
     ParameterSpec('dense.backbone', 'conv',
-                  'backbone family of the default dense model: conv (ResNet) or vit '
-                  '(DINOv2-style Vision Transformer); ignored when dense.model is set',
+                  'backbone family of the default dense model: conv (convolution, preset '
+                  'fast_seg) or vit (attention: the hybrid ViT vit_hybrid); ignored when '
+                  'dense.model is set',
                   choices=('conv', 'vit')),
     ParameterSpec('dense.model', '',
                   'model preset name or model YAML file; empty = the shipped default of '

@@ -3,7 +3,7 @@
 """Tests of metric monocular VO on dense-model depth (``evaluate_bag(depth_source='dense')``).
 
 The bag is written into pytest's tmp folder from the synthetic scene generator; the depth comes
-from the shipped ``conv_small`` model, which learnt metric depth on such synthetic rooms.
+from the shipped default model, which learnt metric depth on such synthetic rooms.
 """
 
 import csv
@@ -14,6 +14,7 @@ import pytest
 from relperception.cli.main import main
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.evaluation.trajectory import evaluate_trajectory, read_tum
+from relperception.models.presets import preset_for_backbone
 from relperception.pipeline.offline_eval import evaluate_bag
 
 FRAMES = 12
@@ -47,16 +48,17 @@ class TestDenseDepthVO:
     def test_smoke(self, dense_run):
         output, summary = dense_run
         assert summary['depth_source'] == 'dense'
-        assert summary['dense_model'] == 'conv_small' and summary['dense_relative'] is False
+        default = preset_for_backbone('conv')
+        assert summary['dense_model'] == default and summary['dense_relative'] is False
         assert summary['mode'] == 'rgbd' and summary['alignment'] == 'se3'
-        assert 'conv_small' in summary['scale_source']
+        assert default in summary['scale_source']
         assert summary['frames_processed'] == FRAMES and summary['frames_lost'] == 0
         assert summary['frames_without_depth'] == 0 and summary['dense_failures'] == 0
         assert summary['num_errors'] == 0
         assert summary['topics']['depth'] is None  # the bag's depth topic is not read
         assert summary['dense_timing_median_ms'] > 0
         saved = json.loads((output / 'summary.json').read_text())
-        assert saved['depth_source'] == 'dense' and saved['dense_model'] == 'conv_small'
+        assert saved['depth_source'] == 'dense' and saved['dense_model'] == default
 
     def test_timing_csv(self, dense_run):
         output, summary = dense_run

@@ -142,8 +142,8 @@ class TestPresets:
         with torch.no_grad():
             out = model(torch.rand(1, 3, 240, 320))
         assert out['logits'].shape == (1, 11, 240, 320)
-        assert preset_for_backbone('conv') == 'conv_small'
-        assert preset_for_backbone('vit') == 'vit_small'
+        assert preset_for_backbone('conv') == 'fast_seg'
+        assert preset_for_backbone('vit') == 'vit_hybrid'
 
     def test_every_preset_is_valid(self):
         """Every preset validates; architecture presets state input size and names."""

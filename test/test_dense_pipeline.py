@@ -230,8 +230,8 @@ class TestDensePipeline:
         assert agree > 0.99
 
     def test_default_model_names(self):
-        assert model_name({'model': '', 'backbone': 'conv'}) == 'conv_small'
-        assert model_name({'model': '', 'backbone': 'vit'}) == 'vit_small'
+        assert model_name({'model': '', 'backbone': 'conv'}) == 'fast_seg'
+        assert model_name({'model': '', 'backbone': 'vit'}) == 'vit_hybrid'
         assert model_name({'model': 'x.yaml', 'backbone': 'vit'}) == 'x.yaml'
 
     def test_degenerate(self, models, rgb_frames, tmp_path):

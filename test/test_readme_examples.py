@@ -132,7 +132,7 @@ def test_readme_examples_run_as_written(home):
     for produced in ('results/fr3/report.html', 'results/kitti06/summary.json',
                      'results/kitti06_mono/summary.json', 'results/pairs/report.html',
                      'results/loftr/summary.json', 'results/vit/summary.json',
-                     'results/dense_vo/summary.json', 'conv_small.onnx',
+                     'results/dense_vo/summary.json', 'fast_seg.onnx',
                      'results/ort_eval/summary.json', 'loftr_lite.onnx',
                      'loftr_lite.fine.onnx'):
         assert (work / produced).is_file(), produced

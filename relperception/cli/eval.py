@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         dest='depth_from',
                         help="depth of the RGB-D odometry: the bag's depth topic (default) or "
                              'the dense model (dense.* keys) run on each image, i.e. metric '
-                             'monocular VO, aligned with SE(3); the shipped conv_small learnt '
+                             'monocular VO, aligned with SE(3); the shipped models learnt '
                              'depth on synthetic rooms only, so only synthetic bags give '
                              'meaningful numbers')
     parser.add_argument('--dense-stride', type=int, default=1, metavar='N',

@@ -7,7 +7,7 @@ For every input image ``<stem>.<ext>`` the output folder receives:
 ==========================  ====================================================================
 ``<stem>_depth.npy``         (H, W) float32 at the INPUT image's resolution: the model's raw
                              depth output resized bilinearly, i.e. metres for a metric preset
-                             (``conv_small``, ``vit_small``) and RELATIVE INVERSE depth (larger
+                             (``fast_seg``, ``vit_hybrid``) and RELATIVE INVERSE depth (larger
                              = nearer, no unit) for a relative preset (``depth_anything_v2_vits``)
 ``<stem>_depth.png``         that map coloured with turbo, near blue and far red (a relative map
                              is coloured as 1 / value), invalid pixels black
@@ -34,6 +34,8 @@ import logging
 from pathlib import Path
 from typing import List
 
+from relperception.models.presets import preset_for_backbone
+
 HELP = 'run a dense depth / segmentation model on images and write depth (.npy, .png) and labels'
 
 IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.ppm', '.pgm', '.webp')
@@ -50,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
         'outputs per image <stem>: <stem>_depth.npy = float32 (H, W) at the INPUT resolution, '
-        'the raw model output: metres for metric presets (conv_small, vit_small), relative '
+        'the raw model output: metres for metric presets (fast_seg, vit_hybrid), relative '
         'INVERSE depth for relative presets (depth_anything_v2_vits); <stem>_depth.png = that '
         'map coloured (near blue, far red); with a segmentation head <stem>_labels.png = mono8 '
         'class ids and <stem>_labels_color.png = colour overlay. The outputs of a head the '
@@ -59,11 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('inputs', nargs='+', metavar='IMAGE|DIR',
                         help='image files, or folders whose images are all processed '
                              f'({", ".join(IMAGE_SUFFIXES)})')
-    parser.add_argument('--config', default='conv_small', metavar='PRESET_OR_YAML',
-                        help='model preset name (conv_small, vit_small, depth_anything_v2_vits, '
-                             '...), model YAML file, or a parameter file with a dense: section '
-                             '(e.g. dense: {backend: onnxruntime, onnx_path: m.onnx}; the '
-                             'options below override it) (default conv_small)')
+    default = preset_for_backbone('conv')
+    parser.add_argument('--config', default=default, metavar='PRESET_OR_YAML',
+                        help='model preset name (fast_seg, vit_hybrid, conv_small, '
+                             'depth_anything_v2_vits, ...), model YAML file, or a parameter file '
+                             'with a dense: section (e.g. dense: {backend: onnxruntime, '
+                             'onnx_path: m.onnx}; the options below override it) (default '
+                             f'{default}, the dense.backbone: conv default)')
     parser.add_argument('--weights', default='', metavar='FILE',
                         help='weights file (safetensors or a plain state dict); default the '
                              'weights shipped for the preset (depth_anything_v2_vits has none: '

@@ -2,7 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """``relperception train seg|depth|matcher``: train the dense heads or the LoFTR matcher.
 
-Dense recipe (what the shipped ``conv_small`` / ``vit_small`` weights were trained with):
+Dense recipe (what the shipped weights were trained with; ``fast_seg`` / ``vit_hybrid`` ran
+step 1 with ``--device-augment`` at full resolution, see their model cards):
 
 1. ``train seg --config conv_small --data CAMVID_TRAIN --val-data CAMVID_VAL -o runs/seg``:
    backbone + segmentation head from scratch on a CamVid-layout folder (random scale crop at the
@@ -51,6 +52,7 @@ import sys
 import time
 
 from relperception.atomic_files import write_text_atomic
+from relperception.models.presets import preset_for_backbone
 
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
 
@@ -68,10 +70,11 @@ def _size(text: str):
 
 
 def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
-    parser.add_argument('--config', default='conv_small' if dense else None,
-                        required=not dense,
+    default = preset_for_backbone('conv') if dense else None
+    parser.add_argument('--config', default=default, required=not dense,
                         help='model preset name or YAML file' +
-                             (' (default conv_small)' if dense else ''))
+                             (f' (default {default}, the dense.backbone: conv default)'
+                              if dense else ''))
     parser.add_argument('--data', required=True, nargs='+' if not dense else None,
                         help='training data (see the task help)')
     parser.add_argument('-o', '--output', required=True, help='run folder (checkpoints, weights)')

@@ -25,13 +25,13 @@ A model config (``load_model_config(name_or_yaml)``) is a dict::
 
 Presets:
 
-* ``conv_small`` (shipped default of ``dense.backbone: conv``): ResNet-18 at width 0.25
+* ``conv_small`` (the earlier ``dense.backbone: conv`` default): ResNet-18 at width 0.25
   (channels 16/32/64/128, torchvision names) + DPT metric depth head (features 32, max 80 m) +
   CamVid segmentation head; input 240 x 320 fixed. About 1 M parameters (~4 MB fp32, 2 MB as
   float16), so the weights ship with the package; ~35 ms per 240 x 320 frame on one CPU
   thread. A full-width ResNet-18 (11 M parameters, 45 MB) is available as ``resnet18`` for
   users' weights.
-* ``vit_small`` (shipped default of ``dense.backbone: vit``): a small DINOv2-style ViT
+* ``vit_small`` (the earlier ``dense.backbone: vit`` default): a small DINOv2-style ViT
   (embed 192, 6 blocks, 3 heads, patch 16, 2.9 M backbone parameters, 3.3 M in all, ~13 MB
   fp32, ~7 MB saved as float16) with the same heads; input 240 x 320 fixed. A real ViT-S/14
   (22 M parameters, 88 MB fp32) is too big to ship; it is available as ``vit_s14`` /
@@ -44,26 +44,29 @@ Presets:
 * ``depth_anything_v2_metric_hypersim_vits`` (indoor, max 20 m) and
   ``depth_anything_v2_metric_vkitti_vits`` (outdoor, max 80 m): the metric fine-tunes (sigmoid
   head * max_depth, metres), same preprocessing.
-* ``fast_seg``: real-time CPU segmentation network of the Fast-SCNN / BiSeNet family
-  (``relperception.models.fast_seg``: learning to downsample to stride 8, a detail path at
-  stride 8, an inverted-residual context path to stride 32 with a global pool, fusion at
-  stride 8, classification refined at stride 4) with a light metric depth head on the fused
-  map; CamVid classes, input 360 x 480 fixed (CamVid's own size, multiple 8). Made to be
-  trained on CamVid at full resolution (``train seg --device-augment``, see the README);
-  shipped weights: segmentation only (``relperception/weights/fast_seg.md``), no depth.
-* ``vit_hybrid``: the attention counterpart of ``fast_seg`` (a hybrid ViT, as ViT's
-  ResNet-stem hybrids): the same convolutional stem, detail path, stride-16 stage, fusion and
-  heads, with the stride-32 convolutional stage replaced by 4 transformer blocks (128 dims, 4
-  heads, global self-attention over every stride-16 token, depthwise-convolution position
-  encoding, so any input size works); shipped weights: segmentation only
-  (``relperception/weights/vit_hybrid.md``).
+* ``fast_seg`` (shipped default of ``dense.backbone: conv``): real-time CPU segmentation
+  network of the Fast-SCNN / BiSeNet family (``relperception.models.fast_seg``: learning to
+  downsample to stride 8, a detail path at stride 8, an inverted-residual context path to
+  stride 32 with a global pool, fusion at stride 8, classification refined at stride 4) with a
+  light metric depth head (three separable convolutions on the fused map, refined at stride 4);
+  CamVid classes, input 360 x 480 fixed (CamVid's own size, multiple 8). Segmentation trained on
+  CamVid at full resolution (``train seg --device-augment``, see the README), depth on the
+  synthetic rooms with the backbone frozen (``relperception/weights/fast_seg.md``).
+* ``vit_hybrid`` (shipped default of ``dense.backbone: vit``): the attention counterpart of
+  ``fast_seg`` (a hybrid ViT, as ViT's ResNet-stem hybrids): the same convolutional stem,
+  detail path, stride-16 stage, fusion and heads, with the stride-32 convolutional stage
+  replaced by 4 transformer blocks (128 dims, 4 heads, global self-attention over every
+  stride-16 token, depthwise-convolution position encoding, so any input size works); both
+  heads trained as ``fast_seg``'s (``relperception/weights/vit_hybrid.md``). Users' DINOv2 /
+  Depth Anything V2 weights load into ``vit_s14`` / ``depth_anything_v2_vits`` (named with
+  ``dense.model``), not into this hybrid.
 * ``resnet18`` / ``resnet34`` / ``resnet50``, ``vit_s14`` / ``vit_b14`` / ``vit_s16`` /
   ``vit_b16``: full-size architectures with both heads, for users' own weights (no weights
   shipped); backbone-only torchvision / DINOv2 files load with
   ``dense.load_backbone_weights``.
 
-``dense.backbone`` (ROS parameter) maps ``conv`` -> ``conv_small`` and ``vit`` -> ``vit_small``
-(``preset_for_backbone``). This module does not import torch.
+``dense.backbone`` (ROS parameter) maps ``conv`` -> ``fast_seg`` and ``vit`` -> ``vit_hybrid``
+(``preset_for_backbone``; ``BACKBONE_PRESETS``). This module does not import torch.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ CAMVID_CLASSES = ['Sky', 'Building', 'Pole', 'Road', 'Pavement', 'Tree', 'SignSy
 IGNORE_INDEX = 255
 
 #: ``dense.backbone`` value -> preset of the shipped default model.
-BACKBONE_PRESETS = {'conv': 'conv_small', 'vit': 'vit_small'}
+BACKBONE_PRESETS = {'conv': 'fast_seg', 'vit': 'vit_hybrid'}
 
 _DA_KEY_MAP = {'pretrained.': 'backbone.'}
 
@@ -152,20 +155,20 @@ _FAST_SEG_MODEL = {
                  'context_channels': [96, 128], 'context_blocks': [3, 4],
                  'context_dilations': [1, 2, 4], 'expansion': 6, 'fusion_channels': 128},
     'depth_mode': 'metric', 'max_depth': 80.0,
-    'heads': {'depth': {'features': 32},
+    'heads': {'depth': {'features': 64, 'blocks': 3, 'dilations': [2, 4], 'refine_features': 32},
               'segmentation': {'num_classes': len(CAMVID_CLASSES), 'features': 96,
                                'refine_features': 32, 'dropout': 0.1}}}
 
 PRESETS: Dict[str, Dict[str, Any]] = {
     'conv_small': _preset(
-        'shipped conv default: ResNet-18 x0.25 + DPT metric depth + CamVid segmentation',
+        'ResNet-18 x0.25 + DPT metric depth + CamVid segmentation (shipped weights)',
         {'backbone': {'name': 'resnet18', 'width': 0.25, 'out_indices': [1, 2, 3, 4]},
          'depth_mode': 'metric', 'max_depth': 80.0,
          'heads': _seg_depth_heads(depth_features=32, seg_features=32, head_features=16)},
         _input(240, 320, 16), weights='conv_small'),
     'vit_small': _preset(
-        'shipped ViT default: DINOv2-style ViT (192 dims, 6 blocks, patch 16) + DPT metric '
-        'depth + CamVid segmentation',
+        'DINOv2-style ViT (192 dims, 6 blocks, patch 16) + DPT metric depth + CamVid '
+        'segmentation (shipped weights)',
         {'backbone': _vit_backbone(192, 3, 16, depth=6, out_indices=(1, 2, 4, 5), img_size=224),
          'depth_mode': 'metric', 'max_depth': 80.0,
          'heads': deep_merge(_seg_depth_heads(depth_features=32, seg_features=32,
@@ -173,13 +176,13 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                              {'depth': {'out_channels': [32, 48, 64, 96]}})},
         _input(240, 320, 16), weights='vit_small'),
     'fast_seg': _preset(
-        'real-time CPU segmentation (Fast-SCNN / BiSeNet family) + light metric depth head, '
-        'CamVid classes, 360 x 480; shipped weights: segmentation only',
+        'shipped conv default: real-time CPU segmentation (Fast-SCNN / BiSeNet family) + light '
+        'metric depth head, CamVid classes, 360 x 480',
         _FAST_SEG_MODEL, _input(360, 480, 8), weights='fast_seg'),
     'vit_hybrid': _preset(
-        "hybrid ViT: fast_seg's convolutional stem to stride 16, then 4 transformer blocks "
-        '(global self-attention over the stride-16 tokens) in place of the stride-32 conv stage; '
-        'CamVid classes, 360 x 480; shipped weights: segmentation only',
+        "shipped ViT default: hybrid ViT, fast_seg's convolutional stem to stride 16, then 4 "
+        'transformer blocks (global self-attention over the stride-16 tokens) in place of the '
+        'stride-32 conv stage; light metric depth head, CamVid classes, 360 x 480',
         deep_merge(_FAST_SEG_MODEL, {'backbone': {
             'context_dilations': [1], 'context': 'attention', 'attention_blocks': 4,
             'attention_heads': 4, 'attention_mlp_ratio': 2.0}}),

@@ -46,7 +46,7 @@ gives (metric monocular VO). The summary adds ``depth_source``, ``dense_model``,
 ``dense_relative``, ``dense_failures`` (frames whose prediction failed or had no valid pixel:
 their depth is ignored and they count in ``frames_without_depth`` and the errors) and
 ``dense_timing_median_ms`` / ``dense_timing_p95_ms``; ``timing.csv`` gets a ``dense_ms``
-column (not part of ``decode_ms``). The shipped default model ``conv_small`` learnt metric
+column (not part of ``decode_ms``). The shipped default models learnt metric
 depth on the synthetic rooms of :mod:`relperception.data.synthetic` only: on a synthetic
 recording the result is meaningful, on real data (TUM, KITTI, your camera) its depth and so
 the VO scale are not, until the model is trained on such data (``relperception train depth``)
