@@ -8,9 +8,9 @@ normalised image, with the same number of threads, alternating the two so that a
 on the machine hits both. Results are printed as the ratio ``torch time / onnxruntime time``
 (target >= 1.5 on CPU), so they do not depend on how fast this machine is.
 
-Presets (``--presets``): ``conv_small`` and ``vit_small`` (the shipped defaults), ``fast_seg``
-(the real-time segmentation network) and ``vit_hybrid`` (its hybrid-ViT counterpart),
-``resnet18`` (full-width ResNet-18) and ``vit_s14``
+Presets (``--presets``): ``fast_seg`` and ``vit_hybrid`` (the shipped ``dense.backbone``
+defaults: the real-time segmentation network and its hybrid-ViT counterpart), ``conv_small``
+and ``vit_small`` (the earlier defaults), ``resnet18`` (full-width ResNet-18) and ``vit_s14``
 (ViT-S/14, the Depth Anything V2 Small backbone). Sizes (``--sizes``): 240x320, 360x480
 (CamVid) and 480x640, rounded up to the preset's size multiple (ViT-S/14: 252x322 ...;
 ``conv_small`` at 360x480: 368x480). Outputs: ``depth``, ``logits`` and ``labels`` (argmax), as
