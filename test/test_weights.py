@@ -65,6 +65,19 @@ class TestLoadStateDictFile:
         with pytest.raises(ValueError):
             W.load_state_dict_file(bad)
 
+    @pytest.mark.parametrize('content', [b'hello\n', b'\x89PNG\r\n\x1a\n' + bytes(range(256)),
+                                         bytes(range(256)) * 4, b''])
+    def test_any_other_file_is_a_value_error(self, tmp_path, content):
+        """Bytes that are no weights file (text, an image, noise) raise ValueError.
+
+        The weights-only unpickler raises KeyError, IndexError, ... on such bytes; a user who
+        passes the wrong file gets a message that names it, not an internal error.
+        """
+        bad = tmp_path / 'not_weights.png'
+        bad.write_bytes(content)
+        with pytest.raises(ValueError, match='not_weights.png'):
+            W.load_state_dict_file(bad)
+
 
 class TestLoadWeights:
     """Checked loading into a module."""

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
                                                    config, defaults()))
     logger.info('report written to %s (open %s first)', args.output, report)
     if summary['num_errors']:
-        logger.warning('%d problems met (see summary.json "errors")', summary['num_errors'])
+        logger.warning('%d problem%s met (see summary.json "errors")', summary['num_errors'],
+                       '' if summary['num_errors'] == 1 else 's')
     if not summary['complete']:
         logger.warning('the bag was damaged or processing stopped early; results are partial')
     return 0 if summary['frames_processed'] > 0 else 1

@@ -109,8 +109,9 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
             'other than tensors and plain containers, and loading it would execute that code '
             '(only weights_only=True loading is allowed). Convert the trusted original to '
             f'safetensors or a plain state dict. Details: {_pickle_reason(err)}') from err
-    except (RuntimeError, EOFError, OSError) as err:
-        raise ValueError(f'{path}: not a readable PyTorch weights file ({err})') from err
+    except Exception as err:  # the unpickler raises KeyError, IndexError, ... on other bytes
+        raise ValueError(f'{path}: not a readable PyTorch weights file '
+                         f'({type(err).__name__}: {err})') from err
     return _unwrap(obj, path)
 
 
