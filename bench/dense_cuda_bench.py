@@ -2,8 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Dense models on a CUDA GPU: agreement with the CPU float32 result, and time per frame.
 
-For each preset (the shipped ``conv_small`` and ``vit_small`` with their weights; ``resnet18``
-and ``depth_anything_v2_vits`` with seeded random weights, as ``dense_bench.py``), on one
+For each preset (the shipped ``fast_seg`` and ``vit_hybrid``, the ``dense.backbone`` defaults,
+and ``conv_small`` and ``vit_small``, with their weights; ``resnet18`` and
+``depth_anything_v2_vits`` with seeded random weights, as ``dense_bench.py``), on one
 synthetic 640x480 frame prepared as the dense pipeline prepares it (``prepare_image``: the
 preset's input size) and at 480x640:
 
@@ -42,8 +43,8 @@ import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: (preset, shipped weights) measured.
-PRESETS = (('conv_small', True), ('vit_small', True), ('resnet18', False),
-           ('depth_anything_v2_vits', False))
+PRESETS = (('fast_seg', True), ('vit_hybrid', True), ('conv_small', True), ('vit_small', True),
+           ('resnet18', False), ('depth_anything_v2_vits', False))
 #: The second input size (H, W), rounded up to the preset's size multiple.
 LARGE_SIZE = (480, 640)
 #: Variants: name -> (autocast dtype or None, TF32 allowed).
@@ -172,13 +173,14 @@ def main(argv=None) -> int:
         parser.error(f'unknown presets {unknown}; known: {sorted(shipped)}')
     device_name = torch.cuda.get_device_name(0) if args.device.startswith('cuda') else 'cpu'
     results = {'device': device_name, 'torch': torch.__version__, 'rows': []}
+    args.output.mkdir(parents=True, exist_ok=True)
     for preset in args.presets:
         for size in (None, LARGE_SIZE):
             row = run_case(preset, shipped[preset], size, args.device, args.repeats)
             results['rows'].append({'preset': preset, **row})
-    args.output.mkdir(parents=True, exist_ok=True)
-    with open(args.output / 'dense_cuda_bench.json', 'w', encoding='utf-8') as stream:
-        json.dump(results, stream, indent=2)
+        # written after every preset: a run stopped by a time limit keeps what it measured
+        with open(args.output / 'dense_cuda_bench.json', 'w', encoding='utf-8') as stream:
+            json.dump(results, stream, indent=2)
     sys.stdout.write(format_results(results) + '\n')
     return 0
 

@@ -8,17 +8,22 @@
 #
 #   1. environment: Python, torch, CUDA device, the modules the package imports
 #   2. fast_seg trained on CamVid with data and augmentation on the GPU (issue 16), budget
-#      TRAIN_MINUTES (default 7), after a 10-step smoke run; needs device_data/ from
+#      TRAIN_MINUTES (default 6), after a 10-step smoke run; needs device_data/ from
 #      scripts/pack_seg_data.py, carried to the machine (it is git-ignored)
+#   2b. its depth head trained on the synthetic rooms (rendered there), backbone and
+#      segmentation head frozen, budget DEPTH_MINUTES (default 1.5): a shippable file needs
+#      both heads trained, the recipe of the fast_seg model card
 #   3. dense presets and LoFTR under CUDA in float32/TF32/float16/bfloat16 against the CPU
 #      float32 result (bench/dense_cuda_bench.py, bench/loftr_cuda_bench.py; issue 15)
 #
 # Every step has its own time limit and the next step runs whatever the previous gave.
-# Usage: bash scripts/gpu_session.sh [TRAIN_MINUTES]    (DEVICE=cpu for a dry run here)
+# Usage: bash scripts/gpu_session.sh [TRAIN_MINUTES [DEPTH_MINUTES]]
+#        (DEVICE=cpu for a dry run here, e.g. DEVICE=cpu bash scripts/gpu_session.sh 0.2 0.2)
 
 set -uo pipefail
 OUT=${OUT:-gpu_out}
-MINUTES=${1:-7}
+MINUTES=${1:-6}
+DEPTH_MINUTES=${2:-1.5}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -51,6 +56,16 @@ if [ -d device_data/camvid_train ]; then
         timeout "$seconds" "${train[@]}" --time-budget-min "$MINUTES" --val-every 500 \
             --checkpoint-every 500 -o "$OUT/fast_seg" > "$OUT/train_fast_seg.log" 2>&1
         echo "fast_seg training exit code $?" >> "$OUT/train_fast_seg.log"
+        if [ -f "$OUT/fast_seg/best.safetensors" ]; then
+            seconds=$(awk "BEGIN {print int($DEPTH_MINUTES * 60 + 90)}")
+            timeout "$seconds" "$PYTHON" -m relperception.cli.main train depth --config fast_seg \
+                --init "$OUT/fast_seg/best.safetensors" --data synth:0-15:30 \
+                --val-data synth:1000-1001:10 --device "$DEVICE" --batch-size 8 --lr 2e-3 \
+                --warmup-steps 30 --time-budget-min "$DEPTH_MINUTES" \
+                --val-every 200 --checkpoint-every 200 --no-progress \
+                -o "$OUT/fast_seg_depth" > "$OUT/train_fast_seg_depth.log" 2>&1
+            echo "depth head training exit code $?" >> "$OUT/train_fast_seg_depth.log"
+        fi
     else
         echo "smoke run failed: training skipped (see train_smoke.log)" > "$OUT/train_fast_seg.log"
     fi
