@@ -8,7 +8,7 @@
 #
 #   1. environment: Python, torch, CUDA device, the modules the package imports
 #   2. fast_seg trained on CamVid with data and augmentation on the GPU (issue 16), budget
-#      TRAIN_MINUTES (default 6), after a 10-step smoke run; needs device_data/ from
+#      TRAIN_MINUTES (default 5), after a 10-step smoke run; needs device_data/ from
 #      scripts/pack_seg_data.py, carried to the machine (it is git-ignored)
 #   2b. its depth head trained on the synthetic rooms (rendered there), backbone and
 #      segmentation head frozen, budget DEPTH_MINUTES (default 1.5): a shippable file needs
@@ -22,7 +22,7 @@
 
 set -uo pipefail
 OUT=${OUT:-gpu_out}
-MINUTES=${1:-6}
+MINUTES=${1:-5}
 DEPTH_MINUTES=${2:-1.5}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
