@@ -110,6 +110,10 @@ class TestModelFiles:
         truncated.write_bytes(evil.read_bytes()[:40])
         with pytest.raises(ValueError, match='not a readable checkpoint'):
             trainer.load_checkpoint(truncated)
+        text = tmp_path / 'notes.txt'   # any other file: the unpickler raises KeyError here
+        text.write_bytes(b'hello\n')
+        with pytest.raises(ValueError, match='not a readable checkpoint'):
+            trainer.load_checkpoint(text)
 
     def test_onnx_of_another_dense_preset_is_refused(self, exports, tmp_path, caplog):
         import cv2

@@ -424,8 +424,9 @@ class Trainer:
             raise ValueError(f'{path} was refused: it holds Python objects beyond tensors and '
                              'plain containers, which a checkpoint of this trainer never does '
                              '(only such files are loaded, never arbitrary pickles)') from None
-        except (RuntimeError, EOFError, OSError) as error:
-            raise ValueError(f'{path} is not a readable checkpoint: {error}') from None
+        except Exception as error:  # the unpickler raises KeyError, IndexError, ... on other bytes
+            raise ValueError(f'{path} is not a readable checkpoint: '
+                             f'{type(error).__name__}: {error}') from None
         if not isinstance(state, dict):
             raise ValueError(f'{path} is no training checkpoint (a {type(state).__name__})')
         missing = {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'rng'} - set(state)
