@@ -7,7 +7,7 @@ Three measurements, each matcher WITHOUT a motion prior (two-view matching):
 1. **Synthetic 3-D pairs** (relative pose AUC@5/10/20, LoFTR / SuperGlue protocol of
    :mod:`relperception.evaluation.pairs`): two views of held-out synthetic rooms (scene seeds
    ``--seeds``, default 5000-5004, never used for training: the shipped ``loftr_lite`` saw
-   seeds 0-7, the scene-pair recipe of its model card seeds 0-23 with validation on 900-901),
+   the rooms of seeds 0-23, with validation on 900-901),
    rendered at 640 x 480 with
    ``training.scene_pairs.render_scene_views`` (the same view generator as the training
    pairs). *wide*: rotation >= 30 deg between the views; *moderate*: 5-30 deg; every pair
@@ -17,8 +17,11 @@ Three measurements, each matcher WITHOUT a motion prior (two-view matching):
 2. **Unrelated pairs** (matches returned per pair; all of them are wrong): ``--unrelated``
    pairs of images that share no content: a view of one held-out room against a view of
    another, and a held-out room against a TUM RGB-D or CamVid image (resized to 640 x 480);
-   plus the unrelated pair of ``test/test_shipped_loftr_weights.py``. LoFTR counts are matches
-   above the configured threshold (``loftr.threshold``, default 0.2).
+   plus the unrelated pair of ``test/test_shipped_loftr_weights.py``; and ``--unrelated-real``
+   pairs of two real images from different recordings (TUM RGB-D, CamVid val_40, KITTI 06 and
+   01, each centre-cropped to 4:3 and resized to 640 x 480; two streets are the hard case),
+   reported in their own columns. LoFTR counts are matches above the configured threshold
+   (``loftr.threshold``, default 0.2).
 3. **KITTI dev pairs** (pose AUC): KITTI odometry 06 and 01, frames 0-50
    (``<data>/kitti_odometry_0{6,1}_f0000-0050``), frame gaps 1 and 5, converted to bags as in
    ``bench/pairs_bench.py``; skipped when the folders are absent.
@@ -59,6 +62,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 KITTI = ('kitti06', 'kitti01')
 TUM = 'tum_rgbd_fr3_long_office_household_1hz_17f/rgb'
 CAMVID = 'camvid_segnet_val_40/images'
+#: Real recordings of the real-vs-real unrelated pairs (each pair takes two different ones).
+REAL_SOURCES = (TUM, CAMVID, 'kitti_odometry_06_f0000-0050/image_l',
+                'kitti_odometry_01_f0000-0050/image_l')
 SIZE = (480, 640)
 
 
@@ -96,6 +102,47 @@ def synthetic_groups(seeds, views_per_seed: int, per_seed: dict, rng: np.random.
                     name=f'synthetic{seed}:{int(a)}-{int(b)} ({angle:.0f} deg)',
                     source='synthetic'))
     return groups, all_views
+
+
+def load_grey_4x3(path: Path) -> np.ndarray:
+    """Return the image at ``path`` as (480, 640) uint8 grey, centre-cropped to 4:3."""
+    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    if image is None:
+        raise ValueError(f'{path}: not a readable image')
+    height, width = image.shape
+    crop_w = min(width, height * SIZE[1] // SIZE[0])
+    crop_h = min(height, width * SIZE[0] // SIZE[1])
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    return cv2.resize(image[top:top + crop_h, left:left + crop_w], (SIZE[1], SIZE[0]),
+                      interpolation=cv2.INTER_AREA)
+
+
+def real_unrelated_pairs(data_dir: Path, count: int, rng: np.random.Generator):
+    """Return [(name, image0, image1)]: ``count`` pairs of images of two different recordings.
+
+    Names start with ``real:``. Fewer than two recordings present: no pairs (a warning).
+    """
+    recordings = {}
+    for folder in REAL_SOURCES:
+        path = data_dir / folder
+        files = sorted(p for p in path.iterdir()
+                       if p.suffix.lower() in ('.png', '.jpg')) if path.is_dir() else []
+        if files:
+            recordings[folder.split('/')[0]] = files
+    if count > 0 and len(recordings) < 2:
+        logging.warning('fewer than two real recordings under %s: no real unrelated pairs',
+                        data_dir)
+        return []
+    names = sorted(recordings)
+    combos = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = []
+    for k in range(count):
+        name0, name1 = combos[k % len(combos)]
+        path0 = recordings[name0][int(rng.integers(len(recordings[name0])))]
+        path1 = recordings[name1][int(rng.integers(len(recordings[name1])))]
+        pairs.append((f'real:{name0}:{path0.name} vs {name1}:{path1.name}',
+                      load_grey_4x3(path0), load_grey_4x3(path1)))
+    return pairs
 
 
 def unrelated_pairs(all_views: dict, data_dir: Path, count: int, rng: np.random.Generator):
@@ -160,14 +207,27 @@ def build_matchers(args, config):
 
 
 def format_unrelated_table(counts: dict) -> str:
-    """Return a table of match counts on unrelated pairs per matcher (median, max, test pair)."""
-    lines = [['matcher', 'median', 'mean', 'max', 'pairs', 'test pair']]
+    """Return a table of match counts on unrelated pairs per matcher.
+
+    Columns: median / mean / max / count of the pairs with a synthetic room, the same of the
+    real-vs-real pairs (names ``real:...``; ``-`` without them), the test pair's count.
+    """
+    lines = [['matcher', 'median', 'mean', 'max', 'pairs', 'real median', 'real mean',
+              'real max', 'real pairs', 'test pair']]
+
+    def stats(values):
+        if not values:
+            return ['-', '-', '-', '0']
+        values = np.array(values)
+        return [f'{np.median(values):.0f}', f'{values.mean():.1f}', f'{values.max():.0f}',
+                str(len(values))]
+
     for name, rows in counts.items():
-        values = np.array([r['matches'] for r in rows if not r['name'].startswith('test_')])
+        synthetic = [r['matches'] for r in rows
+                     if not r['name'].startswith(('test_', 'real:'))]
+        real = [r['matches'] for r in rows if r['name'].startswith('real:')]
         test = [r['matches'] for r in rows if r['name'].startswith('test_')]
-        lines.append([name, f'{np.median(values):.0f}', f'{values.mean():.1f}',
-                      f'{values.max():.0f}', str(len(values)),
-                      str(test[0]) if test else '-'])
+        lines.append([name, *stats(synthetic), *stats(real), str(test[0]) if test else '-'])
     widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
     return '\n'.join('  '.join(c.rjust(w) if i else c.ljust(w)
                                for i, (c, w) in enumerate(zip(row, widths))) for row in lines)
@@ -187,7 +247,10 @@ def main(argv=None) -> int:
     parser.add_argument('--views', type=int, default=24, help='rendered views per seed')
     parser.add_argument('--wide', type=int, default=8, help='wide pairs per seed')
     parser.add_argument('--moderate', type=int, default=4, help='moderate pairs per seed')
-    parser.add_argument('--unrelated', type=int, default=20, help='unrelated pairs')
+    parser.add_argument('--unrelated', type=int, default=20,
+                        help='unrelated pairs with a synthetic room (20)')
+    parser.add_argument('--unrelated-real', type=int, default=12,
+                        help='unrelated pairs of two real recordings (12)')
     parser.add_argument('--gaps', type=int, nargs='+', default=[1, 5], help='KITTI gaps')
     parser.add_argument('--max-kitti-pairs', type=int, help='KITTI pairs per sequence and gap')
     parser.add_argument('--no-kitti', action='store_true', help='skip the KITTI pairs')
@@ -206,6 +269,8 @@ def main(argv=None) -> int:
     groups, all_views = synthetic_groups(parse_seeds(args.seeds), args.views, per_seed, rng)
     groups = {f'synthetic {k}': v for k, v in groups.items() if v}
     unrelated = unrelated_pairs(all_views, args.data, args.unrelated, rng)
+    unrelated += real_unrelated_pairs(args.data, args.unrelated_real,
+                                      np.random.default_rng(20261203))
     if not args.no_kitti:
         with tempfile.TemporaryDirectory(prefix='loftr_scene_bench_') as tmp:
             groups.update(kitti_groups(args.data, Path(tmp), args.gaps, args.max_kitti_pairs))

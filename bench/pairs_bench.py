@@ -105,8 +105,8 @@ def main(argv=None) -> int:
     parser.add_argument('--synthetic', type=int, default=8,
                         help='synthetic first frames per gap (0: none)')
     parser.add_argument('--seed', type=int, default=100,
-                        help='synthetic scene seed (default 100: not among the seeds 0-7 the '
-                             'shipped loftr_lite was trained on)')
+                        help='synthetic scene seed (default 100: not among the seeds 0-23 and '
+                             '900-901 the shipped loftr_lite was trained or validated on)')
     parser.add_argument('--max-pairs', type=int, help='at most this many pairs per bag and gap')
     parser.add_argument('--config', help='YAML configuration (matcher sections)')
     parser.add_argument('--threads', type=int, default=1,

@@ -3,10 +3,10 @@
 """The shipped ``loftr_lite`` weights match held-out synthetic homography pairs.
 
 The pairs are rendered here and never used in training: a view of the synthetic room of seed
-31337 (the shipped weights saw seeds 0-7 only) and a procedural texture, each warped by a fixed
-homography. Bounds are set from the measured performance of the shipped file (see
-``relperception/weights/loftr_lite.md``) with margin. Errors are in pixels of the 240 x 320
-images, which is also the matcher's input size (no resize).
+31337 (the shipped weights saw the rooms of seeds 0-23 and 900-901 only) and a procedural
+texture, each warped by a fixed homography. Bounds are set from the measured performance of the
+shipped file (see ``relperception/weights/loftr_lite.md``) with margin. Errors are in pixels of
+the 240 x 320 images, which is also the matcher's input size (no resize).
 """
 
 import cv2
@@ -17,12 +17,12 @@ from relperception.matching.loftr.matcher import LoFTRMatcher
 from relperception.models.weights import file_sha256, read_manifest, shipped_weights
 
 SIZE = (240, 320)   # the loftr_lite input size: no resize inside the matcher
-# Measured with the shipped file: room 512 matches (the fine_topk cap of loftr_lite), 100 %
-# within 3 px; texture 512 matches, 99.6 % within 3 px; unrelated images 163 matches (the
-# weights reject non-overlapping content poorly, see the model card).
+# Bounds with margin below the shipped file's measured figures (model card, "Test pairs"). The
+# unrelated bound is issue 16's target for unrelated pairs (the file before the negative
+# training returned 184 matches here).
 MIN_MATCHES = {'room': 300, 'texture': 300}
 MIN_PRECISION_3PX = {'room': 0.9, 'texture': 0.9}
-MAX_UNRELATED_MATCHES = 250
+MAX_UNRELATED_MATCHES = 20
 
 
 def homography(angle_deg, scale, shift, corner_push, size=SIZE):
