@@ -53,6 +53,7 @@ from relperception.data.pairs import ImagePair
 from relperception.evaluation.pairs import format_pairs_table
 from relperception.evaluation.report import write_json
 from relperception.matching.base import build_matcher
+from relperception.training.homography import list_images
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pairs_bench import evaluate_groups, make_pair_groups  # noqa: E402, I100
@@ -104,6 +105,16 @@ def synthetic_groups(seeds, views_per_seed: int, per_seed: dict, rng: np.random.
     return groups, all_views
 
 
+def recording_images(path: Path) -> list:
+    """Return the sorted image files of the folder ``path`` ([] when it is absent or empty)."""
+    if not path.is_dir():
+        return []
+    try:
+        return list_images(path)
+    except ValueError:   # a folder without images
+        return []
+
+
 def load_grey_4x3(path: Path) -> np.ndarray:
     """Return the image at ``path`` as (480, 640) uint8 grey, centre-cropped to 4:3."""
     image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
@@ -124,9 +135,7 @@ def real_unrelated_pairs(data_dir: Path, count: int, rng: np.random.Generator):
     """
     recordings = {}
     for folder in REAL_SOURCES:
-        path = data_dir / folder
-        files = sorted(p for p in path.iterdir()
-                       if p.suffix.lower() in ('.png', '.jpg')) if path.is_dir() else []
+        files = recording_images(data_dir / folder)
         if files:
             recordings[folder.split('/')[0]] = files
     if count > 0 and len(recordings) < 2:
@@ -151,11 +160,9 @@ def unrelated_pairs(all_views: dict, data_dir: Path, count: int, rng: np.random.
     real = []
     for folder in (TUM, CAMVID):
         path = data_dir / folder
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix.lower() in ('.png', '.jpg'))
-            real.extend((f'{folder.split("/")[0]}:{p.name}', p) for p in files)
-        else:
+        if not path.is_dir():
             logging.warning('%s not found: unrelated pairs use synthetic rooms only', path)
+        real.extend((f'{folder.split("/")[0]}:{p.name}', p) for p in recording_images(path))
     pairs = []
     for k in range(count):
         seed = seeds[k % len(seeds)]

@@ -18,8 +18,7 @@ from relperception.models.weights import file_sha256, read_manifest, shipped_wei
 
 SIZE = (240, 320)   # the loftr_lite input size: no resize inside the matcher
 # Bounds with margin below the shipped file's measured figures (model card, "Test pairs"). The
-# unrelated bound is issue 16's target for unrelated pairs (the file before the negative
-# training returned 184 matches here).
+# unrelated bound is issue 16's target for unrelated pairs.
 MIN_MATCHES = {'room': 300, 'texture': 300}
 MIN_PRECISION_3PX = {'room': 0.9, 'texture': 0.9}
 MAX_UNRELATED_MATCHES = 20
