@@ -270,6 +270,38 @@ class TestMixedDataset:
             MixedMatcherPairDataset((HEIGHT, WIDTH), 8, negative_sources=sources,
                                     negative_groups=['a', 'a'], mix=mix)
 
+    def test_real_negatives_pair_two_real_groups(self, views):
+        # flat images: group 'a' grey 50, group 'b' grey 200; the rooms are textured
+        sources = [np.full((60, 80), 50, np.uint8), np.full((60, 80), 50, np.uint8),
+                   np.full((60, 80), 200, np.uint8)]
+        groups = ['a', 'a', 'b']
+        mix = PairMix(scene_fraction=0.0, negative_fraction=1.0, real_negative_fraction=1.0)
+        ds = MixedMatcherPairDataset((HEIGHT, WIDTH), 12, seed=3, views=views,
+                                     negative_sources=sources, negative_groups=groups, mix=mix,
+                                     photometric=None)
+        for i in range(12):
+            item = ds[i]
+            values = []
+            for key, mask in (('image0', 'mask0'), ('image1', 'mask1')):
+                pixels = item[key][0][item[mask]].numpy()   # borders blend with the fill
+                value = float(np.median(pixels))
+                assert np.mean(np.abs(pixels - value) < 1e-5) > 0.9, 'a room was drawn'
+                values.append(round(value * 255))
+            assert sorted(values) == [50, 200]
+        # the default draws from every source: rooms appear
+        mixed = MixedMatcherPairDataset((HEIGHT, WIDTH), 12, seed=3, views=views,
+                                        negative_sources=sources, negative_groups=groups,
+                                        mix=PairMix(scene_fraction=0.0, negative_fraction=1.0),
+                                        photometric=None)
+        assert any(np.ptp(mixed[i]['image0'][0].numpy()) > 0.1 for i in range(12))
+        with pytest.raises(ValueError, match='real_negative_fraction'):
+            MixedMatcherPairDataset((HEIGHT, WIDTH), 4, views=views,
+                                    negative_sources=sources[:2], negative_groups=['a', 'a'],
+                                    mix=mix)
+        with pytest.raises(ValueError, match='real_negative_fraction'):
+            MixedMatcherPairDataset((HEIGHT, WIDTH), 4, views=views,
+                                    mix=PairMix(real_negative_fraction=1.5))
+
     def test_rescaled_batch_keeps_depth_ground_truth(self, views):
         from relperception.training.matcher_train import rescale_batch
 
@@ -424,7 +456,7 @@ class TestMixedTraining:
             base = {'scene_pairs': None, 'scene_fraction': 0.45, 'wide_fraction': 0.5,
                     'negative_fraction': None, 'unmatched_weight': None,
                     'unmatched_gamma': None, 'unmatched_top_fraction': 1.0,
-                    'val_scenes': None}
+                    'val_scenes': None, 'real_negative_fraction': 0.0}
             base.update(kw)
             return argparse.Namespace(**base)
 
@@ -446,6 +478,11 @@ class TestMixedTraining:
         assert extra['loss_config'].unmatched_top_fraction == 1.0
         with pytest.raises(ValueError, match='--unmatched-top-fraction'):
             _matcher_mix_options(args(unmatched_top_fraction=0.0))
+        assert extra['pair_mix'].real_negative_fraction == 0.0
+        real = _matcher_mix_options(args(scene_pairs=['synth:0-3'], real_negative_fraction=0.5))
+        assert real['pair_mix'].real_negative_fraction == 0.5
+        with pytest.raises(ValueError, match='--real-negative-fraction'):
+            _matcher_mix_options(args(real_negative_fraction=-0.1))
 
     def test_cli_max_zoom(self):
         from relperception.cli.train import _matcher_homography_options

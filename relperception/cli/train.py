@@ -28,7 +28,8 @@ parts start from random initialisation. The warm-up defaults to a few per cent o
 the budget. Matcher training (``train matcher``) uses homographies of ``--data`` and, with
 ``--scene-pairs synth:SEEDS[:VIEWS]``, two-view pairs of synthetic rooms with depth-warp ground
 truth (``training.scene_pairs``) plus negative pairs (``--negative-fraction``, default 0.2
-with scene pairs) and the unmatched-cell loss (``--unmatched-weight`` 10 and
+with scene pairs; ``--real-negative-fraction`` of them between two real image folders of
+``--data``, e.g. two street sequences) and the unmatched-cell loss (``--unmatched-weight`` 10 and
 ``--unmatched-gamma`` 1 by default then).
 With ``--val-data`` the weights of the best validation so far (largest ``miou`` for ``seg``,
 smallest ``abs_rel`` for ``depth``) are kept as ``<output>/best.safetensors`` with
@@ -176,6 +177,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     matcher.add_argument('--negative-fraction', type=float, default=None,
                          help='share of negative pairs (two images of different sources, no '
                               'match); default 0.2 with --scene-pairs, else 0')
+    matcher.add_argument('--real-negative-fraction', type=float, default=0.0,
+                         help='share of the negative pairs drawn between two real image '
+                              'sources of different groups (folders of --data, e.g. two '
+                              'street sequences) rather than from all sources (0)')
     matcher.add_argument('--unmatched-weight', type=float, default=None,
                          help='weight of the loss that pushes the best confidence of cells '
                               'without a correspondence to 0; default 10 with scene or '
@@ -265,7 +270,8 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
         negative = 0.2 if args.scene_pairs else 0.0
     for name, value in (('--scene-fraction', args.scene_fraction),
                         ('--wide-fraction', args.wide_fraction),
-                        ('--negative-fraction', negative)):
+                        ('--negative-fraction', negative),
+                        ('--real-negative-fraction', args.real_negative_fraction)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f'{name} must be in [0, 1], got {value}')
     if args.unmatched_weight is not None and args.unmatched_weight < 0:
@@ -285,7 +291,8 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
         return {}
     extra = {'scene_pairs': args.scene_pairs,
              'pair_mix': PairMix(scene_fraction=args.scene_fraction if args.scene_pairs else 0.0,
-                                 negative_fraction=negative, wide_fraction=args.wide_fraction)}
+                                 negative_fraction=negative, wide_fraction=args.wide_fraction,
+                                 real_negative_fraction=args.real_negative_fraction)}
     weight = DEFAULT_UNMATCHED_WEIGHT if args.unmatched_weight is None else args.unmatched_weight
     extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma,
                                            unmatched_top_fraction=top)

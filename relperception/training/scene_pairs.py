@@ -571,6 +571,10 @@ class PairMix:
         min_angle_deg: smallest rotation of a moderate scene pair (degrees).
         min_overlap: smallest fraction of coarse cells of image 0 with a ground-truth match.
         swap_probability: probability of swapping the two images of a negative pair.
+        real_negative_fraction: share of the negative pairs whose two images both come from
+            real image sources (files, folders, arrays; not ``synth:`` seeds or scene views)
+            of different groups, e.g. two street sequences; needs two such groups. The other
+            negatives draw their first image from all sources.
     """
 
     scene_fraction: float = 0.45
@@ -580,11 +584,12 @@ class PairMix:
     min_angle_deg: float = 5.0
     min_overlap: float = 0.15
     swap_probability: float = 0.5
+    real_negative_fraction: float = 0.0
 
 
 def _check_mix(mix: PairMix) -> None:
     for name in ('scene_fraction', 'negative_fraction', 'wide_fraction', 'min_overlap',
-                 'swap_probability'):
+                 'swap_probability', 'real_negative_fraction'):
         value = getattr(mix, name)
         if not 0.0 <= value <= 1.0:
             raise ValueError(f'{name} must be in [0, 1], got {value}')
@@ -687,6 +692,13 @@ class MixedMatcherPairDataset(Dataset):
         if self.mix.negative_fraction > 0 and len(set(self.negative_groups)) < 2:
             raise ValueError('negative pairs need sources of at least two groups (scenes or '
                              'image folders)')
+        self.real_negative_indices = [k for k, g in enumerate(self.negative_groups)
+                                      if not g.startswith('synth:')]
+        real_groups = {self.negative_groups[k] for k in self.real_negative_indices}
+        if self.mix.negative_fraction > 0 and self.mix.real_negative_fraction > 0 \
+                and len(real_groups) < 2:
+            raise ValueError('real_negative_fraction needs real image sources of at least two '
+                             f'groups (image folders, files or arrays), got {len(real_groups)}')
         if homography is None and scene_fraction <= 0 and self.mix.negative_fraction < 1:
             raise ValueError('no homography dataset and no scene pairs')
 
@@ -752,8 +764,11 @@ class MixedMatcherPairDataset(Dataset):
 
     def _negative_item(self, rng: np.random.Generator) -> Dict[str, torch.Tensor]:
         groups = self.negative_groups
-        first = int(rng.integers(len(groups)))
-        others = [k for k, g in enumerate(groups) if g != groups[first]]
+        candidates = range(len(groups))
+        if self.mix.real_negative_fraction > 0 and rng.random() < self.mix.real_negative_fraction:
+            candidates = self.real_negative_indices
+        first = candidates[int(rng.integers(len(candidates)))]
+        others = [k for k in candidates if groups[k] != groups[first]]
         second = others[int(rng.integers(len(others)))]
         if rng.random() < self.mix.swap_probability:
             first, second = second, first
