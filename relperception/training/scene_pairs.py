@@ -457,6 +457,15 @@ def scene_pair_table(views: Sequence[SceneView], stride: int = 8,
 # Sources with groups (for negative pairs)
 # ----------------------------------------------------------------------------------------------
 
+SYNTHETIC_GROUP_PREFIX = 'synth:'
+"""Prefix of the group name of a synthetic seed (``'synth:<seed>'``); other groups are real."""
+
+
+def synthetic_group(seed: int) -> str:
+    """Return the group name of synthetic seed ``seed`` (its images and scene views)."""
+    return f'{SYNTHETIC_GROUP_PREFIX}{seed}'
+
+
 def load_grouped_sources(data_paths: Sequence[Union[str, np.ndarray]]
                          ) -> Tuple[List[Union[Path, np.ndarray]], List[str]]:
     """Expand training sources into images and the group (scene / sequence) of each.
@@ -495,7 +504,7 @@ def load_grouped_sources(data_paths: Sequence[Union[str, np.ndarray]]
             per_seed = spec['frames_per_seed']
             for k, rgb in enumerate(images):
                 sources.append(cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY))
-                groups.append(f'synth:{spec["seeds"][k // per_seed]}')
+                groups.append(synthetic_group(spec['seeds'][k // per_seed]))
         else:
             if not Path(item).exists():
                 raise ValueError(f'training data {item} does not exist')
@@ -670,7 +679,7 @@ class MixedMatcherPairDataset(Dataset):
             raise ValueError('negative_groups must give one group per negative source')
         self.negative_sources = list(negative_sources) + [v.image for v in self.views]
         self.negative_groups = [str(g) for g in negative_groups] + [
-            f'synth:{v.seed}' for v in self.views]
+            synthetic_group(v.seed) for v in self.views]
         self.wide_pairs = self.moderate_pairs = np.zeros((0, 5))
         scene_fraction = self.mix.scene_fraction
         if homography is None:
@@ -693,7 +702,7 @@ class MixedMatcherPairDataset(Dataset):
             raise ValueError('negative pairs need sources of at least two groups (scenes or '
                              'image folders)')
         self.real_negative_indices = [k for k, g in enumerate(self.negative_groups)
-                                      if not g.startswith('synth:')]
+                                      if not g.startswith(SYNTHETIC_GROUP_PREFIX)]
         real_groups = {self.negative_groups[k] for k in self.real_negative_indices}
         if self.mix.negative_fraction > 0 and self.mix.real_negative_fraction > 0 \
                 and len(real_groups) < 2:
