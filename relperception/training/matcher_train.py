@@ -43,7 +43,7 @@ from relperception.training.homography import (
 from relperception.training.loftr_losses import loftr_loss, LoFTRLossConfig
 from relperception.training.scene_pairs import (
     evaluate_scene_and_negative_pairs, load_grouped_sources, load_scene_views,
-    mixed_ground_truth, MixedMatcherPairDataset, PairMix)
+    mixed_ground_truth, MixedMatcherPairDataset, PairMix, synthetic_group)
 import torch
 
 logger = logging.getLogger(__name__)
@@ -334,7 +334,7 @@ def _mixed_val_items(val_scenes, val_data, size, seed, count, photometric):
     scene = MixedMatcherPairDataset(size, count, seed, None, views, sources, groups,
                                     PairMix(negative_fraction=0.0), photometric)
     items = [scene[i] for i in range(count)]
-    if len(set(groups) | {f'synth:{view.seed}' for view in views}) < 2:
+    if len(set(groups) | {synthetic_group(view.seed) for view in views}) < 2:
         logger.warning('validation of negative pairs needs two held-out sources (scenes or '
                        'folders); validating scene pairs only')
         return items
