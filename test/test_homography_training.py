@@ -318,6 +318,26 @@ class TestMatcherTraining:
         assert metrics['pairs'] == 2.0 and 0.0 <= metrics['precision_3px'] <= 1.0
         assert model.training   # mode restored
 
+    def test_weight_average_is_written(self, tmp_path):
+        """ema_decay: the written weights are the checkpoint's average, not the last step's."""
+        from relperception.models.weights import load_state_dict_file
+        from relperception.training.matcher_train import train_matcher
+
+        images = [textured_image(96, 128, seed=s) for s in range(2)]
+        result = train_matcher(config_name='loftr_lite', data_paths=images, output=tmp_path,
+                               steps=3, batch_size=2, lr=2e-3, seed=3, image_size=(64, 64),
+                               val_data=None, warmup_steps=1, scales=(1.0,), model_conf=TINY,
+                               progress=False, max_fine_matches=16, ema_decay=0.5)
+        assert result['config']['ema_decay'] == 0.5
+        ckpt = torch.load(tmp_path / 'last.pt', weights_only=True)
+        written = load_state_dict_file(result['weights'])
+        moved = [k for k in written
+                 if not torch.equal(written[k], ckpt['model'][k].to(written[k].dtype))]
+        assert moved
+        for key in moved:
+            torch.testing.assert_close(written[key],
+                                       ckpt['ema']['module.' + key].to(written[key].dtype))
+
 
 class TestTrainMatcherCli:
     def test_end_to_end(self, tmp_path):

@@ -252,6 +252,29 @@ class TestTrainCli:
         assert main(argv + ['--steps', '3', '--resume']) == 0
         assert torch.load(out / 'last.pt', weights_only=True)['step'] == 3
 
+    def test_seg_weight_average(self, tmp_path, tiny_config):
+        """--ema-decay: the kept and exported weights are the average, not the last step's."""
+        from relperception.models.weights import load_state_dict_file
+
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        out = tmp_path / 'run'
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                     '--val-data', str(data), '-o', str(out), '--batch-size', '2',
+                     '--steps', '3', '--lr', '1e-2', '--ema-decay', '0.5', '--no-progress',
+                     '--num-threads', '1']) == 0
+        ckpt = torch.load(out / 'last.pt', weights_only=True)
+        assert ckpt['config']['ema_decay'] == 0.5
+        exported = load_state_dict_file(out / 'model.safetensors')
+        averaged = {k[len('module.'):]: v for k, v in ckpt['ema'].items()
+                    if k.startswith('module.')}
+        trained = ckpt['model']
+        moved = [k for k in exported if not torch.equal(exported[k], trained[k].float())]
+        assert moved and all(torch.equal(exported[k], averaged[k].float()) for k in moved)
+        assert (out / 'best.safetensors').is_file()
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(tmp_path / 'bad'), '--steps', '1', '--batch-size', '2',
+                     '--ema-decay', '1']) == 1
+
     def test_depth_from_seg_keeps_segmentation(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=2)
         seg = tmp_path / 'seg'

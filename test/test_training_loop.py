@@ -250,3 +250,63 @@ class TestTrainer:
                                         {'params': model[1].parameters()}])
         lrs = sorted({g['lr'] for g in trainer.optimizer.param_groups})
         assert lrs == pytest.approx([1e-3, 1e-2])
+
+
+class TestWeightAverage:
+    """``ema_decay``: the moving average of the weights is validated, exported and resumed."""
+
+    def test_average_follows_definition(self, tmp_path):
+        trainer = _trainer(tmp_path, ema_decay=0.5, total_steps=4)
+        data = _Regression()
+        batch = {'x': data.x[:8], 'y': data.y[:8]}
+        expected = None
+        for _ in range(4):
+            trainer.train_step(batch)
+            weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+            # the first update copies the weights; then ema = 0.5 ema + 0.5 weights
+            expected = weights if expected is None else {
+                k: 0.5 * expected[k] + 0.5 * weights[k] for k in weights}
+        averaged = trainer.evaluated_model.state_dict()
+        for key, value in expected.items():
+            assert torch.allclose(averaged[key], value, atol=1e-6), key
+        assert not torch.equal(averaged['0.weight'], trainer.model[0].weight.detach())
+
+    def test_validation_and_export_use_average(self, tmp_path):
+        seen = []
+        trainer = _trainer(tmp_path, ema_decay=0.9, total_steps=10,
+                           validate_fn=lambda m: seen.append(m) or {'score': 1.0})
+        trainer.fit(_Regression(), batch_size=8)
+        assert seen and all(m is trainer.evaluated_model for m in seen)
+        assert trainer.evaluated_model is not trainer.model
+        from safetensors import safe_open
+
+        path = trainer.export_weights(tmp_path / 'w.safetensors')
+        with safe_open(str(path), 'pt') as f:
+            assert f.metadata()['ema_decay'] == '0.9'
+            assert torch.equal(f.get_tensor('0.weight'),
+                               trainer.evaluated_model[0].weight.detach())
+
+    def test_resume_continues_average(self, tmp_path):
+        full = _trainer(tmp_path / 'full', ema_decay=0.8)
+        full.fit(_Regression(), batch_size=8)
+        broken = _trainer(tmp_path / 'run', stop_after=17, ema_decay=0.8)
+        with pytest.raises(_Interrupt):
+            broken.fit(_Regression(), batch_size=8)
+        assert 'ema' in torch.load(tmp_path / 'run' / 'last.pt', weights_only=True)
+        resumed = _trainer(tmp_path / 'run', ema_decay=0.8)
+        resumed.fit(_Regression(), batch_size=8, resume=True)
+        for key, value in full.evaluated_model.state_dict().items():
+            assert torch.allclose(value, resumed.evaluated_model.state_dict()[key]), key
+
+    def test_checkpoint_without_average_starts_from_weights(self, tmp_path):
+        plain = _trainer(tmp_path, total_steps=5)
+        plain.fit(_Regression(), batch_size=8)
+        averaged = _trainer(tmp_path, total_steps=5, ema_decay=0.99)
+        averaged.load_checkpoint()
+        for key, value in plain.model.state_dict().items():
+            assert torch.equal(averaged.evaluated_model.state_dict()[key], value), key
+
+    @pytest.mark.parametrize('decay', [0.0, 1.0, -0.1, 1.5])
+    def test_decay_bounds(self, tmp_path, decay):
+        with pytest.raises(ValueError, match='ema_decay'):
+            _trainer(tmp_path, ema_decay=decay)

@@ -93,6 +93,10 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
     parser.add_argument('--seed', type=int, default=0, help='seed (0)')
     parser.add_argument('--num-threads', type=int, help='torch CPU threads')
+    parser.add_argument('--ema-decay', type=float,
+                        help='validate, keep and export a moving average of the weights with '
+                             'this decay in (0, 1), e.g. 0.999 (default: the weights as '
+                             'trained)')
     if not dense:
         return
     parser.add_argument('--val-data', help='validation data (same kind as --data)')
@@ -218,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
                                num_threads=args.num_threads,
                                time_budget_min=args.time_budget_min,
                                image_size=args.image_size, init_weights=args.init,
-                               progress=not args.no_progress, **extra)
+                               progress=not args.no_progress, ema_decay=args.ema_decay,
+                               **extra)
         _raise_if_interrupted(result)
         if args.ship:
             metrics = {k: v for k, v in result['validation'].items()
@@ -458,6 +463,7 @@ def train_dense(args: argparse.Namespace) -> dict:
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
+              'ema_decay': args.ema_decay,
               'command': ' '.join(sys.argv)}
     weights_metadata = {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
                         TRAINED_HEADS_KEY: ','.join(trained_heads)}
@@ -471,7 +477,7 @@ def train_dense(args: argparse.Namespace) -> dict:
                       validate_every=args.val_every or args.checkpoint_every,
                       progress=not args.no_progress,
                       eval_modules=eval_modules, epoch_end_events=not args.device_augment,
-                      on_validation=keep_best)
+                      on_validation=keep_best, ema_decay=args.ema_decay)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
                          num_workers=args.workers)

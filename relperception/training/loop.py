@@ -22,7 +22,16 @@ state. Checkpoints (``<output>/last.pt``, written atomically) hold only tensors 
 containers, so ``torch.load(path, weights_only=True)`` reads them::
 
     {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng', 'history',
-     'total_steps'}
+     'total_steps'}     # plus 'ema' (the averaged weights) with ``ema_decay``
+
+Weight averaging
+----------------
+``ema_decay`` keeps an exponential moving average of the weights and batch-norm statistics
+(``torch.optim.swa_utils.AveragedModel``), updated after every optimiser step:
+``ema = decay * ema + (1 - decay) * weights``. Validation, ``on_validation`` and
+:meth:`Trainer.export_weights` then use the average (:attr:`Trainer.evaluated_model`); the
+checkpoint holds both, so a resumed run continues the same average. A checkpoint written
+without averaging starts the average from its weights.
 
 Time budget
 -----------
@@ -257,6 +266,8 @@ class Trainer:
             ``validate_every`` / ``checkpoint_every`` steps, at the end and when stopped.
         on_validation: ``on_validation(trainer, metrics)``, called after each validation once
             its entry is in ``history`` (e.g. to keep the weights of the best one).
+        ema_decay: None (no averaging) or the decay in (0, 1) of the moving average of the
+            weights that is validated and exported (module docstring, "Weight averaging").
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
@@ -270,8 +281,11 @@ class Trainer:
                  validate_every: int = 0, progress: bool = True, estimate_steps: int = 10,
                  eval_modules: Sequence[torch.nn.Module] = (),
                  epoch_end_events: bool = True,
-                 on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None):
+                 on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None,
+                 ema_decay: Optional[float] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
+        if ema_decay is not None and not 0.0 < ema_decay < 1.0:
+            raise ValueError(f'ema_decay must be None or in (0, 1), got {ema_decay}')
         if total_steps is None and time_budget_s is None:
             raise ValueError('give total_steps, time_budget_s or both')
         if total_steps is not None and int(total_steps) < 1:
@@ -328,6 +342,18 @@ class Trainer:
             raise ValueError('the model has no parameter that requires gradients')
         self.optimizer = torch.optim.AdamW(groups, lr=self.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._factor)
+        self.ema_decay = None if ema_decay is None else float(ema_decay)
+        self.ema = None
+        if self.ema_decay is not None:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(
+                self.ema_decay), use_buffers=True)
+
+    @property
+    def evaluated_model(self) -> torch.nn.Module:
+        """The weights that are validated and exported: the moving average, or the model."""
+        return self.model if self.ema is None else self.ema.module
 
     # -- schedule -------------------------------------------------------------------------------
     def _factor(self, step: int) -> float:
@@ -393,6 +419,8 @@ class Trainer:
             'total_steps': self.total_steps,
             'config': self.config,
             'history': plain_config(self.history),
+            **({} if self.ema is None else {'ema': {
+                k: v.detach().cpu() for k, v in self.ema.state_dict().items()}}),
             'rng': {'torch': torch.get_rng_state(),
                     'numpy': _numpy_state(),
                     'python': plain_config(random.getstate())},
@@ -436,6 +464,13 @@ class Trainer:
             self.model.load_state_dict(state['model'])
         except RuntimeError as exc:
             raise ValueError(f'{path} does not fit this model: {exc}') from exc
+        if self.ema is not None:
+            if 'ema' in state:
+                self.ema.load_state_dict(state['ema'])
+            else:
+                logger.info('%s holds no weight average: it starts from the weights', path)
+                self.ema.module.load_state_dict(self.model.state_dict())
+                self.ema.n_averaged.fill_(1)
         self.optimizer.load_state_dict(state['optimizer'])
         self.scheduler.load_state_dict(state['scheduler'])
         self.step = int(state['step'])
@@ -451,23 +486,26 @@ class Trainer:
         logger.info('resumed from %s at step %d (epoch %d)', path, self.step, self.epoch)
 
     def export_weights(self, path, metadata: Optional[Dict[str, str]] = None) -> Path:
-        """Save the model weights as safetensors with ``models.weights.save_weights``."""
+        """Save :attr:`evaluated_model` as safetensors (``models.weights.save_weights``)."""
         from relperception.models.weights import save_weights
 
         meta = {'step': str(self.step), 'epoch': str(self.epoch), 'seed': str(self.seed)}
+        if self.ema is not None:
+            meta['ema_decay'] = str(self.ema_decay)
         meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
-        save_weights(self.model, path, metadata=meta)
+        save_weights(self.evaluated_model, path, metadata=meta)
         return Path(path)
 
     # -- training -------------------------------------------------------------------------------
     def _validate(self) -> Dict[str, float]:
-        was_training = self.model.training
-        self.model.eval()
+        model = self.evaluated_model
+        was_training = model.training
+        model.eval()
         try:
             with torch.no_grad():
-                metrics = {k: float(v) for k, v in self.validate_fn(self.model).items()}
+                metrics = {k: float(v) for k, v in self.validate_fn(model).items()}
         finally:
-            self.model.train(was_training)
+            model.train(was_training)
         entry = {'step': float(self.step), 'epoch': float(self.epoch), **metrics}
         self.history.append(entry)
         logger.info('validation step %d epoch %d: %s', self.step, self.epoch,
@@ -503,6 +541,8 @@ class Trainer:
         lr = self.optimizer.param_groups[0]['lr'] / self.optimizer.param_groups[0]['lr_scale']
         self.optimizer.step()
         self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         self.step += 1
         return {'loss': float(loss.detach()), 'lr': float(lr),
                 **{k: float(v) for k, v in logs.items()}}
@@ -553,7 +593,7 @@ class Trainer:
         measured = False
         if self.total_steps is not None and not finished:
             self._describe_schedule()
-        ema = None
+        smoothed_loss = None
         from tqdm.auto import tqdm
 
         bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress,
@@ -575,9 +615,10 @@ class Trainer:
                         pin_memory=self.device.type == 'cuda')
                     for batch in loader:
                         logs = self.train_step(batch)
-                        ema = logs['loss'] if ema is None else 0.9 * ema + 0.1 * logs['loss']
+                        smoothed_loss = logs['loss'] if smoothed_loss is None else \
+                            0.9 * smoothed_loss + 0.1 * logs['loss']
                         bar.update(1)
-                        bar.set_postfix(loss=f'{ema:.4f}', lr=f'{logs["lr"]:.2e}',
+                        bar.set_postfix(loss=f'{smoothed_loss:.4f}', lr=f'{logs["lr"]:.2e}',
                                         ep=self.epoch)
                         elapsed = time.monotonic() - start
                         if self.time_budget_s is not None and not measured and \

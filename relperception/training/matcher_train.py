@@ -360,7 +360,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
                   scene_pairs: Optional[Sequence[str]] = None,
                   pair_mix: Optional[PairMix] = None,
                   val_scenes: Optional[Sequence[str]] = DEFAULT_VAL_SCENES,
-                  progress: bool = True) -> Dict[str, Any]:
+                  progress: bool = True,
+                  ema_decay: Optional[float] = None) -> Dict[str, Any]:
     """Train a LoFTR preset on homography, 3-D scene and negative pairs; write the results.
 
     Without ``scene_pairs`` and negatives (``pair_mix`` None or ``negative_fraction`` 0) this
@@ -406,6 +407,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
             are validated in mixed training (``scene_pairs.evaluate_scene_and_negative_pairs``);
             None/empty: none.
         progress: show a progress bar.
+        ema_decay: None, or the decay in (0, 1) of the moving average of the weights that is
+            validated and written (``loop.Trainer``'s ``ema_decay``).
 
     Returns:
         Summary dict (also written to ``<output>/metrics.json``): ``weights``, ``checkpoint``,
@@ -480,7 +483,7 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
               'init': str(init_weights or ''), 'source_images': source_count,
               'scales': [float(v) for v in scales], 'model_conf': dict(model_conf or {}),
               'homography': dataclasses.asdict(homography or HomographyConfig()),
-              'command': ' '.join(sys.argv)}
+              'ema_decay': ema_decay, 'command': ' '.join(sys.argv)}
     if mixed:
         config.update({'scene_pairs': list(scene_pairs or []), 'scene_views': scene_views,
                        'pair_mix': dataclasses.asdict(pair_mix),
@@ -491,13 +494,13 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
                       warmup_steps=warmup_steps, schedule='cosine', grad_clip=1.0,
                       checkpoint_every=checkpoint_every, time_budget_s=budget, seed=seed,
                       config=config, validate_fn=validate, validate_every=int(val_every),
-                      progress=progress)
+                      progress=progress, ema_decay=ema_decay)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=batch_size, resume=resume)
     validation = dict(result.history[-1]) if result.history else {}
     if validate is not None and result.interrupted is None and (
             not result.history or result.history[-1]['step'] != result.step):
-        validation = {'step': float(result.step), **validate(trainer.model)}
+        validation = {'step': float(result.step), **validate(trainer.evaluated_model)}
     weights = trainer.export_weights(
         output / 'model.safetensors',
         {'preset': str(config_name), 'task': 'matcher', 'data': json.dumps(config['data']),
