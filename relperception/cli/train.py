@@ -206,7 +206,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the chosen training task; return 0 when it completed (or stopped on the budget)."""
     import torch
+    from relperception.training.loop import check_ema_decay
 
+    check_ema_decay(args.ema_decay)   # before any data is loaded
     if args.num_threads:
         torch.set_num_threads(int(args.num_threads))
     if args.task == 'matcher':

@@ -126,6 +126,15 @@ def lr_factor(step: int, total_steps: int, warmup_steps: int = 0, schedule: str 
     return max((1.0 - t) ** power, min_factor)
 
 
+def check_ema_decay(ema_decay: Optional[float]) -> Optional[float]:
+    """Return ``ema_decay`` as a float (or None); raise ``ValueError`` outside (0, 1)."""
+    if ema_decay is None:
+        return None
+    if not 0.0 < float(ema_decay) < 1.0:
+        raise ValueError(f'ema_decay must be None or in (0, 1), got {ema_decay}')
+    return float(ema_decay)
+
+
 def effective_warmup(warmup_steps: Optional[int], total_steps: Optional[int]) -> int:
     """Return the warm-up steps used for a run of ``total_steps`` optimiser steps.
 
@@ -284,8 +293,6 @@ class Trainer:
                  on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None,
                  ema_decay: Optional[float] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
-        if ema_decay is not None and not 0.0 < ema_decay < 1.0:
-            raise ValueError(f'ema_decay must be None or in (0, 1), got {ema_decay}')
         if total_steps is None and time_budget_s is None:
             raise ValueError('give total_steps, time_budget_s or both')
         if total_steps is not None and int(total_steps) < 1:
@@ -342,7 +349,7 @@ class Trainer:
             raise ValueError('the model has no parameter that requires gradients')
         self.optimizer = torch.optim.AdamW(groups, lr=self.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._factor)
-        self.ema_decay = None if ema_decay is None else float(ema_decay)
+        self.ema_decay = check_ema_decay(ema_decay)
         self.ema = None
         if self.ema_decay is not None:
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
