@@ -306,6 +306,14 @@ class TestWeightAverage:
         for key, value in plain.model.state_dict().items():
             assert torch.equal(averaged.evaluated_model.state_dict()[key], value), key
 
+    def test_resume_without_average_says_so(self, tmp_path, caplog):
+        _trainer(tmp_path, total_steps=5, ema_decay=0.9).fit(_Regression(), batch_size=8)
+        plain = _trainer(tmp_path, total_steps=5)
+        with caplog.at_level('WARNING', logger='relperception.training.loop'):
+            plain.load_checkpoint()
+        assert 'holds a weight average' in caplog.text
+        assert plain.evaluated_model is plain.model
+
     @pytest.mark.parametrize('decay', [0.0, 1.0, -0.1, 1.5])
     def test_decay_bounds(self, tmp_path, decay):
         with pytest.raises(ValueError, match='ema_decay'):

@@ -293,6 +293,7 @@ class Trainer:
                  on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None,
                  ema_decay: Optional[float] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
+        ema_decay = check_ema_decay(ema_decay)
         if total_steps is None and time_budget_s is None:
             raise ValueError('give total_steps, time_budget_s or both')
         if total_steps is not None and int(total_steps) < 1:
@@ -349,7 +350,7 @@ class Trainer:
             raise ValueError('the model has no parameter that requires gradients')
         self.optimizer = torch.optim.AdamW(groups, lr=self.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._factor)
-        self.ema_decay = check_ema_decay(ema_decay)
+        self.ema_decay = ema_decay
         self.ema = None
         if self.ema_decay is not None:
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
@@ -478,6 +479,9 @@ class Trainer:
                 logger.info('%s holds no weight average: it starts from the weights', path)
                 self.ema.module.load_state_dict(self.model.state_dict())
                 self.ema.n_averaged.fill_(1)
+        elif 'ema' in state:
+            logger.warning('%s holds a weight average, which this run (no ema_decay) does not '
+                           'continue: it validates and exports the trained weights', path)
         self.optimizer.load_state_dict(state['optimizer'])
         self.scheduler.load_state_dict(state['scheduler'])
         self.step = int(state['step'])
