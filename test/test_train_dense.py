@@ -91,6 +91,19 @@ class TestAugment:
         same = augment.colour_jitter(np.random.default_rng(3), image, 0, 0, 0, 0)
         assert np.array_equal(same, image)
 
+    def test_colour_jitter_bounds(self):
+        """Factors in [0, 1] (a factor below 0 would invert the image), hue in [0, 0.5]."""
+        augment.check_colour_jitter(0, 0, 0, 0)
+        augment.check_colour_jitter(1, 1, 1, 0.5)
+        for bad in ((1.01, 0, 0, 0), (0, -0.1, 0, 0), (0, 0, 2, 0), (0, 0, 0, 0.6),
+                    (0, 0, 0, -0.01)):
+            with pytest.raises(ValueError, match='colour jitter'):
+                augment.check_colour_jitter(*bad)
+        with pytest.raises(ValueError, match='colour jitter'):
+            augment.colour_jitter(np.random.default_rng(0), _image(), brightness=1.5)
+        with pytest.raises(ValueError, match='colour jitter'):
+            augment.DenseAugment({'saturation': -1})
+
     def test_reproducible_and_checked(self):
         aug = augment.DenseAugment({'size': (32, 32)})
         a = aug(np.random.default_rng(5), _image(), np.zeros((48, 64), np.uint8))
@@ -274,6 +287,26 @@ class TestTrainCli:
         assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
                      str(tmp_path / 'bad'), '--steps', '1', '--batch-size', '2',
                      '--ema-decay', '1']) == 1
+
+    def test_seg_colour_jitter(self, tmp_path, tiny_config, caplog):
+        """--colour-jitter reaches the augmentation (recorded in the checkpoint's config)."""
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        base = ['train', 'seg', '--config', str(tiny_config), '--batch-size', '2', '--steps', '1',
+                '--no-progress', '--num-threads', '1']
+        assert main(base + ['--data', str(data), '-o', str(tmp_path / 'default')]) == 0
+        conf = torch.load(tmp_path / 'default' / 'last.pt', weights_only=True)['config']
+        assert [conf['augment'][k] for k in ('brightness', 'contrast', 'saturation', 'hue')] \
+            == [0.3, 0.3, 0.3, 0.03]
+        assert main(base + ['--data', str(data), '-o', str(tmp_path / 'strong'),
+                            '--device-augment', '--colour-jitter', '0.6', '0.4', '0.2',
+                            '0.05']) == 0
+        conf = torch.load(tmp_path / 'strong' / 'last.pt', weights_only=True)['config']
+        assert [conf['augment'][k] for k in ('brightness', 'contrast', 'saturation', 'hue')] \
+            == [0.6, 0.4, 0.2, 0.05]
+        # refused before any data is read: the data folder does not exist
+        assert main(base + ['--data', str(tmp_path / 'missing'), '-o', str(tmp_path / 'bad'),
+                            '--colour-jitter', '0.3', '0.3', '0.3', '0.7']) == 1
+        assert 'hue in [0, 0.5]' in caplog.text
 
     def test_depth_from_seg_keeps_segmentation(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=2)

@@ -107,6 +107,12 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     parser.add_argument('--crop', type=_size, help='training crop HxW (default: the preset input)')
     parser.add_argument('--scale-range', type=float, nargs=2, metavar=('MIN', 'MAX'),
                         help='random zoom range around the preset input scale')
+    parser.add_argument('--colour-jitter', type=float, nargs=4,
+                        metavar=('BRIGHTNESS', 'CONTRAST', 'SATURATION', 'HUE'),
+                        help='colour-jitter ranges: factors drawn from [1 - x, 1 + x] (x in '
+                             '[0, 1]) and a hue shift in [-HUE, HUE] turns (HUE <= 0.5); '
+                             '0 0 0 0 turns it off (default: DenseAugment.default_conf, hue 0 '
+                             'for depth)')
     parser.add_argument('--weight-decay', type=float, default=1e-4, help='AdamW decay (1e-4)')
     parser.add_argument('--warmup-steps', type=int, default=None,
                         help='linear warm-up steps (default: automatic, a few per cent of the '
@@ -209,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
     from relperception.training.loop import check_ema_decay
 
     check_ema_decay(args.ema_decay)   # before any data is loaded
+    if getattr(args, 'colour_jitter', None) is not None:
+        from relperception.training.augment import check_colour_jitter
+
+        check_colour_jitter(*args.colour_jitter)
     if args.num_threads:
         torch.set_num_threads(int(args.num_threads))
     if args.task == 'matcher':
@@ -396,7 +406,8 @@ def train_dense(args: argparse.Namespace) -> dict:
         base = float(inp['height']) / probe.images[0].shape[0]
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.75, 1.5)),
-                                'base_scale': base, 'ignore_index': ignore})
+                                'base_scale': base, 'ignore_index': ignore,
+                                **_jitter_conf(args)})
         dataset = dense_data.SegmentationFolderDataset(
             args.data, num_classes, augment, mean, std, args.seed, ignore, args.max_images)
         weights = None
@@ -427,7 +438,7 @@ def train_dense(args: argparse.Namespace) -> dict:
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.8, 1.25)),
                                 'base_scale': float(inp['height']) / images[0].shape[0],
-                                'hue': 0.0})
+                                'hue': 0.0, **_jitter_conf(args)})
         dataset = dense_data.DepthFramesDataset(images, depths, augment, mean, std, args.seed)
         loss_fn = _depth_loss(args.silog_weight, args.l1_weight, autocast)
         scale = float(args.backbone_lr_scale)
@@ -465,7 +476,7 @@ def train_dense(args: argparse.Namespace) -> dict:
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
-              'ema_decay': args.ema_decay,
+              'ema_decay': args.ema_decay, 'augment': dict(augment.conf),
               'command': ' '.join(sys.argv)}
     weights_metadata = {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
                         TRAINED_HEADS_KEY: ','.join(trained_heads)}
@@ -624,6 +635,14 @@ def _autocast(args: argparse.Namespace):
         return contextlib.nullcontext
     device_type = torch_device(args.device).type
     return lambda: torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+
+
+def _jitter_conf(args: argparse.Namespace) -> dict:
+    """Return the ``DenseAugment`` colour keys of ``--colour-jitter`` ({} when not given)."""
+    if args.colour_jitter is None:
+        return {}
+    return dict(zip(('brightness', 'contrast', 'saturation', 'hue'),
+                    (float(x) for x in args.colour_jitter)))
 
 
 def _device_dataset(dataset, augment, args: argparse.Namespace):

@@ -121,6 +121,21 @@ def random_scale_crop(rng: np.random.Generator, image: np.ndarray,
     return crop(image), crop(label), crop(depth)
 
 
+def check_colour_jitter(brightness: float, contrast: float, saturation: float,
+                        hue: float) -> None:
+    """Check colour-jitter ranges (see :func:`colour_jitter`).
+
+    Raises:
+        ValueError: brightness, contrast or saturation outside [0, 1] (a factor drawn from
+            ``[1 - x, 1 + x]`` must not go below 0) or hue outside [0, 0.5] turns.
+    """
+    factors = (brightness, contrast, saturation)
+    if not all(0 <= float(x) <= 1 for x in factors) or not 0 <= float(hue) <= 0.5:
+        raise ValueError(f'colour jitter: brightness, contrast and saturation must be in '
+                         f'[0, 1] and hue in [0, 0.5] turns, got {brightness}, {contrast}, '
+                         f'{saturation}, {hue}')
+
+
 def colour_jitter(rng: np.random.Generator, image: np.ndarray, brightness: float = 0.3,
                   contrast: float = 0.3, saturation: float = 0.3, hue: float = 0.03
                   ) -> np.ndarray:
@@ -132,17 +147,16 @@ def colour_jitter(rng: np.random.Generator, image: np.ndarray, brightness: float
     Args:
         rng: random generator.
         image: (H, W, 3) uint8 RGB.
-        brightness: relative brightness range (>= 0).
-        contrast: relative contrast range around the mean grey level (>= 0).
-        saturation: relative saturation range (>= 0).
+        brightness: relative brightness range, [0, 1].
+        contrast: relative contrast range around the mean grey level, [0, 1].
+        saturation: relative saturation range, [0, 1].
         hue: hue shift range in turns, [0, 0.5].
 
     Returns:
         (H, W, 3) uint8 RGB.
     """
     _check(image, None, None)
-    if min(brightness, contrast, saturation) < 0 or not 0 <= hue <= 0.5:
-        raise ValueError('jitter ranges must be >= 0 and hue in [0, 0.5]')
+    check_colour_jitter(brightness, contrast, saturation, hue)
     out = image.astype(np.float32)
     for op in rng.permutation(4):
         if op == 0 and brightness > 0:
@@ -185,12 +199,14 @@ class DenseAugment:
     }
 
     def __init__(self, conf: Optional[dict] = None):
-        """Merge ``conf`` into ``default_conf``; unknown keys raise ``ValueError``."""
+        """Merge ``conf`` into ``default_conf``; unknown keys, bad jitter: ``ValueError``."""
         conf = dict(conf or {})
         unknown = set(conf) - set(self.default_conf)
         if unknown:
             raise ValueError(f'unknown augmentation keys {sorted(unknown)}')
         self.conf = {**self.default_conf, **conf}
+        c = self.conf
+        check_colour_jitter(c['brightness'], c['contrast'], c['saturation'], c['hue'])
 
     def __call__(self, rng: np.random.Generator, image: np.ndarray,
                  label: Optional[np.ndarray] = None, depth: Optional[np.ndarray] = None
