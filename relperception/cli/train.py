@@ -639,10 +639,9 @@ def _autocast(args: argparse.Namespace):
 
 def _jitter_conf(args: argparse.Namespace) -> dict:
     """Return the ``DenseAugment`` colour keys of ``--colour-jitter`` ({} when not given)."""
-    if args.colour_jitter is None:
-        return {}
-    return dict(zip(('brightness', 'contrast', 'saturation', 'hue'),
-                    (float(x) for x in args.colour_jitter)))
+    from relperception.training.augment import COLOUR_JITTER_KEYS
+
+    return {} if args.colour_jitter is None else dict(zip(COLOUR_JITTER_KEYS, args.colour_jitter))
 
 
 def _device_dataset(dataset, augment, args: argparse.Namespace):

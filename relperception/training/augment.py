@@ -121,6 +121,10 @@ def random_scale_crop(rng: np.random.Generator, image: np.ndarray,
     return crop(image), crop(label), crop(depth)
 
 
+#: ``DenseAugment`` conf keys of the colour jitter, in :func:`check_colour_jitter`'s order.
+COLOUR_JITTER_KEYS = ('brightness', 'contrast', 'saturation', 'hue')
+
+
 def check_colour_jitter(brightness: float, contrast: float, saturation: float,
                         hue: float) -> None:
     """Check colour-jitter ranges (see :func:`colour_jitter`).
@@ -205,8 +209,7 @@ class DenseAugment:
         if unknown:
             raise ValueError(f'unknown augmentation keys {sorted(unknown)}')
         self.conf = {**self.default_conf, **conf}
-        c = self.conf
-        check_colour_jitter(c['brightness'], c['contrast'], c['saturation'], c['hue'])
+        check_colour_jitter(*(self.conf[k] for k in COLOUR_JITTER_KEYS))
 
     def __call__(self, rng: np.random.Generator, image: np.ndarray,
                  label: Optional[np.ndarray] = None, depth: Optional[np.ndarray] = None

@@ -35,7 +35,7 @@ import math
 from typing import Dict, Optional, Sequence
 
 import numpy as np
-from relperception.training.augment import check_colour_jitter, DenseAugment
+from relperception.training.augment import DenseAugment
 from relperception.training.loop import item_rng
 import torch
 import torch.nn.functional as F
@@ -91,8 +91,7 @@ class DeviceSegmentationData(torch.utils.data.Dataset):
         lo, hi = (float(v) for v in c['scale_range'])
         if not 0 < lo <= hi or not float(c['base_scale']) > 0 or min(c['size']) < 1 \
                 or not 0 <= float(c['hflip']) <= 1:
-            raise ValueError(f'bad augmentation conf {c}')
-        check_colour_jitter(c['brightness'], c['contrast'], c['saturation'], c['hue'])
+            raise ValueError(f'bad augmentation conf {c}')   # DenseAugment checked the jitter
         if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
             raise ValueError('mean and std need 3 values, std > 0')
         self.device = torch.device(device)
