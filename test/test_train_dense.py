@@ -308,6 +308,46 @@ class TestTrainCli:
                             '--colour-jitter', '0.3', '0.3', '0.3', '0.7']) == 1
         assert 'hue in [0, 0.5]' in caplog.text
 
+    def test_seg_report_data(self, tmp_path, tiny_config, caplog):
+        """--report-data: scored at every validation, recorded, not choosing the checkpoint."""
+        from relperception.models.weights import load_weights
+
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        report = _write_label_folder(tmp_path / 'left_out', count=2, h=40, w=56)
+        out = tmp_path / 'run'
+        base = ['train', 'seg', '--config', str(tiny_config), '--batch-size', '2',
+                '--no-progress', '--num-threads', '1']
+        assert main(base + ['--data', str(data), '--val-data', str(data), '-o', str(out),
+                            '--report-data', str(report), f'{report}/', '--steps', '2',
+                            '--checkpoint-every', '1', '--lr', '1e-2']) == 0
+        summary = json.loads((out / 'metrics.json').read_text())
+        assert len(summary['history']) >= 2
+        for entry in summary['history']:
+            assert {'miou', 'report/left_out/miou', 'report/left_out-2/miou',
+                    'report/left_out/iou/floor'} <= set(entry)
+            assert entry['report/left_out/miou'] == entry['report/left_out-2/miou']
+        assert summary['best']['metric'] == 'miou'
+        assert summary['config']['report_data'] == [str(report), f'{report}/']
+        # the recorded figure is what the exported weights score on the report folder
+        conf = load_model_config(tiny_config)
+        model = build_dense_model(conf)
+        load_weights(model, out / 'model.safetensors')
+        left_out = dense_data.SegmentationFolderDataset(report, model.num_classes,
+                                                        ignore_index=255)
+        expected = dense_data.evaluate_segmentation(model, left_out.images, left_out.labels,
+                                                    conf)
+        assert summary['metrics']['report/left_out/miou'] == pytest.approx(expected['miou'])
+        # refused before any data is read: the data folder does not exist
+        assert main(base + ['--data', str(tmp_path / 'missing'), '-o', str(tmp_path / 'bad'),
+                            '--steps', '1', '--report-data', str(report)]) == 1
+        assert '--report-data needs --val-data' in caplog.text
+
+    def test_report_names(self):
+        from relperception.cli.train import report_names
+
+        assert report_names(['a/b/seq1', 'c/seq1/', 'synth:1000-1001:10', '/', 'seq1']) == \
+            ['seq1', 'seq1-2', 'synth:1000-1001:10', '_', 'seq1-3']
+
     def test_depth_from_seg_keeps_segmentation(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=2)
         seg = tmp_path / 'seg'

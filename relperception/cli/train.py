@@ -34,12 +34,14 @@ with scene pairs; ``--real-negative-fraction`` of them between two real image fo
 With ``--val-data`` the weights of the best validation so far (largest ``miou`` for ``seg``,
 smallest ``abs_rel`` for ``depth``) are kept as ``<output>/best.safetensors`` with
 ``<output>/best_metrics.json`` (step, epoch, every metric, per-class IoU for ``seg``); the
-summary names them under ``best``. ``--device-augment`` (``seg``) keeps the training images on
-the device as uint8 and augments each batch there (``training.device_augment``), and
-``--bf16`` autocasts the forward pass: the GPU recipe of the ``fast_seg`` preset (README).
-``--ship NAME``
-also copies the weights to ``relperception/weights/NAME.safetensors`` and registers them in the
-manifest (``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
+summary names them under ``best``. ``--report-data`` scores more data at every validation
+(``report/<name>/<metric>`` in the history) without letting it choose the checkpoint: the
+leave-one-sequence-out measurement of the ``fast_seg`` model card. ``--device-augment``
+(``seg``) keeps the training images on the device as uint8 and augments each batch there
+(``training.device_augment``), and ``--bf16`` autocasts the forward pass: the GPU recipe of the
+``fast_seg`` preset (README). ``--ship NAME`` also copies the weights to
+``relperception/weights/NAME.safetensors`` and registers them in the manifest
+(``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ from relperception.models.presets import preset_for_backbone
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
 
 logger = logging.getLogger(__name__)
+
+#: Prefix of the ``--report-data`` metrics in the validation history (``report/<name>/miou``).
+REPORT_PREFIX = 'report/'
 
 
 def _size(text: str):
@@ -100,6 +105,11 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     if not dense:
         return
     parser.add_argument('--val-data', help='validation data (same kind as --data)')
+    parser.add_argument('--report-data', nargs='+', metavar='SOURCE',
+                        help='more data of the same kind, scored at every validation and '
+                             'recorded as report/<name>/<metric> in metrics.json, never used '
+                             'to choose the checkpoint (e.g. a sequence left out of --data, '
+                             'to see how the run generalises); needs --val-data')
     parser.add_argument('--init', help='initial weights (e.g. the model.safetensors of a run)')
     parser.add_argument('--init-partial', action='store_true',
                         help='load only the --init tensors whose names and shapes the model has '
@@ -215,6 +225,9 @@ def run(args: argparse.Namespace) -> int:
     from relperception.training.loop import check_ema_decay
 
     check_ema_decay(args.ema_decay)   # before any data is loaded
+    if getattr(args, 'report_data', None) and not args.val_data:
+        raise ValueError('--report-data needs --val-data (the data that chooses the '
+                         'checkpoint)')
     if getattr(args, 'colour_jitter', None) is not None:
         from relperception.training.augment import check_colour_jitter
 
@@ -421,10 +434,12 @@ def train_dense(args: argparse.Namespace) -> dict:
         loss_fn = _seg_loss(ignore, weights, make_batch, autocast)
         validate = None
         if args.val_data:
-            val = dense_data.SegmentationFolderDataset(args.val_data, num_classes,
-                                                       ignore_index=ignore)
-            validate = _validator(dense_data.evaluate_segmentation, val.images, val.labels,
+            def seg_validator(source):
+                val = dense_data.SegmentationFolderDataset(source, num_classes,
+                                                           ignore_index=ignore)
+                return _validator(dense_data.evaluate_segmentation, val.images, val.labels,
                                   conf, args.device)
+            validate = _with_reports(seg_validator, args.val_data, args.report_data)
     else:
         if model.depth_head is None:
             raise ValueError(f'preset {args.config} has no depth head')
@@ -460,9 +475,11 @@ def train_dense(args: argparse.Namespace) -> dict:
             eval_modules.append(model.segmentation_head)
         validate = None
         if args.val_data:
-            v_images, v_depths = dense_data.load_depth_source(args.val_data)
-            validate = _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
+            def depth_validator(source):
+                v_images, v_depths = dense_data.load_depth_source(source)
+                return _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
                                   args.device)
+            validate = _with_reports(depth_validator, args.val_data, args.report_data)
 
     steps = args.steps
     per_epoch = len(dataset) // args.batch_size
@@ -472,7 +489,8 @@ def train_dense(args: argparse.Namespace) -> dict:
         raise ValueError('give --steps, --epochs or --time-budget-min')
     budget = None if args.time_budget_min is None else 60.0 * float(args.time_budget_min)
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
-              'val_data': args.val_data, 'batch_size': args.batch_size, 'lr': args.lr,
+              'val_data': args.val_data, 'report_data': args.report_data,
+              'batch_size': args.batch_size, 'lr': args.lr,
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
@@ -622,6 +640,46 @@ def _validator(evaluate, images, targets, conf, device):
     def validate(model):
         return evaluate(model, images, targets, conf, device)
     return validate
+
+
+def _with_reports(make_validator, val_source: str, report_sources):
+    """Return a validator of ``val_source`` that also scores every report source.
+
+    ``make_validator(source)`` loads one source and returns its ``validate(model) -> dict``.
+    The report metrics are added as ``report/<name>/<metric>`` (``<name>`` the source's
+    :func:`report_names` entry), so that the checkpoint is still chosen on ``val_source``.
+    """
+    validate = make_validator(val_source)
+    reports = [(name, make_validator(source))
+               for name, source in zip(report_names(report_sources or ()),
+                                       report_sources or ())]
+    if not reports:
+        return validate
+
+    def validate_with_reports(model):
+        metrics = dict(validate(model))
+        for name, report in reports:
+            metrics.update({f'{REPORT_PREFIX}{name}/{k}': v for k, v in report(model).items()})
+        return metrics
+    return validate_with_reports
+
+
+def report_names(sources) -> list:
+    """Return the metric name of each ``--report-data`` source: its last path part.
+
+    A trailing ``/`` is ignored (``synth:`` sources are their own name); a name given twice
+    gets ``-2``, ``-3``, ... appended; a source without a name part (``/``) is its text with
+    ``/`` replaced by ``_``.
+    """
+    names = []
+    for source in sources:
+        base = Path(str(source).rstrip('/')).name or str(source).replace('/', '_')
+        name, count = base, 1
+        while name in names:
+            count += 1
+            name = f'{base}-{count}'
+        names.append(name)
+    return names
 
 
 def _autocast(args: argparse.Namespace):
