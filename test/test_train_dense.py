@@ -342,6 +342,88 @@ class TestTrainCli:
                             '--steps', '1', '--report-data', str(report)]) == 1
         assert '--report-data needs --val-data' in caplog.text
 
+    def test_seg_adjust(self, tmp_path, tiny_config, caplog):
+        """train seg records its class weights; seg-adjust folds the offsets of the best tau."""
+        from relperception.models.weights import load_weights, read_metadata
+
+        data = _write_label_folder(tmp_path / 'data', count=4, edges=(30, 44, 51, 57, 61))
+        seg = tmp_path / 'seg'
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(seg), '--steps', '2', '--batch-size', '2', '--no-progress']) == 0
+        recorded = json.loads(read_metadata(seg / 'model.safetensors')['class_weights'])
+        assert len(recorded) == 5 and max(recorded) > min(recorded) > 0
+        # a depth run keeps the segmentation head's record
+        depth = tmp_path / 'depth'
+        assert main(['train', 'depth', '--config', str(tiny_config), '--data',
+                     'synth:3:2:80x64', '--init', str(seg / 'model.safetensors'), '-o',
+                     str(depth), '--steps', '1', '--batch-size', '2', '--no-progress']) == 0
+        assert json.loads(read_metadata(depth / 'model.safetensors')['class_weights']) \
+            == recorded
+        out = tmp_path / 'adjusted'
+        adjust = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data', str(data),
+                  '--taus', '0', '0.5', '1', '--num-threads', '1']
+        assert main(adjust + ['--init', str(depth / 'model.safetensors'), '-o', str(out),
+                              '--report-data', str(data)]) == 0
+        summary = json.loads((out / 'metrics.json').read_text())
+        by_tau = summary['by_tau']
+        assert set(by_tau) == {'0.0', '0.5', '1.0'}
+        best = max(by_tau, key=lambda t: (by_tau[t]['val']['miou'], -float(t)))
+        assert summary['tau'] == float(best)
+        assert summary['metrics']['report/data/miou'] == by_tau[best]['report/data']['miou']
+        meta = read_metadata(out / 'model.safetensors')
+        adjustment = json.loads(meta['logit_adjustment'])
+        assert adjustment['tau'] == float(best) and adjustment['class_weights'] == recorded
+        assert meta['trained_heads'] == read_metadata(depth / 'model.safetensors')[
+            'trained_heads']
+        # the offsets are in the classifier's bias; every other tensor is unchanged
+        from relperception.models.weights import load_state_dict_file
+
+        before = load_state_dict_file(depth / 'model.safetensors')
+        after = load_state_dict_file(out / 'model.safetensors')
+        bias = 'segmentation_head.classifier.bias'
+        assert all(torch.equal(before[k], after[k]) for k in before if k != bias)
+        np.testing.assert_allclose((after[bias] - before[bias]).numpy(),
+                                   adjustment['offsets'], atol=1e-6)
+        assert adjustment['offsets'] == pytest.approx(
+            [-float(best) * np.log(w) for w in recorded], abs=1e-6)
+        # the written weights score what was recorded for the chosen tau
+        conf = load_model_config(tiny_config)
+        model = build_dense_model(conf)
+        load_weights(model, out / 'model.safetensors')
+        val = dense_data.SegmentationFolderDataset(data, 5, ignore_index=255)
+        assert dense_data.evaluate_segmentation(model, val.images, val.labels, conf)['miou'] \
+            == pytest.approx(by_tau[best]['val']['miou'])
+        # a fixed tau is scored next to tau 0
+        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
+                              str(tmp_path / 'fixed'), '--tau', '0.7']) == 0
+        fixed = json.loads((tmp_path / 'fixed' / 'metrics.json').read_text())
+        assert fixed['tau'] == 0.7 and set(fixed['by_tau']) == {'0.0', '0.7'}
+        moved = (load_state_dict_file(tmp_path / 'fixed' / 'model.safetensors')[bias]
+                 - load_state_dict_file(seg / 'model.safetensors')[bias]).numpy()
+        np.testing.assert_allclose(moved, [-0.7 * np.log(w) for w in recorded], atol=1e-5)
+        assert np.abs(moved).max() > 0.1
+        # refused: adjusting twice, weights trained without class weights, no record, bad tau
+        assert main(adjust + ['--init', str(out / 'model.safetensors'), '-o',
+                              str(tmp_path / 'twice')]) == 1
+        assert 'already adjusted' in caplog.text
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(tmp_path / 'plain'), '--steps', '1', '--batch-size', '2',
+                     '--no-progress', '--class-weights', 'none']) == 0
+        assert main(adjust + ['--init', str(tmp_path / 'plain' / 'model.safetensors'), '-o',
+                              str(tmp_path / 'none')]) == 1
+        assert 'trained without class weights' in caplog.text
+        from relperception.models.weights import save_weights
+
+        save_weights(model, tmp_path / 'bare.safetensors')
+        assert main(adjust + ['--init', str(tmp_path / 'bare.safetensors'), '-o',
+                              str(tmp_path / 'bare')]) == 1
+        assert 'give --data' in caplog.text
+        assert main(adjust + ['--init', str(tmp_path / 'bare.safetensors'), '-o',
+                              str(tmp_path / 'bare'), '--data', str(data)]) == 0
+        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
+                              str(tmp_path / 'bad'), '--tau', '-1']) == 1
+        assert 'tau must be in [0, 10]' in caplog.text
+
     def test_report_names(self):
         from relperception.cli.train import report_names
 
@@ -458,12 +540,17 @@ class TestTrainCli:
                      str(tmp_path / 'o'), '--batch-size', '2']) == 1   # no step count
 
 
-def _write_label_folder(root, count=3, h=48, w=64):
-    """Write ``count`` images with labels 0..4 and raw 11 (CamVid 'Unlabelled') stripes."""
+def _write_label_folder(root, count=3, h=48, w=64, edges=None):
+    """Write ``count`` images with labels 0..4 and raw 11 (CamVid 'Unlabelled') stripes.
+
+    The stripes are of equal width, or end at the columns ``edges`` (five values).
+    """
     (root / 'images').mkdir(parents=True, exist_ok=True)
     (root / 'labels').mkdir(parents=True, exist_ok=True)
     for i in range(count):
         label = (np.arange(w)[None].repeat(h, 0) // (w // 6)).clip(0, 5).astype(np.uint8)
+        if edges is not None:
+            label = np.digitize(np.arange(w), edges)[None].repeat(h, 0).astype(np.uint8)
         label[label == 5] = 11
         image = _image(h, w, seed=i)
         image[label == 2] = (200, 30, 30)

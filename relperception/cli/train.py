@@ -153,7 +153,7 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the sub-commands ``seg``, ``depth`` and ``matcher``."""
+    """Add the sub-commands ``seg``, ``depth``, ``seg-adjust`` and ``matcher``."""
     sub = parser.add_subparsers(dest='task', metavar='TASK')
     sub.required = True
     seg = sub.add_parser('seg', help='segmentation on a CamVid-layout folder '
@@ -170,6 +170,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth.add_argument('--l1-weight', type=float, default=0.1)
     depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
     depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
+    from relperception.cli import seg_adjust
+
+    adjust = sub.add_parser('seg-adjust', help='remove the class-weight bias of trained '
+                                               'segmentation weights (logit adjustment, tau '
+                                               'chosen on validation data)')
+    seg_adjust.add_arguments(adjust)
     matcher = sub.add_parser('matcher', help='LoFTR on random homographies of image files, '
                                              'synthetic 3-D scene pairs and negative pairs')
     _common(matcher, dense=False)
@@ -224,6 +230,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from relperception.training.loop import check_ema_decay
 
+    if args.task == 'seg-adjust':
+        from relperception.cli import seg_adjust
+
+        return seg_adjust.run(args)
     check_ema_decay(args.ema_decay)   # before any data is loaded
     if getattr(args, 'report_data', None) and not args.val_data:
         raise ValueError('--report-data needs --val-data (the data that chooses the '
@@ -367,7 +377,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     """
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
-    from relperception.models.weights import load_weights, TRAINED_HEADS_KEY
+    from relperception.cli.seg_adjust import ADJUSTMENT_KEY, CLASS_WEIGHTS_KEY
+    from relperception.models.weights import load_weights, read_metadata, TRAINED_HEADS_KEY
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
@@ -410,6 +421,10 @@ def train_dense(args: argparse.Namespace) -> dict:
         raise ValueError('--device-augment is for train seg')
     autocast = _autocast(args)
     make_batch = None
+    # the segmentation head's class weights and logit adjustment, kept by a depth run
+    inherited = {} if not str(args.init or '').endswith('.safetensors') else {
+        k: v for k, v in read_metadata(args.init).items()
+        if k in (CLASS_WEIGHTS_KEY, ADJUSTMENT_KEY)}
 
     if args.task == 'seg':
         if model.segmentation_head is None:
@@ -429,6 +444,8 @@ def train_dense(args: argparse.Namespace) -> dict:
 
             weights = median_frequency_weights(dataset.class_pixel_counts())
             logger.info('class weights %s', [round(float(w), 2) for w in weights])
+        inherited[CLASS_WEIGHTS_KEY] = json.dumps(None if weights is None else weights.tolist())
+        inherited.pop(ADJUSTMENT_KEY, None)   # this run retrains the classifier
         if args.device_augment:
             dataset, make_batch = _device_dataset(dataset, augment, args)
         loss_fn = _seg_loss(ignore, weights, make_batch, autocast)
@@ -497,7 +514,7 @@ def train_dense(args: argparse.Namespace) -> dict:
               'ema_decay': args.ema_decay, 'augment': dict(augment.conf),
               'command': ' '.join(sys.argv)}
     weights_metadata = {'preset': conf['name'], 'task': args.task, 'data': str(args.data),
-                        TRAINED_HEADS_KEY: ','.join(trained_heads)}
+                        TRAINED_HEADS_KEY: ','.join(trained_heads), **inherited}
     keep_best = _best_keeper(args.task, output, weights_metadata) if validate else None
     trainer = Trainer(model, loss_fn, output, device=args.device, lr=args.lr,
                       weight_decay=args.weight_decay, total_steps=steps,

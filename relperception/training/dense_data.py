@@ -338,7 +338,7 @@ class DepthFramesDataset(torch.utils.data.Dataset):
 
 # -- evaluation -------------------------------------------------------------------------------
 def predict_dense(model: torch.nn.Module, rgb: np.ndarray, model_conf: dict,
-                  device='cpu') -> Dict[str, np.ndarray]:
+                  device='cpu', logits: bool = False) -> Dict[str, np.ndarray]:
     """Run ``model`` on one image as the inference pipeline does; outputs at the image size.
 
     Preprocessing and output resizing are :mod:`relperception.models.preprocess`'s.
@@ -348,10 +348,11 @@ def predict_dense(model: torch.nn.Module, rgb: np.ndarray, model_conf: dict,
         rgb: (H, W, 3) uint8 RGB.
         model_conf: its model config (``load_model_config``).
         device: torch device of ``model``.
+        logits: also return the class scores.
 
     Returns:
         ``depth`` (H, W) float32 (if a depth head exists) and ``labels`` (H, W) uint8 (if a
-        segmentation head exists).
+        segmentation head exists); with ``logits``, also ``logits`` (C, H, W) float32.
     """
     from relperception.models.preprocess import prepare_image, resize_output
 
@@ -363,8 +364,10 @@ def predict_dense(model: torch.nn.Module, rgb: np.ndarray, model_conf: dict,
     if 'depth' in out:
         result['depth'] = resize_output(out['depth'].float(), size, 'depth')[0, 0].cpu().numpy()
     if 'logits' in out:
-        logits = resize_output(out['logits'].float(), size, 'logits')
-        result['labels'] = logits.argmax(1)[0].cpu().numpy().astype(np.uint8)
+        scores = resize_output(out['logits'].float(), size, 'logits')
+        result['labels'] = scores.argmax(1)[0].cpu().numpy().astype(np.uint8)
+        if logits:
+            result['logits'] = scores[0].cpu().numpy()
     return result
 
 
@@ -384,6 +387,14 @@ def evaluate_segmentation(model: torch.nn.Module, images: Sequence[np.ndarray],
                              names)
     for image, label in zip(images, labels):
         matrix.update(predict_dense(model, image, model_conf, device)['labels'], label)
+    return segmentation_summary(matrix)
+
+
+def segmentation_summary(matrix) -> Dict[str, float]:
+    """Return the metrics of a filled ``evaluation.segmentation.ConfusionMatrix``.
+
+    Keys ``miou``, ``pixel_accuracy``, ``mean_class_accuracy`` and ``iou/<class name>``.
+    """
     summary = matrix.summary()
     out = {'miou': summary['miou'], 'pixel_accuracy': summary['pixel_accuracy'],
            'mean_class_accuracy': summary['mean_class_accuracy']}

@@ -1,0 +1,162 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""``relperception train seg-adjust``: remove the class-weight bias of segmentation weights.
+
+``train seg`` weights the cross entropy by class (median frequency, the default), which makes
+the trained head prefer rare classes everywhere. This step subtracts ``tau * log(w_c)`` from
+the logits (``training.logit_adjustment``), choosing ``tau`` on ``--val-data`` among
+``--taus`` (or taking ``--tau``), and folds the offsets into the classifier's bias: the written
+weights have the same tensors, size and speed, and an unchanged depth head.
+
+Writes ``<output>/model.safetensors`` (metadata ``logit_adjustment``: tau, class weights,
+offsets) and ``<output>/metrics.json`` (every tau's validation and ``--report-data`` metrics,
+the chosen one under ``metrics``). The class weights are read from the weights' metadata
+(``train seg`` records them) or, for weights that do not record them, recomputed from
+``--data``, the training folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+import sys
+
+from relperception.atomic_files import write_text_atomic
+
+logger = logging.getLogger(__name__)
+
+#: Weights-metadata key of the class weights ``train seg`` trained with (JSON list, or none).
+CLASS_WEIGHTS_KEY = 'class_weights'
+#: Weights-metadata key written by this step (JSON: tau, class weights, offsets).
+ADJUSTMENT_KEY = 'logit_adjustment'
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``train seg-adjust``."""
+    from relperception.models.presets import preset_for_backbone
+    from relperception.training.logit_adjustment import DEFAULT_TAUS
+
+    default = preset_for_backbone('conv')
+    parser.add_argument('--config', default=default,
+                        help=f'model preset name or YAML file (default {default})')
+    parser.add_argument('--init', required=True,
+                        help="the trained weights to adjust (a run's best.safetensors, or a "
+                             'shipped file)')
+    parser.add_argument('--data',
+                        help='the training folder the weights were trained on (CamVid '
+                             'layout), to recompute their class weights when the weights do '
+                             'not record them')
+    parser.add_argument('--val-data', required=True,
+                        help='labelled folder that chooses tau (CamVid layout)')
+    parser.add_argument('--taus', type=float, nargs='+', default=list(DEFAULT_TAUS),
+                        metavar='TAU', help='tau values to score (default %(default)s)')
+    parser.add_argument('--tau', type=float,
+                        help='use this tau instead of choosing one (scored next to tau 0)')
+    parser.add_argument('--report-data', nargs='+', metavar='SOURCE',
+                        help='more labelled folders scored at every tau, never choosing it')
+    parser.add_argument('-o', '--output', required=True, help='output folder')
+    parser.add_argument('--ship', metavar='NAME',
+                        help='copy the adjusted weights to relperception/weights/'
+                             'NAME.safetensors and register them in the manifest')
+    parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
+    parser.add_argument('--num-threads', type=int, help='torch CPU threads')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Adjust, score and write the weights; return 0."""
+    import torch
+    from relperception.cli.train import report_names, ship_weights
+    from relperception.models.dense import build_dense_model
+    from relperception.models.presets import load_model_config
+    from relperception.models.weights import load_weights, read_metadata, save_weights
+    from relperception.training import dense_data
+    from relperception.training.logit_adjustment import (fold_logit_offsets, logit_offsets,
+                                                         score_logit_offsets)
+
+    taus = sorted({float(t) for t in ([0.0, args.tau] if args.tau is not None else args.taus)})
+    for tau in taus:
+        logit_offsets([1.0], tau)          # range check before anything loads
+    if args.num_threads:
+        torch.set_num_threads(int(args.num_threads))
+    metadata = read_metadata(args.init)
+    if ADJUSTMENT_KEY in metadata:
+        raise ValueError(f'{args.init} is already adjusted '
+                         f'({ADJUSTMENT_KEY} {metadata[ADJUSTMENT_KEY]}); adjust the weights '
+                         'as trained')
+    conf = load_model_config(args.config)
+    model = build_dense_model(conf)
+    if model.segmentation_head is None:
+        raise ValueError(f'preset {args.config} has no segmentation head')
+    load_weights(model, args.init)
+    model.to(args.device).eval()
+    ignore = int(conf.get('ignore_index', 255))
+    weights = _class_weights(metadata, args.data, model.num_classes, ignore)
+    offsets = {tau: logit_offsets(weights, tau) for tau in taus}
+    sources = {'val': args.val_data}
+    sources.update((f'report/{name}', source) for name, source in
+                   zip(report_names(args.report_data or ()), args.report_data or ()))
+    by_tau = {tau: {} for tau in taus}
+    for name, source in sources.items():
+        data = dense_data.SegmentationFolderDataset(source, model.num_classes,
+                                                    ignore_index=ignore)
+        scores = score_logit_offsets(model, data.images, data.labels, conf, offsets,
+                                     args.device)
+        for tau in taus:
+            by_tau[tau][name] = scores[tau]
+    chosen = args.tau if args.tau is not None else max(
+        taus, key=lambda t: (by_tau[t]['val']['miou'], -t))
+    for tau in taus:
+        logger.info('tau %.2f: %s%s', tau, '  '.join(
+            f'{name} mIoU {by_tau[tau][name]["miou"]:.4f}' for name in sources),
+            '  (chosen)' if tau == chosen else '')
+    fold_logit_offsets(model, offsets[chosen])
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    adjustment = {'tau': chosen, 'class_weights': [float(w) for w in weights],
+                  'offsets': [float(v) for v in offsets[chosen]], 'chosen_on': args.val_data}
+    metrics = dict(by_tau[chosen]['val'])
+    for name in list(sources)[1:]:
+        metrics.update({f'{name}/{k}': v for k, v in by_tau[chosen][name].items()})
+    path = save_weights(model, output / 'model.safetensors',
+                        metadata={**metadata, ADJUSTMENT_KEY: json.dumps(adjustment),
+                                  'metrics': json.dumps(metrics)})
+    config = {'init': args.init, 'val_data': args.val_data, 'data': args.data,
+              'report_data': args.report_data, 'taus': taus, 'command': ' '.join(sys.argv)}
+    summary = {'weights': str(path), 'tau': chosen, 'adjustment': adjustment,
+               'metrics': metrics, 'by_tau': {str(t): by_tau[t] for t in taus},
+               'config': config}
+    if args.ship:
+        summary['shipped'] = str(ship_weights(args.ship, path, conf['name'], 'seg-adjust',
+                                              metrics, config))
+    write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
+    logger.info('weights: %s (tau %.2f, val mIoU %.4f, as trained %.4f)', path, chosen,
+                metrics['miou'], by_tau[0.0]['val']['miou'] if 0.0 in by_tau else float('nan'))
+    return 0
+
+
+def _class_weights(metadata: dict, data, num_classes: int, ignore: int) -> list:
+    """Return the class weights the weights were trained with (metadata, else from ``data``)."""
+    recorded = metadata.get(CLASS_WEIGHTS_KEY)
+    if recorded is not None:
+        weights = json.loads(recorded)
+        if weights is None:
+            raise ValueError('these weights were trained without class weights '
+                             '(--class-weights none): there is no bias to remove')
+        if data:
+            logger.info('class weights from the weights file; --data is not needed')
+    elif data:
+        from relperception.training.dense_data import SegmentationFolderDataset
+        from relperception.training.dense_losses import median_frequency_weights
+
+        counts = SegmentationFolderDataset(data, num_classes,
+                                           ignore_index=ignore).class_pixel_counts()
+        weights = median_frequency_weights(counts).tolist()
+    else:
+        raise ValueError('the weights do not record their class weights; give --data, the '
+                         'training folder they were trained on with median-frequency weights')
+    if len(weights) != num_classes:
+        raise ValueError(f'{len(weights)} class weights for {num_classes} classes')
+    logger.info('class weights %s', [round(float(w), 2) for w in weights])
+    return weights
