@@ -13,6 +13,8 @@
 #   2b. its depth head trained on the synthetic rooms (rendered there), backbone and
 #      segmentation head frozen, budget DEPTH_MINUTES (default 1.5): a shippable file needs
 #      both heads trained, the recipe of the fast_seg model card
+#   2c. the class-weight bias removed from the result (train seg-adjust, tau chosen on the
+#      validation split): the file to ship, as the fast_seg model card describes
 #   3. dense presets and LoFTR under CUDA in float32/TF32/float16/bfloat16 against the CPU
 #      float32 result (bench/dense_cuda_bench.py, bench/loftr_cuda_bench.py; issue 15)
 #
@@ -65,6 +67,12 @@ if [ -d device_data/camvid_train ]; then
                 --val-every 200 --checkpoint-every 200 --no-progress \
                 -o "$OUT/fast_seg_depth" > "$OUT/train_fast_seg_depth.log" 2>&1
             echo "depth head training exit code $?" >> "$OUT/train_fast_seg_depth.log"
+            weights="$OUT/fast_seg_depth/best.safetensors"
+            [ -f "$weights" ] || weights="$OUT/fast_seg/best.safetensors"
+            timeout 300 "$PYTHON" -m relperception.cli.main train seg-adjust --config fast_seg \
+                --init "$weights" --val-data device_data/camvid_val --device "$DEVICE" \
+                -o "$OUT/fast_seg_adjusted" > "$OUT/seg_adjust.log" 2>&1
+            echo "seg-adjust exit code $?" >> "$OUT/seg_adjust.log"
         fi
     else
         echo "smoke run failed: training skipped (see train_smoke.log)" > "$OUT/train_fast_seg.log"

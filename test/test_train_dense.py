@@ -312,6 +312,8 @@ class TestTrainCli:
         """--report-data: scored at every validation, recorded, not choosing the checkpoint."""
         from relperception.models.weights import load_weights
 
+        caplog.set_level(logging.INFO)
+
         data = _write_label_folder(tmp_path / 'data', count=4)
         report = _write_label_folder(tmp_path / 'left_out', count=2, h=40, w=56)
         out = tmp_path / 'run'
@@ -321,6 +323,7 @@ class TestTrainCli:
                             '--report-data', str(report), f'{report}/', '--steps', '2',
                             '--checkpoint-every', '1', '--lr', '1e-2']) == 0
         summary = json.loads((out / 'metrics.json').read_text())
+        assert 'train seg-adjust' in caplog.text       # the hint after class-weighted training
         assert len(summary['history']) >= 2
         for entry in summary['history']:
             assert {'miou', 'report/left_out/miou', 'report/left_out-2/miou',

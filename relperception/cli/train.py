@@ -545,6 +545,11 @@ def train_dense(args: argparse.Namespace) -> dict:
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
     if not args.val_data:
         logger.warning(_no_validation_message(args.task))
+    elif args.task == 'seg' and json.loads(weights_metadata[CLASS_WEIGHTS_KEY]) is not None:
+        logger.info('class weights make the trained head prefer rare classes; `relperception '
+                    'train seg-adjust --config %s --init %s --val-data %s -o DIR` removes that '
+                    'preference (logit adjustment, tau chosen on the validation data)',
+                    args.config, best if best.is_file() else weights_path, args.val_data)
     if args.ship and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
