@@ -408,7 +408,7 @@ class TestTrainCli:
         # refused: adjusting twice, weights trained without class weights, no record, bad tau
         assert main(adjust + ['--init', str(out / 'model.safetensors'), '-o',
                               str(tmp_path / 'twice')]) == 1
-        assert 'already adjusted' in caplog.text
+        assert 'already logit-adjusted (tau' in caplog.text
         assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
                      str(tmp_path / 'plain'), '--steps', '1', '--batch-size', '2',
                      '--no-progress', '--class-weights', 'none']) == 0

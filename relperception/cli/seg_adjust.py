@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from relperception.cli.train import report_names, ship_weights
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
-    from relperception.models.weights import load_weights, read_metadata, save_weights
+    from relperception.models.weights import load_weights, save_weights
     from relperception.training import dense_data
     from relperception.training.logit_adjustment import (fold_logit_offsets, logit_offsets,
                                                          score_logit_offsets)
@@ -80,16 +80,16 @@ def run(args: argparse.Namespace) -> int:
         logit_offsets([1.0], tau)          # range check before anything loads
     if args.num_threads:
         torch.set_num_threads(int(args.num_threads))
-    metadata = read_metadata(args.init)
-    if ADJUSTMENT_KEY in metadata:
-        raise ValueError(f'{args.init} is already adjusted '
-                         f'({ADJUSTMENT_KEY} {metadata[ADJUSTMENT_KEY]}); adjust the weights '
-                         'as trained')
     conf = load_model_config(args.config)
     model = build_dense_model(conf)
     if model.segmentation_head is None:
         raise ValueError(f'preset {args.config} has no segmentation head')
-    load_weights(model, args.init)
+    load_weights(model, args.init)     # a clear message for a missing or unreadable file
+    metadata = _metadata(args.init)
+    if ADJUSTMENT_KEY in metadata:
+        tau = json.loads(metadata[ADJUSTMENT_KEY]).get('tau')
+        raise ValueError(f'{args.init} is already logit-adjusted (tau {tau}); adjust the '
+                         'weights as trained')
     model.to(args.device).eval()
     ignore = int(conf.get('ignore_index', 255))
     weights = _class_weights(metadata, args.data, model.num_classes, ignore)
@@ -134,6 +134,18 @@ def run(args: argparse.Namespace) -> int:
     logger.info('weights: %s (tau %.2f, val mIoU %.4f, as trained %.4f)', path, chosen,
                 metrics['miou'], by_tau[0.0]['val']['miou'] if 0.0 in by_tau else float('nan'))
     return 0
+
+
+def _metadata(path) -> dict:
+    """Return the metadata of a ``.safetensors`` weights file ({} for other formats)."""
+    from relperception.models.weights import read_metadata
+
+    if not str(path).endswith('.safetensors'):
+        return {}
+    try:
+        return read_metadata(path)
+    except Exception as err:   # safetensors raises its own error type for a damaged header
+        raise ValueError(f'{path}: not a readable .safetensors file ({err})') from err
 
 
 def _class_weights(metadata: dict, data, num_classes: int, ignore: int) -> list:
