@@ -423,6 +423,10 @@ class TestTrainCli:
         assert 'give --data' in caplog.text
         assert main(adjust + ['--init', str(tmp_path / 'bare.safetensors'), '-o',
                               str(tmp_path / 'bare'), '--data', str(data)]) == 0
+        (tmp_path / 'damaged.safetensors').write_bytes(b'x')
+        assert main(adjust + ['--init', str(tmp_path / 'damaged.safetensors'), '-o',
+                              str(tmp_path / 'bad')]) == 1
+        assert 'damaged.safetensors: not a valid safetensors file' in caplog.text
         assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
                               str(tmp_path / 'bad'), '--tau', '-1']) == 1
         assert 'tau must be in [0, 10]' in caplog.text
