@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Adjust, score and write the weights; return 0."""
     import torch
-    from relperception.cli.train import report_names, ship_weights
+    from relperception.cli.train import report_names, REPORT_PREFIX, ship_weights
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.models.weights import load_weights, save_weights
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     weights = _class_weights(metadata, args.data, model.num_classes, ignore)
     offsets = {tau: logit_offsets(weights, tau) for tau in taus}
     sources = {'val': args.val_data}
-    sources.update((f'report/{name}', source) for name, source in
+    sources.update((f'{REPORT_PREFIX}{name}', source) for name, source in
                    zip(report_names(args.report_data or ()), args.report_data or ()))
     by_tau = {tau: {} for tau in taus}
     for name, source in sources.items():
