@@ -19,9 +19,9 @@ from relperception.models.dense import build_dense_model
 from relperception.models.presets import load_model_config
 from relperception.models.weights import (read_manifest, read_metadata, read_trained_heads,
                                           shipped_weights)
-from relperception.training.logit_adjustment import logit_offsets
 from relperception.training.dense_data import (
     evaluate_depth, evaluate_segmentation, SegmentationFolderDataset, synthetic_frames)
+from relperception.training.logit_adjustment import logit_offsets
 
 HELD_OUT_SEED = 4242
 

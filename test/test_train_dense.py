@@ -346,7 +346,7 @@ class TestTrainCli:
         assert '--report-data needs --val-data' in caplog.text
 
     def test_seg_adjust(self, tmp_path, tiny_config, caplog):
-        """train seg records its class weights; seg-adjust folds the offsets of the best tau."""
+        """Train seg records its class weights; seg-adjust folds the offsets of the best tau."""
         from relperception.models.weights import load_weights, read_metadata
 
         data = _write_label_folder(tmp_path / 'data', count=4, edges=(30, 44, 51, 57, 61))

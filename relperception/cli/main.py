@@ -25,7 +25,7 @@ import relperception
 import relperception.cli as cli_package
 from relperception.interruption import raise_on_sigterm, Terminated
 
-_NOT_VERBS = {'main', 'common'}
+_NOT_VERBS = {'main', 'common', 'seg_adjust'}   # seg_adjust: the `train seg-adjust` task
 
 #: Exit codes: success, a bad input or setting (one line names it), an internal error (a bug:
 #: the message asks for ``--debug``), interrupted by SIGINT (Ctrl-C) or SIGTERM.
