@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from relperception.cli.train import report_names, REPORT_PREFIX, ship_weights
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
-    from relperception.models.weights import load_weights, save_weights
+    from relperception.models.weights import load_weights, read_weights_metadata, save_weights
     from relperception.training import dense_data
     from relperception.training.logit_adjustment import (fold_logit_offsets, logit_offsets,
                                                          score_logit_offsets)
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if model.segmentation_head is None:
         raise ValueError(f'preset {args.config} has no segmentation head')
     load_weights(model, args.init)     # a clear message for a missing or unreadable file
-    metadata = _metadata(args.init)
+    metadata = read_weights_metadata(args.init)
     if ADJUSTMENT_KEY in metadata:
         tau = json.loads(metadata[ADJUSTMENT_KEY]).get('tau')
         raise ValueError(f'{args.init} is already logit-adjusted (tau {tau}); adjust the '
@@ -134,18 +134,6 @@ def run(args: argparse.Namespace) -> int:
     logger.info('weights: %s (tau %.2f, val mIoU %.4f, as trained %.4f)', path, chosen,
                 metrics['miou'], by_tau[0.0]['val']['miou'] if 0.0 in by_tau else float('nan'))
     return 0
-
-
-def _metadata(path) -> dict:
-    """Return the metadata of a ``.safetensors`` weights file ({} for other formats)."""
-    from relperception.models.weights import read_metadata
-
-    if not str(path).endswith('.safetensors'):
-        return {}
-    try:
-        return read_metadata(path)
-    except Exception as err:   # safetensors raises its own error type for a damaged header
-        raise ValueError(f'{path}: not a readable .safetensors file ({err})') from err
 
 
 def _class_weights(metadata: dict, data, num_classes: int, ignore: int) -> list:

@@ -378,7 +378,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.cli.seg_adjust import ADJUSTMENT_KEY, CLASS_WEIGHTS_KEY
-    from relperception.models.weights import load_weights, read_metadata, TRAINED_HEADS_KEY
+    from relperception.models.weights import (load_weights, read_weights_metadata,
+                                              TRAINED_HEADS_KEY)
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
@@ -422,9 +423,9 @@ def train_dense(args: argparse.Namespace) -> dict:
     autocast = _autocast(args)
     make_batch = None
     # the segmentation head's class weights and logit adjustment, kept by a depth run
-    inherited = {} if not str(args.init or '').endswith('.safetensors') else {
-        k: v for k, v in read_metadata(args.init).items()
-        if k in (CLASS_WEIGHTS_KEY, ADJUSTMENT_KEY)}
+    inherited = {k: v for k, v in (read_weights_metadata(args.init) if args.init else {}).items()
+                 if k in (CLASS_WEIGHTS_KEY, ADJUSTMENT_KEY)}
+    class_weighted = False
 
     if args.task == 'seg':
         if model.segmentation_head is None:
@@ -444,7 +445,8 @@ def train_dense(args: argparse.Namespace) -> dict:
 
             weights = median_frequency_weights(dataset.class_pixel_counts())
             logger.info('class weights %s', [round(float(w), 2) for w in weights])
-        inherited[CLASS_WEIGHTS_KEY] = json.dumps(None if weights is None else weights.tolist())
+        class_weighted = weights is not None
+        inherited[CLASS_WEIGHTS_KEY] = json.dumps(weights.tolist() if class_weighted else None)
         inherited.pop(ADJUSTMENT_KEY, None)   # this run retrains the classifier
         if args.device_augment:
             dataset, make_batch = _device_dataset(dataset, augment, args)
@@ -545,7 +547,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))
     if not args.val_data:
         logger.warning(_no_validation_message(args.task))
-    elif args.task == 'seg' and json.loads(weights_metadata[CLASS_WEIGHTS_KEY]) is not None:
+    elif class_weighted:
         logger.info('class weights make the trained head prefer rare classes; `relperception '
                     'train seg-adjust --config %s --init %s --val-data %s -o DIR` removes that '
                     'preference (logit adjustment, tau chosen on the validation data)',

@@ -298,6 +298,24 @@ def read_metadata(path: Union[str, Path]) -> Dict[str, str]:
         return dict(handle.metadata() or {})
 
 
+def read_weights_metadata(path: Union[str, Path]) -> Dict[str, str]:
+    """Return the metadata of a weights file: its safetensors header, {} for other formats.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a ``.safetensors`` file whose header cannot be read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'weights file {path} does not exist')
+    if path.suffix != '.safetensors':
+        return {}
+    try:
+        return read_metadata(path)
+    except Exception as err:  # safetensors raises its own error types
+        raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
+
+
 def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
     """Return the dense heads a weights file records as trained, or None when it does not say.
 
@@ -313,15 +331,7 @@ def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
         FileNotFoundError: ``path`` does not exist.
         ValueError: an unreadable safetensors header, or an entry naming an unknown head.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'weights file {path} does not exist')
-    if path.suffix != '.safetensors':
-        return None
-    try:
-        value = read_metadata(path).get(TRAINED_HEADS_KEY)
-    except Exception as err:  # safetensors raises its own error types
-        raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
+    value = read_weights_metadata(path).get(TRAINED_HEADS_KEY)
     if value is None:
         return None
     heads = tuple(sorted({h.strip() for h in value.split(',') if h.strip()}))
