@@ -96,7 +96,7 @@ def build(preset: str, size, work: Path, threads: int):
     path = export_spec(spec, work / f'{name}_{size[0]}x{size[1]}.onnx', size=size,
                        max_size=size)
     torch_backend = TorchBackend(spec['module'], spec['input_names'], spec['output_names'])
-    onnx_backend = OnnxRuntimeBackend(path, num_threads=threads)
+    onnx_backend = OnnxRuntimeBackend(path, num_threads=threads, allow_spinning=False)
     params = sum(p.numel() for p in spec['module'].parameters())
     return torch_backend, onnx_backend, spec['metadata']['weights'], params
 

@@ -17,6 +17,11 @@ def interleaved_times(fns: Mapping[str, Callable[[], object]], repeats: int
     Every function is called once first (warm-up, not timed). The calls are interleaved so that
     a slow spell of a shared machine hits all of them alike instead of one.
 
+    onnxruntime sessions timed here together must be opened with ``allow_spinning=False``
+    (``OnnxRuntimeBackend``): by default the intra-op threads of a session spin-wait after its
+    call, so they take cores from the next session's call, and each model would be timed
+    against the spinning of the others instead of alone.
+
     Returns ``{name: {'wall_s', 'cpu_s', 'best_wall_s'}}``: the median wall-clock and process
     CPU seconds per call, and the fastest wall-clock call (the least disturbed by other
     processes).
