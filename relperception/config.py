@@ -145,6 +145,9 @@ PARAMETERS = (
     ParameterSpec('loftr.onnx_path', '',
                   'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
                   'from it and cached) or a TensorRT engine file (tensorrt)'),
+    ParameterSpec('loftr.onnxruntime_threads', 0,
+                  'onnxruntime intra-op CPU threads (backend onnxruntime; 0 = chosen by '
+                  'onnxruntime, one per core)', 0, 256),
     *_engine_specs('loftr'),
     ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('loftr.threshold', 0.2,
@@ -180,6 +183,9 @@ PARAMETERS = (
     ParameterSpec('dense.onnx_path', '',
                   'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
                   'from it and cached) or a TensorRT engine file (tensorrt)'),
+    ParameterSpec('dense.onnxruntime_threads', 0,
+                  'onnxruntime intra-op CPU threads (backend onnxruntime; 0 = chosen by '
+                  'onnxruntime, one per core)', 0, 256),
     *_engine_specs('dense'),
     ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('dense.input_width', 0,

@@ -229,6 +229,25 @@ class TestDensePipeline:
         agree = np.mean(ort_result.labels == torch_result.labels)
         assert agree > 0.99
 
+    def test_onnxruntime_threads_reach_the_session(self, models, tmp_path):
+        """dense.onnxruntime_threads sets the session's threads; sessions never spin-wait."""
+        pytest.importorskip('onnxruntime')
+        export = pytest.importorskip('relperception.pipeline.export')
+        yaml_path, weights = models['conv']
+        onnx_path = export.export_model(yaml_path, tmp_path / 'tiny.onnx', weights=weights,
+                                        size=(NET_HEIGHT, NET_WIDTH))
+        for threads in (1, 2):
+            pipeline = DensePipeline(tiny_config(yaml_path, '', backend='onnxruntime',
+                                                 onnx_path=str(onnx_path),
+                                                 onnxruntime_threads=threads))
+            options = pipeline.backend.session.get_session_options()
+            assert options.intra_op_num_threads == threads
+            assert options.get_session_config_entry('session.intra_op.allow_spinning') == '0'
+        for bad in (-1, 257, 1.5, 'two'):
+            with pytest.raises(ValueError, match='onnxruntime_threads'):
+                DensePipeline(tiny_config(yaml_path, '', backend='onnxruntime',
+                                          onnx_path=str(onnx_path), onnxruntime_threads=bad))
+
     def test_default_model_names(self):
         assert model_name({'model': '', 'backbone': 'conv'}) == 'fast_seg'
         assert model_name({'model': '', 'backbone': 'vit'}) == 'vit_hybrid'

@@ -232,3 +232,6 @@ class TestLoFTRDefaultSize:
         assert matcher.input_size == (240, 320)
         image = (textured(480, 640) * 255).astype(np.uint8)
         assert len(matcher.match(image, np.roll(image, 8, axis=1))) > 0
+        one_thread = LoFTRMatcher({'preset': 'loftr_lite', 'backend': 'onnxruntime',
+                                   'onnx_path': str(path), 'onnxruntime_threads': 1})
+        assert one_thread.backend.session.get_session_options().intra_op_num_threads == 1

@@ -266,7 +266,12 @@ def build_dense_backend(dense_conf: Mapping[str, Any], model_conf: Mapping[str, 
         from relperception.runtime.engine_cache import ENGINE_KEYS, settings_from_config
         engine = settings_from_config({k: dense_conf.get(k, SPECS[f'dense.{k}'].default)
                                        for k in ENGINE_KEYS})
+    # No spinning thread pools: an idle session's spinning threads would take the cores of
+    # the other sessions of the process (LoFTR, a second dense model).
+    threads = int(dense_conf.get('onnxruntime_threads',
+                                 SPECS['dense.onnxruntime_threads'].default))
     backend = build_backend(backend_name, path=str(path), device=dense_conf.get('device', 'cpu'),
+                            num_threads=threads or None, allow_spinning=False,
                             preset=preset, engine=engine)
     if 'depth' not in backend.output_names:
         raise ValueError(f'{path}: the model has no output named "depth" (outputs: '

@@ -94,6 +94,7 @@ class LoFTRMatcher:
         'weights': '',
         'backend': 'torch',
         'onnx_path': '',
+        'onnxruntime_threads': SPECS['loftr.onnxruntime_threads'].default,
         'device': 'cpu',
         'threshold': 0.2,
         'input_width': 0,
@@ -167,6 +168,7 @@ class LoFTRMatcher:
             engine = settings_from_config(c) if c['backend'] == 'tensorrt' else None
             self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
                                               device=c['device'], preset=c['preset'],
+                                              num_threads=int(c['onnxruntime_threads']) or None,
                                               engine=engine)
 
     @staticmethod
