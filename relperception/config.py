@@ -88,6 +88,18 @@ class ParameterSpec:
 ENGINE_PRECISIONS = ('fp16', 'fp32', 'int8')
 
 
+def _exported_model_specs(section: str) -> tuple:
+    """Return the exported-model parameters of ``section`` (``dense`` or ``loftr``)."""
+    return (
+        ParameterSpec(f'{section}.onnx_path', '',
+                      'exported ONNX model (backends onnxruntime and tensorrt: the engine is '
+                      'built from it and cached) or a TensorRT engine file (tensorrt)'),
+        ParameterSpec(f'{section}.onnxruntime_threads', 0,
+                      'onnxruntime intra-op CPU threads (backend onnxruntime; 0 = chosen by '
+                      'onnxruntime, one per core)', 0, 256),
+    )
+
+
 def _engine_specs(section: str) -> tuple:
     """Return the TensorRT engine parameters of ``section`` (``dense`` or ``loftr``)."""
     return (
@@ -142,12 +154,7 @@ PARAMETERS = (
                   'checkpoint); empty = the weights shipped with the package for the preset'),
     ParameterSpec('loftr.backend', 'torch', 'inference backend',
                   choices=('torch', 'onnxruntime', 'tensorrt')),
-    ParameterSpec('loftr.onnx_path', '',
-                  'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
-                  'from it and cached) or a TensorRT engine file (tensorrt)'),
-    ParameterSpec('loftr.onnxruntime_threads', 0,
-                  'onnxruntime intra-op CPU threads (backend onnxruntime; 0 = chosen by '
-                  'onnxruntime, one per core)', 0, 256),
+    *_exported_model_specs('loftr'),
     *_engine_specs('loftr'),
     ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('loftr.threshold', 0.2,
@@ -180,12 +187,7 @@ PARAMETERS = (
                   'shipped with the package for the preset'),
     ParameterSpec('dense.backend', 'torch', 'inference backend',
                   choices=('torch', 'onnxruntime', 'tensorrt')),
-    ParameterSpec('dense.onnx_path', '',
-                  'exported ONNX model (backends onnxruntime and tensorrt: the engine is built '
-                  'from it and cached) or a TensorRT engine file (tensorrt)'),
-    ParameterSpec('dense.onnxruntime_threads', 0,
-                  'onnxruntime intra-op CPU threads (backend onnxruntime; 0 = chosen by '
-                  'onnxruntime, one per core)', 0, 256),
+    *_exported_model_specs('dense'),
     *_engine_specs('dense'),
     ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
     ParameterSpec('dense.input_width', 0,
