@@ -235,3 +235,7 @@ class TestLoFTRDefaultSize:
         one_thread = LoFTRMatcher({'preset': 'loftr_lite', 'backend': 'onnxruntime',
                                    'onnx_path': str(path), 'onnxruntime_threads': 1})
         assert one_thread.backend.session.get_session_options().intra_op_num_threads == 1
+        for bad in (-1, 257, 1.5, 'two'):
+            with pytest.raises(ValueError, match='loftr.onnxruntime_threads'):
+                LoFTRMatcher({'preset': 'loftr_lite', 'backend': 'onnxruntime',
+                              'onnx_path': str(path), 'onnxruntime_threads': bad})

@@ -138,6 +138,7 @@ class LoFTRMatcher:
                              f'{c["backend"]}')
         #: Image pairs whose network outputs held NaN or infinite values.
         self.calls_with_nonfinite_output = 0
+        threads = SPECS['loftr.onnxruntime_threads'].validate(c['onnxruntime_threads'])
         self.threshold = float(c['threshold'])
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f'threshold must be in [0, 1], got {self.threshold}')
@@ -168,7 +169,7 @@ class LoFTRMatcher:
             engine = settings_from_config(c) if c['backend'] == 'tensorrt' else None
             self.backend = open_loftr_backend(c['backend'], c['onnx_path'], self.threshold,
                                               device=c['device'], preset=c['preset'],
-                                              num_threads=int(c['onnxruntime_threads']) or None,
+                                              num_threads=threads or None,
                                               engine=engine)
 
     @staticmethod
