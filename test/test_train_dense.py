@@ -4,6 +4,7 @@
 
 import json
 import logging
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -323,7 +324,9 @@ class TestTrainCli:
                             '--report-data', str(report), f'{report}/', '--steps', '2',
                             '--checkpoint-every', '1', '--lr', '1e-2']) == 0
         summary = json.loads((out / 'metrics.json').read_text())
-        assert 'train seg-adjust' in caplog.text       # the hint after class-weighted training
+        # the hint after class-weighted training names the best weights
+        assert f'train seg-adjust --config {tiny_config} --init {out / "best.safetensors"} ' \
+            in caplog.text
         assert len(summary['history']) >= 2
         for entry in summary['history']:
             assert {'miou', 'report/left_out/miou', 'report/left_out-2/miou',
@@ -430,6 +433,74 @@ class TestTrainCli:
         assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
                               str(tmp_path / 'bad'), '--tau', '-1']) == 1
         assert 'tau must be in [0, 10]' in caplog.text
+
+    def test_seg_hold_out_sequence(self, tmp_path, tiny_config, caplog):
+        """--hold-out-sequence: left out of training, scored at every validation and adjusted."""
+        from relperception.models.weights import load_weights
+
+        caplog.set_level(logging.INFO)
+        data = tmp_path / 'data'
+        _write_label_folder(data, count=3, prefix='seqA_')
+        _write_label_folder(data, count=2, prefix='seqB_', edges=(20, 30, 40, 50, 60))
+        out = tmp_path / 'run'
+        base = ['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                '--batch-size', '2', '--no-progress', '--num-threads', '1', '--steps', '2']
+        assert main(base + ['--val-data', str(data), '-o', str(out), '--checkpoint-every', '1',
+                            '--hold-out-sequence', 'seqB', 'seqB']) == 0
+        # trained on seqA's three frames only
+        assert f'segmentation data {data} (without seqB): 3 labelled images' in caplog.text
+        summary = json.loads((out / 'metrics.json').read_text())
+        assert summary['config']['hold_out_sequences'] == ['seqB']
+        assert len(summary['history']) >= 2
+        for entry in summary['history']:
+            assert {'miou', 'report/heldout-seqB/miou', 'report/heldout-seqB/iou/floor'} \
+                <= set(entry)
+        # the recorded figure is what the exported weights score on seqB's frames alone
+        conf = load_model_config(tiny_config)
+        model = build_dense_model(conf)
+        load_weights(model, out / 'model.safetensors')
+        held = dense_data.SegmentationFolderDataset(data, model.num_classes, ignore_index=255,
+                                                    sequences=['seqB'])
+        assert len(held) == 2
+        expected = dense_data.evaluate_segmentation(model, held.images, held.labels, conf)
+        assert summary['metrics']['report/heldout-seqB/miou'] == pytest.approx(expected['miou'])
+        assert '--hold-out-sequence seqB' in caplog.text      # the seg-adjust hint names it
+        # seg-adjust scores the held-out frames at every tau
+        adjusted = tmp_path / 'adjusted'
+        adjust = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data', str(data),
+                  '--init', str(out / 'model.safetensors'), '--taus', '0', '1',
+                  '--hold-out-sequence', 'seqB']
+        assert main(adjust + ['--data', str(data), '-o', str(adjusted)]) == 0
+        by_tau = json.loads((adjusted / 'metrics.json').read_text())['by_tau']
+        assert by_tau['0.0']['report/heldout-seqB']['miou'] == pytest.approx(expected['miou'])
+        assert 'report/heldout-seqB' in by_tau['1.0']
+        # refused with one line: unknown sequence, nothing left, no --val-data, no --data
+        assert main(base + ['--val-data', str(data), '-o', str(tmp_path / 'bad'),
+                            '--hold-out-sequence', 'seqC']) == 1
+        assert "no frame of sequence 'seqC'" in caplog.text and 'seqA, seqB' in caplog.text
+        assert main(base + ['--val-data', str(data), '-o', str(tmp_path / 'bad'),
+                            '--hold-out-sequence', 'seqA', 'seqB']) == 1
+        assert 'no frame of' in caplog.text and 'is left' in caplog.text
+        assert main(base + ['-o', str(tmp_path / 'bad'), '--hold-out-sequence', 'seqB']) == 1
+        assert '--hold-out-sequence needs --val-data' in caplog.text
+        assert main(adjust + ['-o', str(tmp_path / 'bad')]) == 1
+        assert '--hold-out-sequence needs --data' in caplog.text
+
+    def test_frame_sequences(self, tmp_path):
+        assert [dense_data.frame_sequence(n) for n in ('0006R0_f02370', '0001TP_006690',
+                                                       'Seq05VD_f00000', 'frame7')] == \
+            ['0006R0', '0001TP', 'Seq05VD', 'frame7']
+        pairs = [(Path(f'{n}.png'), Path(f'{n}.png')) for n in ('a_1', 'a_2', 'b_1', 'c_1')]
+        names = lambda kept: [p[0].stem for p in kept]   # noqa: E731
+        assert names(dense_data.select_sequences(pairs, 'root', ['a', 'c'])) == \
+            ['a_1', 'a_2', 'c_1']
+        assert names(dense_data.select_sequences(pairs, 'root', None, ['a'])) == ['b_1', 'c_1']
+        assert names(dense_data.select_sequences(pairs, 'root', ['a', 'b'], ['b'])) == \
+            ['a_1', 'a_2']
+        with pytest.raises(ValueError, match=r"sequence 'd' in root .*sequences: a, b, c"):
+            dense_data.select_sequences(pairs, 'root', ['d'])
+        with pytest.raises(ValueError, match='no frame of root is left'):
+            dense_data.select_sequences(pairs, 'root', None, ['a', 'b', 'c'])
 
     def test_report_names(self):
         from relperception.cli.train import report_names
@@ -547,10 +618,11 @@ class TestTrainCli:
                      str(tmp_path / 'o'), '--batch-size', '2']) == 1   # no step count
 
 
-def _write_label_folder(root, count=3, h=48, w=64, edges=None):
+def _write_label_folder(root, count=3, h=48, w=64, edges=None, prefix='f'):
     """Write ``count`` images with labels 0..4 and raw 11 (CamVid 'Unlabelled') stripes.
 
-    The stripes are of equal width, or end at the columns ``edges`` (five values).
+    The stripes are of equal width, or end at the columns ``edges`` (five values); the files
+    are ``<prefix><i>.png`` (``prefix='seq_'``: frames of the recording sequence ``seq``).
     """
     (root / 'images').mkdir(parents=True, exist_ok=True)
     (root / 'labels').mkdir(parents=True, exist_ok=True)
@@ -561,6 +633,6 @@ def _write_label_folder(root, count=3, h=48, w=64, edges=None):
         label[label == 5] = 11
         image = _image(h, w, seed=i)
         image[label == 2] = (200, 30, 30)
-        cv2.imwrite(str(root / 'images' / f'f{i}.png'), image[..., ::-1])
-        cv2.imwrite(str(root / 'labels' / f'f{i}.png'), label)
+        cv2.imwrite(str(root / 'images' / f'{prefix}{i}.png'), image[..., ::-1])
+        cv2.imwrite(str(root / 'labels' / f'{prefix}{i}.png'), label)
     return root

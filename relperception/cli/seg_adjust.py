@@ -12,7 +12,9 @@ Writes ``<output>/model.safetensors`` (metadata ``logit_adjustment``: tau, class
 offsets) and ``<output>/metrics.json`` (every tau's validation and ``--report-data`` metrics,
 the chosen one under ``metrics``). The class weights are read from the weights' metadata
 (``train seg`` records them) or, for weights that do not record them, recomputed from
-``--data``, the training folder.
+``--data``, the training folder. ``--hold-out-sequence SEQ`` scores the frames ``SEQ_*`` of
+``--data`` at every tau as ``report/heldout-SEQ`` (weights trained with ``train seg
+--hold-out-sequence SEQ``: the leave-one-sequence-out measurement, adjusted).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ADJUSTMENT_KEY = 'logit_adjustment'
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``train seg-adjust``."""
+    from relperception.cli.train import add_hold_out_argument
     from relperception.models.presets import preset_for_backbone
     from relperception.training.logit_adjustment import DEFAULT_TAUS
 
@@ -56,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='use this tau instead of choosing one (scored next to tau 0)')
     parser.add_argument('--report-data', nargs='+', metavar='SOURCE',
                         help='more labelled folders scored at every tau, never choosing it')
+    add_hold_out_argument(parser, 'that the weights were trained without (train seg '
+                                  '--hold-out-sequence), scored at every tau; needs --data')
     parser.add_argument('-o', '--output', required=True, help='output folder')
     parser.add_argument('--ship', metavar='NAME',
                         help='copy the adjusted weights to relperception/weights/'
@@ -67,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Adjust, score and write the weights; return 0."""
     import torch
-    from relperception.cli.train import report_names, REPORT_PREFIX, ship_weights
+    from relperception.cli.train import (held_out_name, hold_out_sequences, report_names,
+                                         REPORT_PREFIX, ship_weights)
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.models.weights import load_weights, read_weights_metadata, save_weights
@@ -78,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     taus = sorted({float(t) for t in ([0.0, args.tau] if args.tau is not None else args.taus)})
     for tau in taus:
         logit_offsets([1.0], tau)          # range check before anything loads
+    held_out = hold_out_sequences(args)
+    if held_out and not args.data:
+        raise ValueError('--hold-out-sequence needs --data, the folder holding those '
+                         'sequences (the training folder)')
     if args.num_threads:
         torch.set_num_threads(int(args.num_threads))
     conf = load_model_config(args.config)
@@ -92,15 +102,18 @@ def run(args: argparse.Namespace) -> int:
                          'weights as trained')
     model.to(args.device).eval()
     ignore = int(conf.get('ignore_index', 255))
-    weights = _class_weights(metadata, args.data, model.num_classes, ignore)
+    weights = _class_weights(metadata, args.data, model.num_classes, ignore, held_out)
     offsets = {tau: logit_offsets(weights, tau) for tau in taus}
-    sources = {'val': args.val_data}
-    sources.update((f'{REPORT_PREFIX}{name}', source) for name, source in
+    # name -> (folder, sequences of it or None)
+    sources = {'val': (args.val_data, None)}
+    sources.update((f'{REPORT_PREFIX}{name}', (source, None)) for name, source in
                    zip(report_names(args.report_data or ()), args.report_data or ()))
+    sources.update((f'{REPORT_PREFIX}{held_out_name(seq)}', (args.data, [seq]))
+                   for seq in held_out)
     by_tau = {tau: {} for tau in taus}
-    for name, source in sources.items():
+    for name, (source, sequences) in sources.items():
         data = dense_data.SegmentationFolderDataset(source, model.num_classes,
-                                                    ignore_index=ignore)
+                                                    ignore_index=ignore, sequences=sequences)
         scores = score_logit_offsets(model, data.images, data.labels, conf, offsets,
                                      args.device)
         for tau in taus:
@@ -123,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
                         metadata={**metadata, ADJUSTMENT_KEY: json.dumps(adjustment),
                                   'metrics': json.dumps(metrics)})
     config = {'init': args.init, 'val_data': args.val_data, 'data': args.data,
-              'report_data': args.report_data, 'taus': taus, 'command': ' '.join(sys.argv)}
+              'report_data': args.report_data, 'hold_out_sequences': held_out, 'taus': taus,
+              'command': ' '.join(sys.argv)}
     summary = {'weights': str(path), 'tau': chosen, 'adjustment': adjustment,
                'metrics': metrics, 'by_tau': {str(t): by_tau[t] for t in taus},
                'config': config}
@@ -136,22 +150,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _class_weights(metadata: dict, data, num_classes: int, ignore: int) -> list:
-    """Return the class weights the weights were trained with (metadata, else from ``data``)."""
+def _class_weights(metadata: dict, data, num_classes: int, ignore: int,
+                   held_out=()) -> list:
+    """Return the class weights the weights were trained with (metadata, else from ``data``).
+
+    Recomputed from ``data``, the frames of the ``held_out`` sequences are left out, as
+    ``train seg --hold-out-sequence`` left them out of its counts.
+    """
     recorded = metadata.get(CLASS_WEIGHTS_KEY)
     if recorded is not None:
         weights = json.loads(recorded)
         if weights is None:
             raise ValueError('these weights were trained without class weights '
                              '(--class-weights none): there is no bias to remove')
-        if data:
+        if data and not held_out:
             logger.info('class weights from the weights file; --data is not needed')
     elif data:
         from relperception.training.dense_data import SegmentationFolderDataset
         from relperception.training.dense_losses import median_frequency_weights
 
-        counts = SegmentationFolderDataset(data, num_classes,
-                                           ignore_index=ignore).class_pixel_counts()
+        counts = SegmentationFolderDataset(data, num_classes, ignore_index=ignore,
+                                           exclude_sequences=held_out).class_pixel_counts()
         weights = median_frequency_weights(counts).tolist()
     else:
         raise ValueError('the weights do not record their class weights; give --data, the '

@@ -36,7 +36,9 @@ smallest ``abs_rel`` for ``depth``) are kept as ``<output>/best.safetensors`` wi
 ``<output>/best_metrics.json`` (step, epoch, every metric, per-class IoU for ``seg``); the
 summary names them under ``best``. ``--report-data`` scores more data at every validation
 (``report/<name>/<metric>`` in the history) without letting it choose the checkpoint: the
-leave-one-sequence-out measurement of the ``fast_seg`` model card. ``--device-augment``
+leave-one-sequence-out measurement of the ``fast_seg`` model card, which ``train seg
+--hold-out-sequence SEQ`` runs in one command (the frames ``SEQ_*`` of ``--data`` are left out
+of training and scored as ``report/heldout-SEQ/<metric>``). ``--device-augment``
 (``seg``) keeps the training images on the device as uint8 and augments each batch there
 (``training.device_augment``), and ``--bf16`` autocasts the forward pass: the GPU recipe of the
 ``fast_seg`` preset (README). ``--ship NAME`` also copies the weights to
@@ -63,6 +65,27 @@ logger = logging.getLogger(__name__)
 
 #: Prefix of the ``--report-data`` metrics in the validation history (``report/<name>/miou``).
 REPORT_PREFIX = 'report/'
+#: Report name of a sequence held out of ``train seg`` (``report/heldout-<sequence>/miou``).
+HELD_OUT_PREFIX = 'heldout-'
+
+
+def held_out_name(sequence: str) -> str:
+    """Return the report name of a sequence held out of training (``heldout-<sequence>``)."""
+    return f'{HELD_OUT_PREFIX}{sequence}'
+
+
+def add_hold_out_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--hold-out-sequence`` (seg, seg-adjust); ``what`` says what happens to the frames."""
+    parser.add_argument('--hold-out-sequence', nargs='+', metavar='SEQ',
+                        help='recording sequences of --data (frames named SEQ_<frame>, '
+                             f"CamVid's naming) {what}, recorded as report/"
+                             f'{HELD_OUT_PREFIX}SEQ/<metric>: the leave-one-sequence-out '
+                             'measurement of how the model does on a street it has not seen')
+
+
+def hold_out_sequences(args: argparse.Namespace) -> list:
+    """Return ``--hold-out-sequence`` without repeats (empty when not given)."""
+    return list(dict.fromkeys(str(s) for s in getattr(args, 'hold_out_sequence', None) or ()))
 
 
 def _size(text: str):
@@ -159,6 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     seg = sub.add_parser('seg', help='segmentation on a CamVid-layout folder '
                                      '(images/ + labels/)')
     _common(seg)
+    add_hold_out_argument(seg, 'left out of training and scored at every validation; needs '
+                               '--val-data')
     seg.add_argument('--class-weights', choices=('none', 'median'), default='median',
                      help='cross-entropy class weights: median frequency (default) or none')
     depth = sub.add_parser('depth', help='metric depth on a bag (image + depth topics) or '
@@ -238,6 +263,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, 'report_data', None) and not args.val_data:
         raise ValueError('--report-data needs --val-data (the data that chooses the '
                          'checkpoint)')
+    if hold_out_sequences(args) and not args.val_data:
+        raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
+                         'checkpoint; the held-out frames never do)')
     if getattr(args, 'colour_jitter', None) is not None:
         from relperception.training.augment import check_colour_jitter
 
@@ -431,14 +459,17 @@ def train_dense(args: argparse.Namespace) -> dict:
         if model.segmentation_head is None:
             raise ValueError(f'preset {args.config} has no segmentation head')
         num_classes = model.num_classes
-        probe = dense_data.SegmentationFolderDataset(args.data, num_classes, max_images=1)
+        held_out = hold_out_sequences(args)
+        probe = dense_data.SegmentationFolderDataset(args.data, num_classes, max_images=1,
+                                                     exclude_sequences=held_out)
         base = float(inp['height']) / probe.images[0].shape[0]
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.75, 1.5)),
                                 'base_scale': base, 'ignore_index': ignore,
                                 **_jitter_conf(args)})
         dataset = dense_data.SegmentationFolderDataset(
-            args.data, num_classes, augment, mean, std, args.seed, ignore, args.max_images)
+            args.data, num_classes, augment, mean, std, args.seed, ignore, args.max_images,
+            exclude_sequences=held_out)
         weights = None
         if args.class_weights == 'median':
             from relperception.training.dense_losses import median_frequency_weights
@@ -453,12 +484,15 @@ def train_dense(args: argparse.Namespace) -> dict:
         loss_fn = _seg_loss(ignore, weights, make_batch, autocast)
         validate = None
         if args.val_data:
-            def seg_validator(source):
+            def seg_validator(source, sequences=None):
                 val = dense_data.SegmentationFolderDataset(source, num_classes,
-                                                           ignore_index=ignore)
+                                                           ignore_index=ignore,
+                                                           sequences=sequences)
                 return _validator(dense_data.evaluate_segmentation, val.images, val.labels,
                                   conf, args.device)
-            validate = _with_reports(seg_validator, args.val_data, args.report_data)
+            validate = _with_reports(seg_validator, args.val_data, args.report_data,
+                                     [(held_out_name(seq), seg_validator(args.data, [seq]))
+                                      for seq in held_out])
     else:
         if model.depth_head is None:
             raise ValueError(f'preset {args.config} has no depth head')
@@ -509,6 +543,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     budget = None if args.time_budget_min is None else 60.0 * float(args.time_budget_min)
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'report_data': args.report_data,
+              'hold_out_sequences': hold_out_sequences(args),
               'batch_size': args.batch_size, 'lr': args.lr,
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
@@ -548,10 +583,15 @@ def train_dense(args: argparse.Namespace) -> dict:
     if not args.val_data:
         logger.warning(_no_validation_message(args.task))
     elif class_weighted:
+        held_out = hold_out_sequences(args)
+        best_weights = output / BEST_WEIGHTS_NAME
         logger.info('class weights make the trained head prefer rare classes; `relperception '
-                    'train seg-adjust --config %s --init %s --val-data %s -o DIR` removes that '
-                    'preference (logit adjustment, tau chosen on the validation data)',
-                    args.config, best if best.is_file() else weights_path, args.val_data)
+                    'train seg-adjust --config %s --init %s --val-data %s%s -o DIR` removes '
+                    'that preference (logit adjustment, tau chosen on the validation data)',
+                    args.config, best_weights if best_weights.is_file() else weights_path,
+                    args.val_data,
+                    f' --data {args.data} --hold-out-sequence {" ".join(held_out)}'
+                    if held_out else '')
     if args.ship and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
@@ -666,17 +706,18 @@ def _validator(evaluate, images, targets, conf, device):
     return validate
 
 
-def _with_reports(make_validator, val_source: str, report_sources):
+def _with_reports(make_validator, val_source: str, report_sources, more_reports=()):
     """Return a validator of ``val_source`` that also scores every report source.
 
     ``make_validator(source)`` loads one source and returns its ``validate(model) -> dict``.
     The report metrics are added as ``report/<name>/<metric>`` (``<name>`` the source's
     :func:`report_names` entry), so that the checkpoint is still chosen on ``val_source``.
+    ``more_reports``: ``(name, validate)`` pairs scored the same way (held-out sequences).
     """
     validate = make_validator(val_source)
     reports = [(name, make_validator(source))
                for name, source in zip(report_names(report_sources or ()),
-                                       report_sources or ())]
+                                       report_sources or ())] + list(more_reports)
     if not reports:
         return validate
 

@@ -79,6 +79,44 @@ def find_label_pairs(root) -> List[Tuple[Path, Path]]:
     return pairs
 
 
+def frame_sequence(name: str) -> str:
+    """Return the recording sequence of a frame named ``<sequence>_<frame>`` (CamVid's naming).
+
+    ``'0006R0_f02370'`` -> ``'0006R0'``, ``'0001TP_006690'`` -> ``'0001TP'``; a name without
+    ``_`` is its own sequence.
+    """
+    return str(name).split('_', 1)[0]
+
+
+def select_sequences(pairs: Sequence[Tuple[Path, Path]], root,
+                     sequences: Optional[Sequence[str]] = None,
+                     exclude_sequences: Optional[Sequence[str]] = None
+                     ) -> List[Tuple[Path, Path]]:
+    """Keep the (image, label) pairs of ``sequences`` and drop those of ``exclude_sequences``.
+
+    The sequence of a pair is :func:`frame_sequence` of its image's file stem. ``None``
+    selects / drops nothing.
+
+    Raises:
+        ValueError: a named sequence has no frame in ``root`` (the message lists the folder's
+            sequences), or no pair is left.
+    """
+    present = sorted({frame_sequence(image.stem) for image, _ in pairs})
+    for name in list(sequences or ()) + list(exclude_sequences or ()):
+        if str(name) not in present:
+            raise ValueError(f'no frame of sequence {name!r} in {root} (frames are named '
+                             f'<sequence>_<frame>; its sequences: {", ".join(present)})')
+    keep = None if sequences is None else {str(s) for s in sequences}
+    drop = {str(s) for s in exclude_sequences or ()}
+    selected = [pair for pair in pairs
+                if (keep is None or frame_sequence(pair[0].stem) in keep)
+                and frame_sequence(pair[0].stem) not in drop]
+    if not selected:
+        raise ValueError(f'no frame of {root} is left once sequences {sorted(drop)} are left '
+                         'out' if drop else f'no frame selected in {root}')
+    return selected
+
+
 def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
                     ignore_index: int = IGNORE_INDEX) -> Tuple[np.ndarray, np.ndarray]:
     """Read one image (RGB uint8; grey is replicated) and its labels (ids >= C -> ignore).
@@ -115,14 +153,26 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
         seed: augmentation seed.
         ignore_index: label of unscored pixels.
         max_images: use only the first ``max_images`` pairs (None: all).
+        sequences: use only the frames of these recording sequences (:func:`frame_sequence`
+            of the file names; None: all).
+        exclude_sequences: leave the frames of these sequences out (e.g. a sequence held out
+            of training to measure generalisation to it).
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`find_label_pairs`, :func:`select_sequences`
+            and :func:`read_label_pair`.
     """
 
     def __init__(self, root, num_classes: int, augment: Optional[DenseAugment] = None,
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  seed: int = 0, ignore_index: int = IGNORE_INDEX,
-                 max_images: Optional[int] = None):
-        """Read every pair into memory."""
-        pairs = find_label_pairs(root)[:max_images]
+                 max_images: Optional[int] = None, sequences: Optional[Sequence[str]] = None,
+                 exclude_sequences: Optional[Sequence[str]] = None):
+        """Read every selected pair into memory."""
+        pairs = find_label_pairs(root)
+        if sequences is not None or exclude_sequences:
+            pairs = select_sequences(pairs, root, sequences, exclude_sequences)
+        pairs = pairs[:max_images]
         self.names = [p[0].stem for p in pairs]
         self.images, self.labels = [], []
         for image_path, label_path in pairs:
@@ -135,7 +185,10 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
         self.seed = int(seed)
         self.ignore_index = int(ignore_index)
         self.epoch = 0
-        logger.info('segmentation data %s: %d labelled images', root, len(self.images))
+        selection = ''.join(f' ({what} {", ".join(map(str, names))})' for what, names in
+                            (('sequences', sequences), ('without', exclude_sequences)) if names)
+        logger.info('segmentation data %s%s: %d labelled images', root, selection,
+                    len(self.images))
 
     def set_epoch(self, epoch: int) -> None:
         """Select the augmentation draws of ``epoch``."""
