@@ -413,6 +413,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.training.loop import seed_everything, Trainer
 
     seed_everything(args.seed)
+    held_out = hold_out_sequences(args)      # seg only (the option is not on the depth parser)
     conf = load_model_config(args.config)
     inp = conf['input']
     model = build_dense_model(conf)
@@ -459,7 +460,6 @@ def train_dense(args: argparse.Namespace) -> dict:
         if model.segmentation_head is None:
             raise ValueError(f'preset {args.config} has no segmentation head')
         num_classes = model.num_classes
-        held_out = hold_out_sequences(args)
         probe = dense_data.SegmentationFolderDataset(args.data, num_classes, max_images=1,
                                                      exclude_sequences=held_out)
         base = float(inp['height']) / probe.images[0].shape[0]
@@ -543,7 +543,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     budget = None if args.time_budget_min is None else 60.0 * float(args.time_budget_min)
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'report_data': args.report_data,
-              'hold_out_sequences': hold_out_sequences(args),
+              'hold_out_sequences': held_out,
               'batch_size': args.batch_size, 'lr': args.lr,
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
@@ -583,7 +583,6 @@ def train_dense(args: argparse.Namespace) -> dict:
     if not args.val_data:
         logger.warning(_no_validation_message(args.task))
     elif class_weighted:
-        held_out = hold_out_sequences(args)
         best_weights = output / BEST_WEIGHTS_NAME
         logger.info('class weights make the trained head prefer rare classes; `relperception '
                     'train seg-adjust --config %s --init %s --val-data %s%s -o DIR` removes '

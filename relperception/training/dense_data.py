@@ -106,14 +106,13 @@ def select_sequences(pairs: Sequence[Tuple[Path, Path]], root,
         if str(name) not in present:
             raise ValueError(f'no frame of sequence {name!r} in {root} (frames are named '
                              f'<sequence>_<frame>; its sequences: {", ".join(present)})')
-    keep = None if sequences is None else {str(s) for s in sequences}
-    drop = {str(s) for s in exclude_sequences or ()}
-    selected = [pair for pair in pairs
-                if (keep is None or frame_sequence(pair[0].stem) in keep)
-                and frame_sequence(pair[0].stem) not in drop]
+    keep = set(present) if sequences is None else {str(s) for s in sequences}
+    keep -= {str(s) for s in exclude_sequences or ()}
+    selected = [pair for pair in pairs if frame_sequence(pair[0].stem) in keep]
     if not selected:
-        raise ValueError(f'no frame of {root} is left once sequences {sorted(drop)} are left '
-                         'out' if drop else f'no frame selected in {root}')
+        raise ValueError(f'no frame of {root} is left once sequences '
+                         f'{sorted(set(map(str, exclude_sequences)))} are left out'
+                         if exclude_sequences else f'no frame selected in {root}')
     return selected
 
 
@@ -169,10 +168,8 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
                  max_images: Optional[int] = None, sequences: Optional[Sequence[str]] = None,
                  exclude_sequences: Optional[Sequence[str]] = None):
         """Read every selected pair into memory."""
-        pairs = find_label_pairs(root)
-        if sequences is not None or exclude_sequences:
-            pairs = select_sequences(pairs, root, sequences, exclude_sequences)
-        pairs = pairs[:max_images]
+        pairs = select_sequences(find_label_pairs(root), root, sequences,
+                                 exclude_sequences)[:max_images]
         self.names = [p[0].stem for p in pairs]
         self.images, self.labels = [], []
         for image_path, label_path in pairs:
