@@ -375,6 +375,14 @@ class TestEvalPairsCli:
     def test_no_source(self, tmp_path):
         assert main(['eval-pairs', '--matchers', 'orb', '-o', str(tmp_path)]) == 1
 
+    @pytest.mark.parametrize('option', ['--stride', '--max-pairs'])
+    def test_zero_count_refused(self, tmp_path, capsys, option):
+        """0 is refused where it is parsed (it was silently ignored without --bag)."""
+        with pytest.raises(SystemExit) as exit_info:
+            main(['eval-pairs', '--synthetic', '1', option, '0', '-o', str(tmp_path)])
+        assert exit_info.value.code == 2
+        assert f'argument {option}: must be >= 1, got 0' in capsys.readouterr().err
+
 
 class TestRealPairs:
     def test_tum_ground_truth_convention(self, tmp_path):

@@ -448,6 +448,8 @@ class TestTrainCli:
         assert main(base + ['--val-data', str(data), '-o', str(out), '--checkpoint-every', '1',
                             '--hold-out-sequence', 'seqB', 'seqB']) == 0
         # trained on seqA's three frames only
+        # the training folder is read and reported once, with the count it trains on
+        assert caplog.text.count(f'segmentation data {data} (without seqB):') == 1
         assert f'segmentation data {data} (without seqB): 3 labelled images' in caplog.text
         summary = json.loads((out / 'metrics.json').read_text())
         assert summary['config']['hold_out_sequences'] == ['seqB']
@@ -616,6 +618,46 @@ class TestTrainCli:
         data = _write_label_folder(tmp_path / 'data', count=2)
         assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
                      str(tmp_path / 'o'), '--batch-size', '2']) == 1   # no step count
+
+    @pytest.mark.parametrize('option, value, message', [
+        ('--batch-size', '0', 'argument --batch-size: must be >= 1, got 0'),
+        ('--batch-size', 'two', "argument --batch-size: expected an integer, got 'two'"),
+        ('--max-images', '0', 'argument --max-images: must be >= 1, got 0'),
+        ('--num-threads', '0', 'argument --num-threads: must be >= 1, got 0'),
+        ('--steps', '0', 'argument --steps: must be >= 1, got 0'),
+        ('--checkpoint-every', '0', 'argument --checkpoint-every: must be >= 1, got 0'),
+        ('--val-every', '-1', 'argument --val-every: must be >= 0, got -1'),
+        ('--workers', '-1', 'argument --workers: must be >= 0, got -1'),
+        ('--warmup-steps', '-1', 'argument --warmup-steps: must be >= 0, got -1'),
+        ('--epochs', '-1', 'argument --epochs: must be > 0, got -1'),
+        ('--time-budget-min', 'nan', 'argument --time-budget-min: must be > 0, got nan'),
+        ('--lr', '0', 'argument --lr: must be > 0, got 0'),
+    ])
+    def test_bad_counts_refused_where_parsed(self, tmp_path, tiny_config, capsys, option,
+                                             value, message):
+        """A bad count is a usage error that names the option.
+
+        --batch-size 0 and --max-images 0 were a ZeroDivisionError and an IndexError inside
+        training.
+        """
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(tmp_path / 'o'), '--no-progress', '--steps', '1', option, value]
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / 'o').exists()
+
+    def test_bad_scale_range(self, tmp_path, tiny_config, caplog):
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(tmp_path / 'o'), '--no-progress', '--steps', '1', '--scale-range']
+        for low, high in (('2', '0.5'), ('0', '1'), ('1', 'inf')):
+            assert main(argv + [low, high]) == 1
+            assert f'--scale-range needs 0 < MIN <= MAX, got {float(low):g} {float(high):g}' \
+                in caplog.text
+        assert not (tmp_path / 'o').exists()
 
 
 def _write_label_folder(root, count=3, h=48, w=64, edges=None, prefix='f'):

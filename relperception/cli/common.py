@@ -38,3 +38,33 @@ def command_line(args: argparse.Namespace) -> str:
     """Return the command line that produced ``args`` (recorded by ``main``), for reports."""
     argv = getattr(args, 'argv', None)
     return 'relperception ' + shlex.join(argv) if argv is not None else '(not recorded)'
+
+
+def int_at_least(minimum: int):
+    """Return an argparse ``type`` that parses an integer ``>= minimum``.
+
+    A count such as ``--batch-size 0`` is refused where it is parsed, with the option's name,
+    instead of failing later inside training (a division by zero, an empty list).
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
+        return value
+
+    parse.__name__ = f'integer >= {minimum}'
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """Parse a finite number ``> 0`` (an argparse ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a number, got {text!r}') from None
+    if not 0 < value < float('inf'):
+        raise argparse.ArgumentTypeError(f'must be > 0, got {text}')
+    return value

@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 
 from relperception.atomic_files import write_text_atomic
+from relperception.cli.common import int_at_least
 
 HELP = ('two-view relative pose evaluation (LoFTR protocol: pose AUC, epipolar precision, '
         'time per pair) of several matchers on pairs from bags, .npz / SuperGlue .txt pair lists '
@@ -39,9 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'topics (repeatable)')
     parser.add_argument('--gaps', type=int, nargs='+', default=[1],
                         help='frame gaps of the pairs sampled from bags / synthetic scenes')
-    parser.add_argument('--stride', type=int, default=1,
+    parser.add_argument('--stride', type=int_at_least(1), default=1,
                         help='bags: first frames of pairs are every STRIDE-th frame')
-    parser.add_argument('--max-pairs', type=int,
+    parser.add_argument('--max-pairs', type=int_at_least(1),
                         help='bags: at most this many pairs per bag and gap')
     parser.add_argument('--pairs', action='append', default=[],
                         help='pair list (repeatable): .npz with K0, K1, T_0to1 and images or '

@@ -26,6 +26,7 @@ from pathlib import Path
 import sys
 
 from relperception.atomic_files import write_text_atomic
+from relperception.cli.common import int_at_least
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='copy the adjusted weights to relperception/weights/'
                              'NAME.safetensors and register them in the manifest')
     parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
-    parser.add_argument('--num-threads', type=int, help='torch CPU threads')
+    parser.add_argument('--num-threads', type=int_at_least(1), help='torch CPU threads')
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,6 +57,7 @@ import sys
 import time
 
 from relperception.atomic_files import write_text_atomic
+from relperception.cli.common import int_at_least, positive_float
 from relperception.models.presets import preset_for_backbone
 
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
@@ -107,20 +108,21 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
     parser.add_argument('--data', required=True, nargs='+' if not dense else None,
                         help='training data (see the task help)')
     parser.add_argument('-o', '--output', required=True, help='run folder (checkpoints, weights)')
-    parser.add_argument('--steps', type=int, help='optimiser steps')
-    parser.add_argument('--epochs', type=float, help='epochs (when --steps is not given)')
-    parser.add_argument('--time-budget-min', type=float,
+    parser.add_argument('--steps', type=int_at_least(1), help='optimiser steps')
+    parser.add_argument('--epochs', type=positive_float, help='epochs (when --steps is not given)')
+    parser.add_argument('--time-budget-min', type=positive_float,
                         help='stop after this many minutes; alone (no --steps/--epochs), the '
                              'step count is estimated from the measured step time and the '
                              'warm-up and learning-rate schedule are fitted to the budget')
-    parser.add_argument('--batch-size', type=int, default=8, help='samples per step (8)')
-    parser.add_argument('--lr', type=float, default=2e-3 if dense else 1e-3,
+    parser.add_argument('--batch-size', type=int_at_least(1), default=8,
+                        help='samples per step (8)')
+    parser.add_argument('--lr', type=positive_float, default=2e-3 if dense else 1e-3,
                         help='peak learning rate')
     parser.add_argument('--resume', nargs='?', const=True, default=False, metavar='CKPT',
                         help='continue from CKPT (default <output>/last.pt)')
     parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
     parser.add_argument('--seed', type=int, default=0, help='seed (0)')
-    parser.add_argument('--num-threads', type=int, help='torch CPU threads')
+    parser.add_argument('--num-threads', type=int_at_least(1), help='torch CPU threads')
     parser.add_argument('--ema-decay', type=float,
                         help='validate, keep and export a moving average of the weights with '
                              'this decay in (0, 1), e.g. 0.999 (default: the weights as '
@@ -147,17 +149,20 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              '0 0 0 0 turns it off (default: DenseAugment.default_conf, hue 0 '
                              'for depth)')
     parser.add_argument('--weight-decay', type=float, default=1e-4, help='AdamW decay (1e-4)')
-    parser.add_argument('--warmup-steps', type=int, default=None,
+    parser.add_argument('--warmup-steps', type=int_at_least(0), default=None,
                         help='linear warm-up steps (default: automatic, a few per cent of the '
                              'run)')
     parser.add_argument('--schedule', choices=('cosine', 'poly', 'constant'), default='poly')
     parser.add_argument('--grad-clip', type=float, default=5.0, help='max gradient norm (5)')
-    parser.add_argument('--checkpoint-every', type=int, default=200, help='steps (200)')
-    parser.add_argument('--val-every', type=int, default=0,
+    parser.add_argument('--checkpoint-every', type=int_at_least(1), default=200,
+                        help='steps (200)')
+    parser.add_argument('--val-every', type=int_at_least(0), default=0,
                         help='steps between validations (0: at every checkpoint and epoch '
                              'end)')
-    parser.add_argument('--workers', type=int, default=0, help='data loader processes (0)')
-    parser.add_argument('--max-images', type=int, help='use only the first N training samples')
+    parser.add_argument('--workers', type=int_at_least(0), default=0,
+                        help='data loader processes (0)')
+    parser.add_argument('--max-images', type=int_at_least(1),
+                        help='use only the first N training samples')
     parser.add_argument('--ship', metavar='NAME',
                         help='copy the weights to relperception/weights/NAME.safetensors and '
                              'register them in the manifest')
@@ -266,6 +271,10 @@ def run(args: argparse.Namespace) -> int:
     if hold_out_sequences(args) and not args.val_data:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
+    scale_range = getattr(args, 'scale_range', None)
+    if scale_range is not None and not 0 < scale_range[0] <= scale_range[1] < float('inf'):
+        raise ValueError(f'--scale-range needs 0 < MIN <= MAX, got {scale_range[0]:g} '
+                         f'{scale_range[1]:g}')
     if getattr(args, 'colour_jitter', None) is not None:
         from relperception.training.augment import check_colour_jitter
 
@@ -460,16 +469,16 @@ def train_dense(args: argparse.Namespace) -> dict:
         if model.segmentation_head is None:
             raise ValueError(f'preset {args.config} has no segmentation head')
         num_classes = model.num_classes
-        probe = dense_data.SegmentationFolderDataset(args.data, num_classes, max_images=1,
-                                                     exclude_sequences=held_out)
-        base = float(inp['height']) / probe.images[0].shape[0]
+        dataset = dense_data.SegmentationFolderDataset(
+            args.data, num_classes, None, mean, std, args.seed, ignore, args.max_images,
+            exclude_sequences=held_out)
+        # the zoom that brings the first image to the model's input height
+        base = float(inp['height']) / dataset.images[0].shape[0]
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.75, 1.5)),
                                 'base_scale': base, 'ignore_index': ignore,
                                 **_jitter_conf(args)})
-        dataset = dense_data.SegmentationFolderDataset(
-            args.data, num_classes, augment, mean, std, args.seed, ignore, args.max_images,
-            exclude_sequences=held_out)
+        dataset.augment = augment
         weights = None
         if args.class_weights == 'median':
             from relperception.training.dense_losses import median_frequency_weights
