@@ -45,6 +45,22 @@ def camera_info_msg(camera, frame_id: str = 'camera') -> CameraInfo:
     return msg
 
 
+def settled_statuses(diagnostics, received: int) -> list:
+    """Return the diagnostic statuses that account for all of ``received`` frames.
+
+    A frame is counted as received when it arrives and as processed, dropped or an error only
+    after the worker is done with it, so a report can fall in between; only reports where
+    ``frames_processed + frames_dropped + errors == frames_received == received`` are kept.
+    """
+    def settled(values):
+        counts = [int(values.get(k, 0)) for k in ('frames_processed', 'frames_dropped',
+                                                  'errors')]
+        return values.get('frames_received') == str(received) and sum(counts) == received
+
+    return [s for array in diagnostics for s in array.status
+            if settled({v.key: v.value for v in s.values})]
+
+
 class NodeHarness:
     """``node_class`` under test and a ``probe`` node spinning in one MultiThreadedExecutor.
 

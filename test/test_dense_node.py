@@ -24,7 +24,8 @@ from relperception.imaging import (  # noqa: E402
 from relperception.nodes.dense_node import DenseNode  # noqa: E402
 from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
-from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
+from node_harness import (  # noqa: E402, I100
+    image_msg, NodeHarness, settled_statuses, unique_namespace)
 from test_dense_pipeline import tiny_config, write_tiny_model  # noqa: E402
 
 WIDTH, HEIGHT = 80, 60
@@ -189,8 +190,7 @@ class TestDenseNode:
         run.send(bad)
 
         def reported():
-            return [s for a in run.diagnostics for s in a.status
-                    if {v.key: v.value for v in s.values}.get('frames_received') == '2']
+            return settled_statuses(run.diagnostics, 2)
 
         assert wait_for(reported, timeout=3.0)
         status = reported()[-1]

@@ -39,7 +39,8 @@ from relperception.matching import build_matcher  # noqa: E402
 from relperception.nodes.matcher_node import MatcherNode  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image, PointCloud2  # noqa: E402
 
-from node_harness import image_msg, NodeHarness, unique_namespace  # noqa: E402, I100
+from node_harness import (  # noqa: E402, I100
+    image_msg, NodeHarness, settled_statuses, unique_namespace)
 
 WIDTH, HEIGHT = 320, 240
 
@@ -211,8 +212,7 @@ class TestMatcherNode:
         run.send(bad)
 
         def reported():
-            return [s for a in run.diagnostics for s in a.status
-                    if {v.key: v.value for v in s.values}.get('frames_received') == '3']
+            return settled_statuses(run.diagnostics, 3)
 
         assert wait_for(lambda: reported(), timeout=3.0)
         status = reported()[-1]
