@@ -240,8 +240,10 @@ class TestDeviceAugment:
             DeviceSegmentationData(images, labels[:1], 'cpu')
         with pytest.raises(ValueError, match='uint8'):
             DeviceSegmentationData([images[0].astype(np.float32)], labels[:1], 'cpu')
-        with pytest.raises(ValueError, match='augmentation'):
+        with pytest.raises(ValueError, match='scale_range needs 0 < MIN <= MAX'):
             DeviceSegmentationData(images, labels, 'cpu', {'scale_range': (2.0, 1.0)})
+        with pytest.raises(ValueError, match='augmentation'):
+            DeviceSegmentationData(images, labels, 'cpu', {'hflip': 1.5})
         data = DeviceSegmentationData(images, labels, 'cpu')
         with pytest.raises(ValueError, match='draws'):
             data.make_batch({'index': torch.zeros(2, dtype=torch.int64)})

@@ -105,6 +105,21 @@ class TestAugment:
         with pytest.raises(ValueError, match='colour jitter'):
             augment.DenseAugment({'saturation': -1})
 
+    def test_scale_range_bounds(self):
+        """0 < MIN <= MAX < inf, checked once for the CPU crop, the conf and the device path."""
+        assert augment.check_scale_range((0.5, 2)) == (0.5, 2.0)
+        assert augment.check_scale_range([1, 1]) == (1.0, 1.0)
+        for bad in ((2, 0.5), (0, 1), (-1, 1), (1, float('inf')), (1, float('nan'))):
+            with pytest.raises(ValueError, match='zoom needs 0 < MIN <= MAX'):
+                augment.check_scale_range(bad, 'zoom')
+        with pytest.raises(ValueError, match='two numbers'):
+            augment.check_scale_range((1, 2, 3))
+        with pytest.raises(ValueError, match='scale_range needs 0 < MIN <= MAX, got 2 1'):
+            augment.random_scale_crop(np.random.default_rng(0), _image(), size=(8, 8),
+                                      scale_range=(2, 1))
+        with pytest.raises(ValueError, match='scale_range needs'):
+            augment.DenseAugment({'scale_range': (0, 1)})
+
     def test_reproducible_and_checked(self):
         aug = augment.DenseAugment({'size': (32, 32)})
         a = aug(np.random.default_rng(5), _image(), np.zeros((48, 64), np.uint8))

@@ -271,13 +271,11 @@ def run(args: argparse.Namespace) -> int:
     if hold_out_sequences(args) and not args.val_data:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
-    scale_range = getattr(args, 'scale_range', None)
-    if scale_range is not None and not 0 < scale_range[0] <= scale_range[1] < float('inf'):
-        raise ValueError(f'--scale-range needs 0 < MIN <= MAX, got {scale_range[0]:g} '
-                         f'{scale_range[1]:g}')
-    if getattr(args, 'colour_jitter', None) is not None:
-        from relperception.training.augment import check_colour_jitter
+    from relperception.training.augment import check_colour_jitter, check_scale_range
 
+    if getattr(args, 'scale_range', None) is not None:
+        check_scale_range(args.scale_range, '--scale-range')
+    if getattr(args, 'colour_jitter', None) is not None:
         check_colour_jitter(*args.colour_jitter)
     if args.num_threads:
         torch.set_num_threads(int(args.num_threads))

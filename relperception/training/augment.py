@@ -88,9 +88,9 @@ def random_scale_crop(rng: np.random.Generator, image: np.ndarray,
     """
     _check(image, label, depth)
     out_h, out_w = int(size[0]), int(size[1])
-    lo, hi = float(scale_range[0]), float(scale_range[1])
-    if out_h < 1 or out_w < 1 or not 0 < lo <= hi or not base_scale > 0:
-        raise ValueError(f'bad size {size}, scale_range {scale_range} or base_scale {base_scale}')
+    lo, hi = check_scale_range(scale_range)
+    if out_h < 1 or out_w < 1 or not base_scale > 0:
+        raise ValueError(f'bad size {size} or base_scale {base_scale}')
     zoom = float(np.exp(rng.uniform(np.log(lo), np.log(hi)))) if hi > lo else lo
     scale = zoom * float(base_scale)
     h, w = image.shape[:2]
@@ -119,6 +119,25 @@ def random_scale_crop(rng: np.random.Generator, image: np.ndarray,
     def crop(a):
         return None if a is None else np.ascontiguousarray(a[y0:y0 + out_h, x0:x0 + out_w])
     return crop(image), crop(label), crop(depth)
+
+
+def check_scale_range(scale_range: Tuple[float, float],
+                      name: str = 'scale_range') -> Tuple[float, float]:
+    """Check a (min, max) zoom range and return it as floats.
+
+    Args:
+        scale_range: (min, max) zoom factors, 0 < min <= max < inf.
+        name: what the message calls the range (a command-line option, a conf key).
+
+    Raises:
+        ValueError: not two numbers with 0 < min <= max < inf.
+    """
+    if len(scale_range) != 2:
+        raise ValueError(f'{name} needs two numbers MIN MAX, got {scale_range}')
+    lo, hi = float(scale_range[0]), float(scale_range[1])
+    if not 0 < lo <= hi < float('inf'):
+        raise ValueError(f'{name} needs 0 < MIN <= MAX, got {lo:g} {hi:g}')
+    return lo, hi
 
 
 #: ``DenseAugment`` conf keys of the colour jitter, in :func:`check_colour_jitter`'s order.
@@ -203,12 +222,13 @@ class DenseAugment:
     }
 
     def __init__(self, conf: Optional[dict] = None):
-        """Merge ``conf`` into ``default_conf``; unknown keys, bad jitter: ``ValueError``."""
+        """Merge ``conf`` into ``default_conf``; unknown keys, bad zoom, jitter: ``ValueError``."""
         conf = dict(conf or {})
         unknown = set(conf) - set(self.default_conf)
         if unknown:
             raise ValueError(f'unknown augmentation keys {sorted(unknown)}')
         self.conf = {**self.default_conf, **conf}
+        check_scale_range(self.conf['scale_range'])
         check_colour_jitter(*(self.conf[k] for k in COLOUR_JITTER_KEYS))
 
     def __call__(self, rng: np.random.Generator, image: np.ndarray,
