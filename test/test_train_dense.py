@@ -549,6 +549,43 @@ class TestTrainCli:
         # the depth run adds its head to the segmentation head of --init
         assert read_trained_heads(out / 'model.safetensors') == ('depth', 'segmentation')
 
+    def test_backbone_training_outdates_the_other_head(self, tmp_path, tiny_config, caplog):
+        """A head of --init the run does not train is untrained once the backbone changes."""
+        from relperception.models.weights import read_trained_heads
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        both = tmp_path / 'both'
+        assert main(['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                     str(tmp_path / 'seg'), '--steps', '1', '--batch-size', '2',
+                     '--no-progress']) == 0
+        depth_argv = ['train', 'depth', '--config', str(tiny_config), '--data',
+                      'synth:3:2:80x64', '--steps', '1', '--batch-size', '2', '--no-progress']
+        assert main(depth_argv + ['--init', str(tmp_path / 'seg' / 'model.safetensors'),
+                                  '-o', str(both)]) == 0
+        assert read_trained_heads(both / 'model.safetensors') == ('depth', 'segmentation')
+        init = str(both / 'model.safetensors')
+        cases = [  # (argv, heads afterwards, the outdated head)
+            (['train', 'seg', '--config', str(tiny_config), '--data', str(data), '--steps', '1',
+              '--batch-size', '2', '--no-progress', '--init', init], ('segmentation',), 'depth'),
+            (depth_argv + ['--init', init, '--backbone-lr-scale', '0.1'], ('depth',),
+             'segmentation'),
+            (depth_argv + ['--init', init], ('depth', 'segmentation'), None),   # frozen
+        ]
+        for i, (argv, heads, stale) in enumerate(cases):
+            caplog.clear()
+            out = tmp_path / f'run{i}'
+            with caplog.at_level(logging.WARNING):
+                assert main(argv + ['-o', str(out)]) == 0
+            assert read_trained_heads(out / 'model.safetensors') == heads
+            warned = [r.getMessage() for r in caplog.records
+                      if 'recorded as untrained' in r.getMessage()]
+            if stale is None:
+                assert not warned
+            else:
+                task = 'depth' if stale == 'depth' else 'seg'
+                assert len(warned) == 1 and warned[0].startswith(f'the {stale} head of --init')
+                assert f'`train {task} --init {out / "model.safetensors"}`' in warned[0]
+
     def test_seg_validates_at_every_checkpoint(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=6)
         out = tmp_path / 'run'

@@ -19,8 +19,9 @@ step 1 with ``--device-augment`` at full resolution, see their model cards):
 
 Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step),
 ``<output>/model.safetensors`` (the weights; its metadata ``trained_heads`` names the heads that
-were trained, by this run or in the ``--init`` weights, so that ``relperception infer`` does not
-write the output of an untrained head) and ``<output>/metrics.json`` (with ``--val-data`` the
+were trained, by this run or in the ``--init`` weights while the backbone under them stays
+frozen, so that ``relperception infer`` does not write the output of an untrained or outdated
+head) and ``<output>/metrics.json`` (with ``--val-data`` the
 validation metrics of every checkpoint in ``history``, the last ones in ``metrics``; without it
 there are none, which the run says at its start and end). Without ``--init`` the run says which
 parts start from random initialisation. The warm-up defaults to a few per cent of the run
@@ -441,6 +442,15 @@ def train_dense(args: argparse.Namespace) -> dict:
     elif args.init_partial:
         raise ValueError('--init-partial needs --init')
     trained_heads = _trained_heads(model, args)
+    stale = _stale_heads(model, args)
+    if stale:
+        weights = Path(args.output) / 'model.safetensors'
+        logger.warning('the %s of --init %s trained on the backbone that this run changes; '
+                       'it is recorded as untrained (its output is not used); train it again '
+                       'afterwards: %s', ' and '.join(f'{h} head' for h in stale),
+                       'was' if len(stale) == 1 else 'were',
+                       '; '.join(f'`train {"depth" if h == "depth" else "seg"} --init '
+                                 f'{weights}`' for h in stale))
     crop = args.crop or (int(inp['height']), int(inp['width']))
     multiple = int(model.size_multiple)
     if crop[0] % multiple or crop[1] % multiple:
@@ -649,20 +659,46 @@ def _model_heads(model) -> list:
             if head is not None]
 
 
-def _trained_heads(model, args: argparse.Namespace) -> tuple:
-    """Return the sorted heads trained once this run is done: its own and those of ``--init``.
+def _trains_backbone(args: argparse.Namespace) -> bool:
+    """Return True when the run changes the backbone (``seg``; ``depth`` with a positive scale)."""
+    return args.task == 'seg' or float(getattr(args, 'backbone_lr_scale', 0.0)) > 0
+
+
+def _init_heads(model, args: argparse.Namespace) -> set:
+    """Return the heads of ``model`` that ``--init`` records as trained (none without it).
 
     The heads of ``--init`` are its ``trained_heads`` metadata; a file without it counts as
     having every head trained (``models.weights.read_trained_heads``).
     """
     from relperception.models.weights import read_trained_heads
 
+    if not args.init:
+        return set()
     heads = set(_model_heads(model))
-    trained = {_task_head(args.task)}
-    if args.init:
-        recorded = read_trained_heads(args.init)
-        trained |= heads if recorded is None else set(recorded)
-    return tuple(sorted(trained & heads))
+    recorded = read_trained_heads(args.init)
+    return heads if recorded is None else set(recorded) & heads
+
+
+def _stale_heads(model, args: argparse.Namespace) -> tuple:
+    """Return the sorted trained heads of ``--init`` that this run's backbone training outdates.
+
+    A head learns on the backbone's features: once the run changes the backbone (``seg``, or
+    ``depth`` with ``--backbone-lr-scale`` > 0), a head it does not train no longer fits it.
+    """
+    if not _trains_backbone(args):
+        return ()
+    return tuple(sorted(_init_heads(model, args) - {_task_head(args.task)}))
+
+
+def _trained_heads(model, args: argparse.Namespace) -> tuple:
+    """Return the sorted heads trained once this run is done.
+
+    Its own head, and those of ``--init`` unless the run changes the backbone under them
+    (:func:`_stale_heads`: they are recorded as untrained, so that their output is not used).
+    """
+    heads = set(_model_heads(model))
+    trained = {_task_head(args.task)} | _init_heads(model, args)
+    return tuple(sorted((trained - set(_stale_heads(model, args))) & heads))
 
 
 def _log_initialisation(model, args: argparse.Namespace, output: Path) -> None:
