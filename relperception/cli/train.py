@@ -441,16 +441,14 @@ def train_dense(args: argparse.Namespace) -> dict:
                     if args.init_partial else '')
     elif args.init_partial:
         raise ValueError('--init-partial needs --init')
-    trained_heads = _trained_heads(model, args)
-    stale = _stale_heads(model, args)
-    if stale:
+    trained_heads, outdated = _run_heads(model, args)
+    if outdated:
         weights = Path(args.output) / 'model.safetensors'
         logger.warning('the %s of --init %s trained on the backbone that this run changes; '
                        'it is recorded as untrained (its output is not used); train it again '
-                       'afterwards: %s', ' and '.join(f'{h} head' for h in stale),
-                       'was' if len(stale) == 1 else 'were',
-                       '; '.join(f'`train {"depth" if h == "depth" else "seg"} --init '
-                                 f'{weights}`' for h in stale))
+                       'afterwards: %s', ' and '.join(f'{h} head' for h in outdated),
+                       'was' if len(outdated) == 1 else 'were',
+                       '; '.join(f'`train {_head_task(h)} --init {weights}`' for h in outdated))
     crop = args.crop or (int(inp['height']), int(inp['width']))
     multiple = int(model.size_multiple)
     if crop[0] % multiple or crop[1] % multiple:
@@ -652,6 +650,11 @@ def _task_head(task: str) -> str:
     return 'segmentation' if task == 'seg' else 'depth'
 
 
+def _head_task(head: str) -> str:
+    """Return the dense task (``train seg`` / ``train depth``) that trains ``head``."""
+    return 'seg' if head == 'segmentation' else 'depth'
+
+
 def _model_heads(model) -> list:
     """Return the names of the heads ``model`` (a ``DenseModel``) has."""
     return [name for name, head in (('depth', model.depth_head),
@@ -664,41 +667,26 @@ def _trains_backbone(args: argparse.Namespace) -> bool:
     return args.task == 'seg' or float(getattr(args, 'backbone_lr_scale', 0.0)) > 0
 
 
-def _init_heads(model, args: argparse.Namespace) -> set:
-    """Return the heads of ``model`` that ``--init`` records as trained (none without it).
+def _run_heads(model, args: argparse.Namespace) -> tuple:
+    """Return ``(trained, outdated)``: sorted head names once this run is done.
 
-    The heads of ``--init`` are its ``trained_heads`` metadata; a file without it counts as
-    having every head trained (``models.weights.read_trained_heads``).
+    ``trained``: the run's own head, and the heads ``--init`` records as trained (its
+    ``trained_heads`` metadata; a file without it counts as having every head trained,
+    ``models.weights.read_trained_heads``) unless they are ``outdated``: a head learns on the
+    backbone's features, so once the run changes the backbone (:func:`_trains_backbone`) a
+    head of ``--init`` it does not train no longer fits and is recorded as untrained.
     """
     from relperception.models.weights import read_trained_heads
 
-    if not args.init:
-        return set()
     heads = set(_model_heads(model))
-    recorded = read_trained_heads(args.init)
-    return heads if recorded is None else set(recorded) & heads
-
-
-def _stale_heads(model, args: argparse.Namespace) -> tuple:
-    """Return the sorted trained heads of ``--init`` that this run's backbone training outdates.
-
-    A head learns on the backbone's features: once the run changes the backbone (``seg``, or
-    ``depth`` with ``--backbone-lr-scale`` > 0), a head it does not train no longer fits it.
-    """
-    if not _trains_backbone(args):
-        return ()
-    return tuple(sorted(_init_heads(model, args) - {_task_head(args.task)}))
-
-
-def _trained_heads(model, args: argparse.Namespace) -> tuple:
-    """Return the sorted heads trained once this run is done.
-
-    Its own head, and those of ``--init`` unless the run changes the backbone under them
-    (:func:`_stale_heads`: they are recorded as untrained, so that their output is not used).
-    """
-    heads = set(_model_heads(model))
-    trained = {_task_head(args.task)} | _init_heads(model, args)
-    return tuple(sorted((trained - set(_stale_heads(model, args))) & heads))
+    own = _task_head(args.task)
+    from_init = set()
+    if args.init:
+        recorded = read_trained_heads(args.init)
+        from_init = heads if recorded is None else set(recorded) & heads
+    outdated = from_init - {own} if _trains_backbone(args) else set()
+    trained = (({own} | from_init) - outdated) & heads
+    return tuple(sorted(trained)), tuple(sorted(outdated))
 
 
 def _log_initialisation(model, args: argparse.Namespace, output: Path) -> None:
@@ -718,7 +706,7 @@ def _log_initialisation(model, args: argparse.Namespace, output: Path) -> None:
                     'backbone and the segmentation head%s', parts,
                     f', {untrained} stays untrained (recorded in the weights; train it with '
                     f'`train depth --init {output / "model.safetensors"}`)' if others else '')
-    elif float(args.backbone_lr_scale) > 0:
+    elif _trains_backbone(args):
         logger.info('no --init: %s start from random initialisation; this run trains the '
                     'backbone and the depth head%s', parts,
                     f', {untrained} stays untrained (recorded in the weights)' if others else '')
