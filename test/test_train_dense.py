@@ -612,9 +612,9 @@ class TestTrainCli:
         messages = [r.getMessage() for r in caplog.records]
         assert sum(m.startswith('no --val-data: no validation metrics; pass a CamVid-layout')
                    for m in messages) == 2                   # at the start and at the end
-        assert any('random initialisation' in m and 'the depth head stays untrained' in m
-                   for m in messages)
         weights = run / 'model.safetensors'
+        assert any('random initialisation' in m and 'the depth head stays untrained' in m
+                   and f'train it with `train depth --init {weights}`' in m for m in messages)
         assert read_trained_heads(weights) == ('segmentation',)
         assert json.loads((run / 'metrics.json').read_text())['trained_heads'] == \
             ['segmentation']

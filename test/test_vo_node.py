@@ -21,6 +21,7 @@ nav_msgs = pytest.importorskip('nav_msgs.msg')
 pytest.importorskip('diagnostic_msgs')
 
 from rclpy.parameter import Parameter  # noqa: E402
+from relperception.config import NODE_LOCAL_SPECS  # noqa: E402
 from relperception.core_types import Frame, Matches  # noqa: E402
 from relperception.data.correspondences import matches_from_cloud  # noqa: E402
 from relperception.data.messages import (  # noqa: E402
@@ -320,7 +321,7 @@ class TestVisualOdometryNode:
 
     def test_depth_arriving_after_its_image_is_used(self, harness, sequence):
         camera, frames = sequence
-        wait_s = 1.0   # the longest wait the parameter allows
+        wait_s = NODE_LOCAL_SPECS['visual_odometry_node']['depth_wait_s'].max_value
         run = harness([Parameter('depth_wait_s', value=wait_s)])
         run.send_camera_info(camera)
         run.send_depth(frames[0].depth, frames[0].stamp_ns)   # depth is in use from now on

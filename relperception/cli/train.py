@@ -448,7 +448,7 @@ def train_dense(args: argparse.Namespace) -> dict:
                        'it is recorded as untrained (its output is not used); train it again '
                        'afterwards: %s', ' and '.join(f'{h} head' for h in outdated),
                        'was' if len(outdated) == 1 else 'were',
-                       '; '.join(f'`train {_head_task(h)} --init {weights}`' for h in outdated))
+                       '; '.join(_retrain_command(h, weights) for h in outdated))
     crop = args.crop or (int(inp['height']), int(inp['width']))
     multiple = int(model.size_multiple)
     if crop[0] % multiple or crop[1] % multiple:
@@ -645,14 +645,19 @@ def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics:
     return target
 
 
+#: the head (``models.weights.HEAD_NAMES``) each dense task trains
+_TASK_HEADS = {'seg': 'segmentation', 'depth': 'depth'}
+
+
 def _task_head(task: str) -> str:
     """Return the name of the head (``models.weights.HEAD_NAMES``) a dense task trains."""
-    return 'segmentation' if task == 'seg' else 'depth'
+    return _TASK_HEADS[task]
 
 
-def _head_task(head: str) -> str:
-    """Return the dense task (``train seg`` / ``train depth``) that trains ``head``."""
-    return 'seg' if head == 'segmentation' else 'depth'
+def _retrain_command(head: str, weights: Path) -> str:
+    """Return the quoted ``train <task> --init <weights>`` command that trains ``head``."""
+    task = next(t for t, h in _TASK_HEADS.items() if h == head)
+    return f'`train {task} --init {weights}`'
 
 
 def _model_heads(model) -> list:
@@ -702,10 +707,11 @@ def _log_initialisation(model, args: argparse.Namespace, output: Path) -> None:
     parts = ', '.join(['backbone'] + [f'{h} head' for h in heads])
     untrained = ' and '.join(f'the {h} head' for h in others)
     if args.task == 'seg':
+        retrain = '; '.join(_retrain_command(h, output / 'model.safetensors') for h in others)
         logger.info('no --init: %s start from random initialisation; this run trains the '
                     'backbone and the segmentation head%s', parts,
                     f', {untrained} stays untrained (recorded in the weights; train it with '
-                    f'`train depth --init {output / "model.safetensors"}`)' if others else '')
+                    f'{retrain})' if others else '')
     elif _trains_backbone(args):
         logger.info('no --init: %s start from random initialisation; this run trains the '
                     'backbone and the depth head%s', parts,
