@@ -339,7 +339,7 @@ class TestVisualOdometryNode:
                 run.send_depth(frame.depth, frame.stamp_ns)   # returns once the node has it
             # The worker starts waiting after the image was published; a depth image the
             # node held within the wait must have been used. A loaded machine can deliver
-            # later than that (3.5 s seen under CI): such a frame may run without depth.
+            # later than that: such a frame may run without depth.
             delivered_in_time = time.monotonic() - published < 0.8 * wait_s
             assert wait_for(lambda: run.node.worker.idle, timeout=30.0)
             if delivered_in_time:
