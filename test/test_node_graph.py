@@ -384,6 +384,9 @@ class TestCreateNode:
         assert time.monotonic() - start < 15
 
 
+_UNRESOLVED_NODE_NAME = '_NODE_NAME_UNKNOWN_'
+
+
 def _nodes_available():
     return importlib.util.find_spec('relperception.nodes.vo_node') is not None
 
@@ -400,7 +403,7 @@ class TestRunProcess:
         environ = dict(os.environ)
         for name in (graph.FASTDDS_PROFILE_ENV, graph.FASTDDS_PROFILE_ENV_NEW):
             environ.pop(name, None)
-        duration_s = 4.0
+        duration_s = 6.0
         process = subprocess.Popen(
             [sys.executable, '-m', 'relperception.cli.main', 'run', '--duration',
              str(duration_s), '--namespace', namespace, '--image-topic', namespace + '/image',
@@ -409,16 +412,19 @@ class TestRunProcess:
             text=True)
         node = rclpy.create_node('run_observer', context=ros_context)
         seen = set()
-        subscribers = {}
+        subscribers = {topic: set() for topic in ('/image', '/camera_info', '/correspondences')}
         try:
             deadline = time.monotonic() + 30.0
             while time.monotonic() < deadline and process.poll() is None:
                 seen |= {(ns, name) for name, ns in node.get_node_names_and_namespaces()
                          if ns == namespace}
-                for topic in ('/image', '/camera_info', '/correspondences'):
-                    subscribers[topic] = {
+                # DDS can announce an endpoint before the participant data that names its
+                # node; such an endpoint reads _NODE_NAME_UNKNOWN_ until discovery catches up
+                for topic in subscribers:
+                    subscribers[topic] |= {
                         info.node_name
-                        for info in node.get_subscriptions_info_by_topic(namespace + topic)}
+                        for info in node.get_subscriptions_info_by_topic(namespace + topic)
+                    } - {_UNRESOLVED_NODE_NAME}
                 if len(seen) == 1 and subscribers['/image'] and subscribers['/camera_info']:
                     break
                 time.sleep(0.1)
