@@ -106,10 +106,14 @@ class NodeHarness:
         assert len(received) == count
 
     def close(self) -> None:
-        """Stop spinning, destroy both nodes and check that the node's worker stopped."""
+        """Stop spinning, destroy both nodes and check that the node's worker stopped.
+
+        The spin thread ends before the nodes are destroyed: destroying an entity the executor
+        is adding to its wait set raises ``InvalidHandle`` in the spin thread.
+        """
         self.executor.shutdown()
-        self.node.destroy_node()
-        self.probe.destroy_node()
         self.thread.join(5.0)
         assert not self.thread.is_alive()
+        self.node.destroy_node()
+        self.probe.destroy_node()
         assert not self.node.worker.running
