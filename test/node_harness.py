@@ -7,7 +7,6 @@ Imported by the node test modules after they skipped cleanly without ``rclpy`` /
 namespace, so tests in one process do not hear each other.
 """
 
-import threading
 import time
 import uuid
 
@@ -16,6 +15,7 @@ import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from relperception.data.messages import camera_info_fields, ns_to_sec_nanosec
 from relperception.imaging import numpy_to_image_fields
+from relperception.nodes.background_spin import BackgroundSpin
 from sensor_msgs.msg import CameraInfo, Image
 
 
@@ -81,13 +81,13 @@ class NodeHarness:
                                parameter_overrides=list(overrides))
         self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
         self.executor = MultiThreadedExecutor(context=context)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinner = BackgroundSpin(self.executor, name='node-harness')
 
     def start(self, connected) -> None:
         """Spin both nodes in a thread; assert that ``connected()`` becomes true."""
         self.executor.add_node(self.node)
         self.executor.add_node(self.probe)
-        self.thread.start()
+        self.spinner.start()
         assert wait_for(connected), 'the probe and the node under test did not connect'
 
     def publish_and_wait(self, publisher, msg, timeout: float = 10.0) -> None:
@@ -106,14 +106,8 @@ class NodeHarness:
         assert len(received) == count
 
     def close(self) -> None:
-        """Stop spinning, destroy both nodes and check that the node's worker stopped.
-
-        The spin thread ends before the nodes are destroyed: destroying an entity the executor
-        is adding to its wait set raises ``InvalidHandle`` in the spin thread.
-        """
-        self.executor.shutdown()
-        self.thread.join(5.0)
-        assert not self.thread.is_alive()
+        """Stop spinning, destroy both nodes and check that the node's worker stopped."""
+        assert self.spinner.stop(5.0)
         self.node.destroy_node()
         self.probe.destroy_node()
         assert not self.node.worker.running

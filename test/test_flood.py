@@ -44,6 +44,7 @@ from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.imaging import numpy_to_image_fields, to_mono8  # noqa: E402
 from relperception.matching import build_matcher  # noqa: E402
 from relperception.nodes import graph  # noqa: E402
+from relperception.nodes.background_spin import BackgroundSpin  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -218,8 +219,7 @@ class Probe:
                                       QoSProfile(depth=10))
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = BackgroundSpin(self.executor, name='flood-probe').start()
 
     def _on_cloud(self, msg):
         now = time.time_ns()
@@ -241,8 +241,7 @@ class Probe:
 
     def close(self):
         """Stop spinning and destroy the node."""
-        self.executor.shutdown()
-        self.thread.join(5.0)
+        assert self.spinner.stop(5.0)
         self.node.destroy_node()
 
 

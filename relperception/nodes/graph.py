@@ -442,6 +442,8 @@ def run_node_set(descriptions: Sequence[NodeDescription],
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from relperception.nodes.background_spin import BackgroundSpin
+
     if duration_s is not None and duration_s <= 0:
         raise ValueError(f'duration_s must be > 0, got {duration_s}')
     stop = stop_event or threading.Event()
@@ -456,27 +458,23 @@ def run_node_set(descriptions: Sequence[NodeDescription],
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous_handlers[signum] = signal.signal(signum, request_stop)
     nodes = []
-    executor = None
-    spin_thread = None
+    spinner = None
     try:
         executor = SingleThreadedExecutor(context=context)
+        spinner = BackgroundSpin(executor, name='relperception-executor')
         for description in descriptions:
             node = create_node(description, context, config, use_sim_time)
             nodes.append(node)
             executor.add_node(node)
             logger.info('started %s', node.get_fully_qualified_name())
-        spin_thread = threading.Thread(target=executor.spin, name='relperception-executor',
-                                       daemon=True)
-        spin_thread.start()
+        spinner.start()
         stop.wait(duration_s)
         return 0
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if spin_thread is not None:
-            spin_thread.join(timeout=5.0)
+        if spinner is not None:
+            spinner.stop(timeout_s=5.0)
         for node in reversed(nodes):
             node.destroy_node()
         context.try_shutdown()

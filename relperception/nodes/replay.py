@@ -578,10 +578,12 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from relperception.nodes.background_spin import BackgroundSpin
+
     started = time.perf_counter()
     context = rclpy.Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
-    node = executor = spin_thread = recorder = nodes = None
+    node = spinner = recorder = nodes = None
     player: Optional[_Player] = None
     try:
         node = rclpy.create_node('relperception_replay', context=context)
@@ -589,9 +591,7 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
         player = _Player(node, plan, rate)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        spin_thread = threading.Thread(target=executor.spin, daemon=True,
-                                       name='relperception-replay-recorder')
-        spin_thread.start()
+        spinner = BackgroundSpin(executor, name='relperception-replay-recorder').start()
         if separate_processes:
             nodes = _NodeProcesses(plan.descriptions, config, use_sim_time, os.environ,
                                    output_dir / 'node_logs')
@@ -630,10 +630,8 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
                                           player.image_stamps_ns, player.image_publish_wall_ns)
         if nodes is not None:
             record['node_exit_codes'] = nodes.stop()
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if spin_thread is not None:
-            spin_thread.join(5.0)
+        if spinner is not None:
+            spinner.stop(timeout_s=5.0)
         if recorder is not None:
             recorder.close()
             record['recorded_messages'] = dict(recorder.counts)

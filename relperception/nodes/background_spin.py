@@ -1,0 +1,71 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Spin an rclpy executor in a background thread and stop it without racing its shutdown."""
+
+import threading
+from typing import Optional
+
+from rclpy.executors import Executor
+
+#: seconds one ``spin_once`` waits for work before the thread looks at its stop flag again
+SPIN_PERIOD_S = 0.1
+
+
+class BackgroundSpin:
+    """Spin ``executor`` in a daemon thread until :meth:`stop`.
+
+    ``Executor.shutdown`` called from another thread while ``Executor.spin`` runs destroys the
+    executor's guard condition under the spinning thread, which then fails in the middle of
+    building its wait set (``AttributeError`` / ``InvalidHandle``, printed as an exception in
+    the thread). Here the thread spins in ``spin_once`` steps of at most ``period_s`` and looks
+    at a stop flag between them; :meth:`stop` sets the flag, joins the thread, and only then
+    shuts the executor down. Destroy the executor's nodes after :meth:`stop`. With a
+    ``MultiThreadedExecutor`` a callback already handed to its thread pool can still be running
+    when :meth:`stop` returns (rclpy's ``shutdown`` does not wait for it); the nodes of this
+    package spin in a ``SingleThreadedExecutor``, whose callbacks run in the spin thread.
+
+    Args:
+        executor: the executor, with its nodes added (more may be added while it spins).
+        name: the thread's name (shown in logs and debuggers).
+        period_s: longest wait of one ``spin_once`` in seconds (> 0); the stop latency.
+    """
+
+    def __init__(self, executor: Executor, name: str = 'relperception-executor',
+                 period_s: float = SPIN_PERIOD_S):
+        """Prepare the thread (not started)."""
+        if not period_s > 0:
+            raise ValueError(f'period_s must be > 0 seconds, got {period_s}')
+        self.executor = executor
+        self.period_s = float(period_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.executor.context.ok():
+            self.executor.spin_once(timeout_sec=self.period_s)
+
+    def start(self) -> 'BackgroundSpin':
+        """Start spinning; return ``self``."""
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        """True while the spin thread runs."""
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: Optional[float] = 5.0) -> bool:
+        """Stop spinning, then shut the executor down.
+
+        Args:
+            timeout_s: longest wait in seconds for the thread, and then for the executor's
+                callbacks in flight (None: no limit).
+
+        Returns:
+            True when the thread ended and the executor shut down within ``timeout_s``.
+        """
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
+        ended = not self._thread.is_alive()
+        return self.executor.shutdown(timeout_sec=timeout_s) and ended
