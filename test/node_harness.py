@@ -12,7 +12,7 @@ import uuid
 
 from conftest import wait_for
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from relperception.data.messages import camera_info_fields, ns_to_sec_nanosec
 from relperception.imaging import numpy_to_image_fields
 from relperception.nodes.background_spin import BackgroundSpin
@@ -62,7 +62,7 @@ def settled_statuses(diagnostics, received: int) -> list:
 
 
 class NodeHarness:
-    """``node_class`` under test and a ``probe`` node spinning in one MultiThreadedExecutor.
+    """``node_class`` under test and a ``probe`` node spinning in one SingleThreadedExecutor.
 
     Subclasses create the probe's publishers and subscriptions after ``__init__``, then call
     :meth:`start` with the condition under which the two are connected.
@@ -80,7 +80,7 @@ class NodeHarness:
         self.node = node_class(context=context, namespace=self.namespace,
                                parameter_overrides=list(overrides))
         self.probe = rclpy.create_node('probe', context=context, namespace=self.namespace)
-        self.executor = MultiThreadedExecutor(context=context)
+        self.executor = SingleThreadedExecutor(context=context)
         self.spinner = BackgroundSpin(self.executor, name='node-harness')
 
     def start(self, connected) -> None:

@@ -65,7 +65,7 @@ def reference_matches(gray0, gray1, **ncc):
 
 
 class Harness(NodeHarness):
-    """A matcher_node and a probe node spinning in one MultiThreadedExecutor."""
+    """A matcher_node and a probe node spinning in one SingleThreadedExecutor."""
 
     def __init__(self, context, overrides=(), namespace=None):
         super().__init__(context, MatcherNode, overrides, namespace)

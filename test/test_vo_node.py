@@ -69,7 +69,7 @@ def sequence():
 
 
 class Harness(NodeHarness):
-    """A visual_odometry_node and a probe node spinning in one MultiThreadedExecutor."""
+    """A visual_odometry_node and a probe node spinning in one SingleThreadedExecutor."""
 
     def __init__(self, context, overrides=()):
         super().__init__(context, VisualOdometryNode, overrides)

@@ -5,7 +5,7 @@
 import threading
 from typing import Optional
 
-from rclpy.executors import Executor
+from rclpy.executors import SingleThreadedExecutor
 
 #: seconds one ``spin_once`` waits for work before the thread looks at its stop flag again
 SPIN_PERIOD_S = 0.1
@@ -19,20 +19,34 @@ class BackgroundSpin:
     building its wait set (``AttributeError`` / ``InvalidHandle``, printed as an exception in
     the thread). Here the thread spins in ``spin_once`` steps of at most ``period_s`` and looks
     at a stop flag between them; :meth:`stop` sets the flag, joins the thread, and only then
-    shuts the executor down. Destroy the executor's nodes after :meth:`stop`. With a
-    ``MultiThreadedExecutor`` a callback already handed to its thread pool can still be running
-    when :meth:`stop` returns (rclpy's ``shutdown`` does not wait for it); the nodes of this
-    package spin in a ``SingleThreadedExecutor``, whose callbacks run in the spin thread.
+    shuts the executor down. When :meth:`stop` returns True no callback of the executor runs
+    any more, so its nodes can be destroyed.
+
+    Only a ``SingleThreadedExecutor`` is accepted: its callbacks run in the spin thread. A
+    ``MultiThreadedExecutor`` hands them to a thread pool that neither the spin thread nor
+    rclpy's ``shutdown`` waits for: a callback still running there when the executor shuts down
+    then fails to wake the executor through its destroyed guard condition (``InvalidHandle``),
+    and the error is kept in a task nobody reads ("The following exception was never
+    retrieved" when the interpreter exits).
 
     Args:
-        executor: the executor, with its nodes added (more may be added while it spins).
+        executor: a ``SingleThreadedExecutor``, with its nodes added (more may be added while
+            it spins).
         name: the thread's name (shown in logs and debuggers).
         period_s: longest wait of one ``spin_once`` in seconds (> 0); the stop latency.
     """
 
-    def __init__(self, executor: Executor, name: str = 'relperception-executor',
+    def __init__(self, executor: SingleThreadedExecutor, name: str = 'relperception-executor',
                  period_s: float = SPIN_PERIOD_S):
-        """Prepare the thread (not started)."""
+        """Prepare the thread (not started).
+
+        Raises:
+            ValueError: ``executor`` is not a ``SingleThreadedExecutor``, or ``period_s`` <= 0.
+        """
+        if not isinstance(executor, SingleThreadedExecutor):
+            raise ValueError('BackgroundSpin needs a SingleThreadedExecutor, got '
+                             f'{type(executor).__name__}: a thread pool can still run callbacks '
+                             'after stop(), on nodes already destroyed')
         if not period_s > 0:
             raise ValueError(f'period_s must be > 0 seconds, got {period_s}')
         self.executor = executor
@@ -58,8 +72,8 @@ class BackgroundSpin:
         """Stop spinning, then shut the executor down.
 
         Args:
-            timeout_s: longest wait in seconds for the thread, and then for the executor's
-                callbacks in flight (None: no limit).
+            timeout_s: longest wait in seconds for the thread, then for the executor's
+                shutdown (None: no limit).
 
         Returns:
             True when the thread ended and the executor shut down within ``timeout_s``.
