@@ -45,8 +45,8 @@ class BackgroundSpin:
         """
         if not isinstance(executor, SingleThreadedExecutor):
             raise ValueError('BackgroundSpin needs a SingleThreadedExecutor, got '
-                             f'{type(executor).__name__}: a thread pool can still run callbacks '
-                             'after stop(), on nodes already destroyed')
+                             f'{type(executor).__name__}: its thread pool can still be running '
+                             'callbacks after stop() has shut the executor down')
         if not period_s > 0:
             raise ValueError(f'period_s must be > 0 seconds, got {period_s}')
         self.executor = executor
