@@ -361,6 +361,11 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
                           'wheel_odom (nav_msgs/Odometry) poses further apart than this (s) '
                           'around a frame give it no translation hint', 0.001, 10.0,
                           read_only=True),
+            ParameterSpec('wheel_odom_max_speed_mps', 50.0,
+                          'a wheel_odom pose further from the previous one than this speed '
+                          '(m/s) allows is refused as a glitch (three such poses in a row '
+                          'that agree with each other restart the hints from them)', 0.01,
+                          1000.0, read_only=True),
         ),
         'matcher_node': (
             _IMAGE_TRANSPORT,

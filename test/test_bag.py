@@ -145,12 +145,22 @@ class TestCameraInfoConversion:
         {'d': np.zeros(3)},                                   # plumb_bob needs 5
         {'distortion_model': 'equidistant', 'd': np.zeros(5)},
         {'d': np.array([np.nan, 0, 0, 0, 0])},
+        {'k': np.array([1e-6, 0, 320.0, 0, 1e-6, 240.0, 0, 0, 1])},   # a focal length ~0
+        {'k': np.array([1e9, 0, 320.0, 0, 1e9, 240.0, 0, 0, 1])},     # 1e9 px
+        {'k': np.array([500.0, 0, 320.0, 0, 50.0, 240.0, 0, 0, 1])},  # fx / fy = 10
+        {'k': np.array([500.0, 1e4, 320.0, 0, 500.0, 240.0, 0, 0, 1])},  # skew 1e4
     ])
     def test_degenerate_camera_info(self, change):
         fields = camera_info_fields(_camera())
         fields.update(change)
         with pytest.raises(ValueError):
             camera_from_camera_info(SimpleNamespace(**fields))
+
+    @pytest.mark.parametrize('fx', [100.0, 40_000.0])   # 145 deg (a wide lens), a 1 deg zoom
+    def test_wide_and_narrow_lenses_are_plausible(self, fx):
+        fields = camera_info_fields(_camera())
+        fields['k'] = np.array([fx, 0, 320.0, 0, fx, 240.0, 0, 0, 1])
+        assert camera_from_camera_info(SimpleNamespace(**fields)).K[0, 0] == fx
 
 
 class TestPoseConversion:

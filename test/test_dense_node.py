@@ -165,8 +165,11 @@ class TestDenseNode:
         limit = float(np.median(finite))
         future = client.set_parameters([Parameter('dense.max_depth_m', value=limit)])
         assert wait_for(future.done) and future.result().results[0].successful
-        future = client.set_parameters([Parameter('dense.model', value='no_such_model')])
-        assert wait_for(future.done) and not future.result().results[0].successful
+        for name, value in (('dense.model', 'no_such_model'), ('dense.device', 'nonsense'),
+                            ('dense.device', 'cuda:99')):
+            future = client.set_parameters([Parameter(name, value=value)])
+            assert wait_for(future.done) and not future.result().results[0].successful
+        assert run.node.get_parameter('dense.device').value == 'cpu'
         run.send(image_msg(frames[0].rgb, frames[0].stamp_ns + 1))
         run.wait_outputs('depth', 2)
         narrow = image_to_numpy(run.received['depth'][1])
@@ -181,6 +184,7 @@ class TestDenseNode:
         run.wait_outputs('labels', 3)
         assert run.node.pipeline.has_segmentation
         assert run.node.worker.stats.snapshot().errors == 0
+        assert run.node.model_rebuild_failures == 1
 
     def test_diagnostics(self, harness, frames):
         run = harness()

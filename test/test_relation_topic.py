@@ -83,6 +83,9 @@ class TestRelationPixelFor:
             relation_pixel_for([1, 2, 3], (120, 160))
         with pytest.raises(ValueError, match='two integers'):
             relation_pixel_for([1.5, 2], (120, 160))
+        for negative in ([-5, -5], [-1, 3]):
+            with pytest.raises(ValueError, match=r'\[-1, -1\]'):
+                relation_pixel_for(negative, (120, 160))
 
 
 class TestRelationTopic:
@@ -123,7 +126,12 @@ class TestRelationTopic:
         assert wait_for(lambda: len(run.clouds) == 2)
         assert run.node.relation_images_drawn == 0
         assert run.node.relation_stats.snapshot().errors == 2
-        assert run.node._relation_errors_logged == {'ValueError'}
+        assert [cause.split(':')[0] for cause in run.node._relation_errors_logged] == \
+            ['ValueError']
+        # a negative pixel is refused when it is set; the old value stays
+        result = run.node.set_parameters([Parameter('relation_pixel', value=[-5, -5])])[0]
+        assert not result.successful and '[-1, -1]' in result.reason
+        assert list(run.node.get_parameter('relation_pixel').value) == [2, 2]
         matching = run.node.worker.stats.snapshot()
         assert (matching.processed, matching.errors) == (3, 0)
         # a valid pixel set at run time is used from the next frame on

@@ -92,9 +92,11 @@ class Harness(NodeHarness):
         self.publishers['camera_info'].publish(camera_info_msg(camera))
         assert wait_for(lambda: self.node.camera is not None)
 
-    def send_depth(self, depth, stamp_ns):
+    def send_depth(self, depth, stamp_ns, nanosec=None):
         before = self.node.depth.received
         header = header_msg(stamp_ns, 'camera')
+        if nanosec is not None:   # a malformed stamp
+            header.stamp.nanosec = nanosec
         if self.compressed_depth:
             millimetres = np.nan_to_num(depth * 1000.0).round().astype(np.uint16)
             fields = numpy_to_compressed_fields(millimetres, '16UC1', fmt='compressedDepth')
@@ -145,6 +147,10 @@ class TestVisualOdometryNode:
         camera, frames = sequence
         run = harness([Parameter('depth_transport', value=depth_transport)])
         run.send_camera_info(camera)
+        # A depth message with a bad stamp (nanosec >= 1e9) is refused and counted.
+        run.send_depth(frames[0].depth, frames[0].stamp_ns, nanosec=1_500_000_000)
+        assert wait_for(lambda: run.node.depth.problems['undecodable'] == 1)
+        assert run.node.depth.rejected == 1
         for frame in frames:
             run.send_depth(frame.depth, frame.stamp_ns)
         for frame in frames:
@@ -274,6 +280,13 @@ class TestVisualOdometryNode:
         run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(
             elsewhere)
         assert wait_for(lambda: run.node.control.refused == 1)   # another frame: refused
+        negative = PoseWithCovarianceStamped()
+        negative.header.frame_id = 'odom'
+        negative.pose.pose = pose_msg(make_transform(np.eye(3), [99.0, 0.0, 0.0]))
+        negative.pose.covariance = (-1.0 * np.eye(6)).reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(
+            negative)
+        assert wait_for(lambda: run.node.control.refused == 2)   # not a covariance: refused
         run.send_depth(frames[4].depth, frames[4].stamp_ns)
         run.send_image(frames[4].rgb, frames[4].stamp_ns)
         run.wait_odom(4)
@@ -372,9 +385,15 @@ class TestVisualOdometryNode:
             np.testing.assert_allclose(pose, expected, atol=1e-6)
         assert run.node.pipeline.odometry.map_stats()['map_initializations'] == 1
 
-    @pytest.mark.parametrize('hint_map', [False, True])
-    def test_wheel_odometry_gives_the_scale(self, harness, sequence, hint_map):
-        """Mono with wheel_odom: the tracker gets the distances between frames, as offline."""
+    @pytest.mark.parametrize('hint_map, glitches', [(False, False), (True, False),
+                                                    (False, True)])
+    def test_wheel_odometry_gives_the_scale(self, harness, sequence, hint_map, glitches):
+        """Mono with wheel_odom: the tracker gets the distances between frames, as offline.
+
+        With ``glitches``, three bad wheel messages among the good ones (a stamp with
+        nanosec >= 1e9, a pose 1000 m away, a NaN quaternion) are refused and counted, and
+        the odometry is the same.
+        """
         camera, frames = sequence
         config = {'odometry.mode': 'mono', 'odometry.hint_map': hint_map}
         run = harness([Parameter(k, value=v) for k, v in config.items()])
@@ -390,7 +409,18 @@ class TestVisualOdometryNode:
             msg = odometry_msg(T_odom_base, frame.stamp_ns)
             wheel.publish(msg)
             offline_hints.add(frame.stamp_ns, transform_from_pose_msg(msg.pose.pose))
+            if glitches and frame is frames[2]:
+                bad_stamp = odometry_msg(T_odom_base, frame.stamp_ns + 1)
+                bad_stamp.header.stamp.nanosec = 1_500_000_000
+                far = T_odom_base.copy()
+                far[0, 3] += 1000.0
+                nan_quaternion = odometry_msg(T_odom_base, frame.stamp_ns + 3)
+                nan_quaternion.pose.pose.orientation.x = float('nan')
+                for bad in (bad_stamp, odometry_msg(far, frame.stamp_ns + 2), nan_quaternion):
+                    wheel.publish(bad)
         assert wait_for(lambda: len(run.node.wheel.hints) == NUM_FRAMES)
+        assert wait_for(lambda: run.node.wheel.hints.refused == (3 if glitches else 0))
+        assert run.node.input_problems().get('wheel_odom_refused') == (3 if glitches else 0)
         for frame in frames:
             run.send_image(frame.rgb, frame.stamp_ns)
         run.wait_odom(NUM_FRAMES)
@@ -452,12 +482,25 @@ class TestVisualOdometryNode:
         assert run.node.frames_without_depth == 0
         assert wait_for(lambda: len(run.paths) == 5)
         assert len(run.paths[-1].poses) == 3   # path_max_length
-        # A jump back in time by more than a second (a bag restarted) starts over.
+        # A single glitched stamp (zero, days ahead, a minute back) is skipped; the odometry
+        # goes on without a reset.
+        run.send_depth(frames[6].depth, frames[6].stamp_ns)
+        for glitch in (0, frames[6].stamp_ns + 10**15, frames[6].stamp_ns - 60 * 10**9):
+            run.send_image(frames[6].rgb, glitch)
+        run.send_image(frames[6].rgb, frames[6].stamp_ns)
+        run.wait_odom(6)
+        assert stamp_to_ns(run.odom[-1].header.stamp) == frames[6].stamp_ns
+        assert run.node.status_counts['initialized'] == 1
+        assert run.node.worker.stats.snapshot().dropped == 4 + 3
+        # A jump back in time by more than a second (a bag restarted) starts over once the
+        # next frame follows it; the first frame of the new time line is skipped.
         back = 5_000_000_000
         run.send_image(frames[0].rgb, frames[0].stamp_ns - back)
-        run.wait_odom(6)
+        run.send_image(frames[1].rgb, frames[1].stamp_ns - back)
+        run.wait_odom(7)
+        assert stamp_to_ns(run.odom[-1].header.stamp) == frames[1].stamp_ns - back
         assert run.node.status_counts['initialized'] == 2
-        assert wait_for(lambda: len(run.paths) == 6)
+        assert wait_for(lambda: len(run.paths) == 7)
         assert len(run.paths[-1].poses) == 1
         assert run.node.worker.running
 

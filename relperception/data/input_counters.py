@@ -18,6 +18,8 @@ CAMERA_INFO_REFUSED = 'camera_info_refused'
 FRAMES_WITHOUT_DEPTH = 'frames_without_depth'
 #: frames whose model output held NaN or infinite values.
 FRAMES_WITH_NONFINITE_OUTPUT = 'frames_with_nonfinite_output'
+#: model rebuilds (after a parameter change) that failed; the previous model kept serving.
+MODEL_REBUILD_FAILURES = 'model_rebuild_failures'
 #: prefix of the refused-depth counters, one per ``DEPTH_PROBLEMS`` entry.
 DEPTH_PROBLEM_PREFIX = 'depth_'
 #: suffix of the per-input counters of messages lost in transport (``image_lost_...``).
@@ -42,6 +44,7 @@ def input_counters(values: Mapping[str, object]) -> dict[str, int]:
         rates and timings, are left out).
     """
     names = {CAMERA_INFO_REFUSED, FRAMES_WITHOUT_DEPTH, FRAMES_WITH_NONFINITE_OUTPUT,
+             MODEL_REBUILD_FAILURES,
              *(depth_problem_counter(problem) for problem in DEPTH_PROBLEMS)}
     counts = {}
     for key, value in values.items():

@@ -33,7 +33,8 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import section, SPECS
-from relperception.data.input_counters import FRAMES_WITH_NONFINITE_OUTPUT
+from relperception.data.input_counters import (FRAMES_WITH_NONFINITE_OUTPUT,
+                                               MODEL_REBUILD_FAILURES)
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import to_rgb8
 from relperception.nodes.diagnostics import DiagnosticsPublisher
@@ -101,11 +102,14 @@ class DenseNode(Node):
         self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))
         self._depth_color = self.create_publisher(Image, 'depth_color', QoSProfile(depth=1))
         self._nonfinite_frames = 0
+        #: model rebuilds after a parameter change that failed (the previous model serves).
+        self.model_rebuild_failures = 0
         #: messages lost in transport, per input (``message_lost`` events).
         self.lost = LostMessages(self)
         self._diagnostics = DiagnosticsPublisher(
             self, [('dense', self.stats)],
             counters=lambda: {FRAMES_WITH_NONFINITE_OUTPUT: self._nonfinite_frames,
+                              MODEL_REBUILD_FAILURES: self.model_rebuild_failures,
                               **self.lost.counts()})
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         self._camera_info_subscription = self.create_subscription(
@@ -164,8 +168,10 @@ class DenseNode(Node):
             except (ValueError, OSError, RuntimeError) as error:
                 # The parameter check cannot load every file up front (e.g. weights of the
                 # wrong shape): keep serving with the model that works.
+                self.model_rebuild_failures += 1
                 self.get_logger().error(f'cannot rebuild the dense model ({error}); keeping '
-                                        'the previous one')
+                                        'the previous one until a parameter change builds '
+                                        f'(counted in {MODEL_REBUILD_FAILURES})')
             else:
                 self.get_logger().info(f'dense model rebuilt (configuration version {version})')
         return self._pipeline

@@ -155,19 +155,13 @@ class DepthInput:
 
     def _on_depth(self, msg) -> None:
         self.received += 1
-        if isinstance(msg, CompressedImage):
-            # Encoding and size are only known once decoded (on the worker, at lookup).
-            self._store(stamp_to_ns(msg.header.stamp), msg)
-            return
         camera = self._camera()
         try:
             stamp_ns = stamp_to_ns(msg.header.stamp)
-            if msg.encoding not in _RAW_DEPTH_ENCODINGS:
-                raise _Refused('undecodable', f'encoding {msg.encoding!r} is not 16UC1 (mm) '
-                                              'or 32FC1 (m)')
-            if camera is not None and (msg.width, msg.height) != (camera.width, camera.height):
-                raise _Refused('wrong_size', f'depth is {msg.width}x{msg.height} but '
-                                             f'camera_info says {camera.width}x{camera.height}')
+            # A compressed image's encoding and size are only known once decoded (on the
+            # worker, at lookup).
+            if not isinstance(msg, CompressedImage):
+                self._check_raw(msg, camera)
         except (ValueError, _Refused) as error:
             self.rejected += 1
             self.problems[getattr(error, 'problem', 'undecodable')] += 1
@@ -175,6 +169,15 @@ class DepthInput:
                                             throttle_duration_sec=1.0)
             return
         self._store(stamp_ns, msg)
+
+    @staticmethod
+    def _check_raw(msg: Image, camera: Optional[Camera]) -> None:
+        if msg.encoding not in _RAW_DEPTH_ENCODINGS:
+            raise _Refused('undecodable', f'encoding {msg.encoding!r} is not 16UC1 (mm) '
+                                          'or 32FC1 (m)')
+        if camera is not None and (msg.width, msg.height) != (camera.width, camera.height):
+            raise _Refused('wrong_size', f'depth is {msg.width}x{msg.height} but '
+                                         f'camera_info says {camera.width}x{camera.height}')
 
     def _store(self, stamp_ns: int, msg) -> None:
         newest = self.newest_stamp_ns

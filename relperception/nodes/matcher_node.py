@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Optional, Set, Tuple
 
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from relperception.config import NODE_LOCAL_SPECS, section
@@ -54,6 +54,24 @@ from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 
 #: NCC patch side (pixels) of the ``relation_image`` surface.
 RELATION_PATCH_SIZE = 15
+#: Distinct causes of relation_image failures logged once each (later ones: every time).
+RELATION_CAUSES_LOGGED = 20
+
+
+def check_relation_pixel(value) -> Tuple[int, int]:
+    """Return the ``relation_pixel`` parameter as ``(x, y)``, before an image is known.
+
+    Raises:
+        ValueError: not two integers, or negative other than [-1, -1] (the image centre).
+    """
+    values = list(value)
+    if len(values) != 2 or any(isinstance(v, bool) or int(v) != v for v in values):
+        raise ValueError(f'relation_pixel must be two integers [x, y], got {value!r}')
+    x, y = (int(v) for v in values)
+    if (x, y) != (-1, -1) and min(x, y) < 0:
+        raise ValueError(f'relation_pixel must be a pixel [x, y] >= 0, or [-1, -1] for the '
+                         f'image centre, got [{x}, {y}]')
+    return x, y
 
 
 def relation_pixel_for(value, shape: Tuple[int, int]) -> Tuple[int, int]:
@@ -69,10 +87,7 @@ def relation_pixel_for(value, shape: Tuple[int, int]) -> Tuple[int, int]:
     Raises:
         ValueError: not two integers, or a pixel outside the image.
     """
-    values = list(value)
-    if len(values) != 2 or any(isinstance(v, bool) or int(v) != v for v in values):
-        raise ValueError(f'relation_pixel must be two integers [x, y], got {value!r}')
-    x, y = (int(v) for v in values)
+    x, y = check_relation_pixel(value)
     if (x, y) == (-1, -1):
         return shape[1] // 2, shape[0] // 2
     if not (0 <= x < shape[1] and 0 <= y < shape[0]):
@@ -125,6 +140,7 @@ class MatcherNode(Node):
                                                       QoSProfile(depth=5))
         self._matches_image = self.create_publisher(Image, 'matches_image', QoSProfile(depth=1))
         relation_pixel = NODE_LOCAL_SPECS['matcher_node']['relation_pixel']
+        self.add_on_set_parameters_callback(self._check_relation_pixel)
         self.declare_parameter(relation_pixel.name, list(relation_pixel.default),
                                ParameterDescriptor(description=relation_pixel.description))
         self._relation_image = self.create_publisher(Image, 'relation_image',
@@ -222,15 +238,26 @@ class MatcherNode(Node):
             self._relation_image.publish(image_msg_from_array(drawing, 'rgb8', frame.header))
         except Exception as error:  # noqa: B902 - a debug drawing must never stop matching
             self.relation_stats.record_error()
-            kind = type(error).__name__
-            if kind not in self._relation_errors_logged:
-                self._relation_errors_logged.add(kind)
+            cause = f'{type(error).__name__}: {error}'
+            if cause not in self._relation_errors_logged:
+                if len(self._relation_errors_logged) < RELATION_CAUSES_LOGGED:
+                    self._relation_errors_logged.add(cause)
                 self.get_logger().error(
-                    f'relation_image not drawn ({kind}: {error}); further {kind} failures are '
+                    f'relation_image not drawn ({cause}); further failures of this cause are '
                     f'only counted in diagnostics')
             return
         self.relation_images_drawn += 1
         self.relation_stats.record_processing(time.perf_counter() - start)
+
+    @staticmethod
+    def _check_relation_pixel(parameters) -> SetParametersResult:
+        for parameter in parameters:
+            if parameter.name == 'relation_pixel':
+                try:
+                    check_relation_pixel(parameter.value)
+                except (TypeError, ValueError) as error:
+                    return SetParametersResult(successful=False, reason=str(error))
+        return SetParametersResult(successful=True)
 
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""

@@ -93,6 +93,14 @@ class OdometryControl:
             T_odom_base = transform_from_pose_msg(msg.pose.pose)
             if covariance.shape != (36,) or not np.all(np.isfinite(covariance)):
                 raise ValueError('its covariance is not 36 finite values')
+            matrix = covariance.reshape(6, 6)
+            scale = max(float(np.abs(matrix).max()), 1e-300)
+            if not np.allclose(matrix, matrix.T, rtol=0.0, atol=1e-9 * scale):
+                raise ValueError('its covariance is not symmetric')
+            smallest = float(np.linalg.eigvalsh(matrix).min())
+            if smallest < -1e-9 * scale:
+                raise ValueError('its covariance is not positive semi-definite (smallest '
+                                 f'eigenvalue {smallest:g})')
         except ValueError as error:
             self.refused += 1
             self._logger.warning(f'ignoring initialpose: {error}')

@@ -24,7 +24,7 @@ Parameters:
     :mod:`relperception.config`), and the node-local ``camera_mount_source``,
     ``camera_mount_tf_timeout_s``, ``camera_mount_xyz_qxyzw`` (read only), ``odom_frame_id``,
     ``base_frame_id``, ``path_max_length``, ``depth_max_dt_s``, ``wheel_odom_max_gap_s``,
-    ``publish_tf``, ``image_transport`` and ``depth_transport``.
+    ``wheel_odom_max_speed_mps``, ``publish_tf``, ``image_transport`` and ``depth_transport``.
 
 Each image runs through :class:`~relperception.pipeline.vo_pipeline.VOPipeline` — the same
 matcher and :class:`~relperception.odometry.vo.VisualOdometry` with the same configuration as
@@ -44,10 +44,11 @@ it up again.
 Real time: the subscription callback only hands the message to a
 :class:`~relperception.nodes.processing.FrameWorker` that keeps the newest frame; tracking runs on
 its thread and bundle adjustment in a worker process. Bad input (undecodable image, no
-camera_info yet, an image of another size than camera_info, stamps going backwards) is logged
-(throttled), counted as dropped and skipped; a lost frame is logged and not published. A jump
-back in time of more than :data:`TIME_JUMP_RESET_S` (a bag restarted) resets the odometry and
-the path.
+camera_info yet, an image of another size than camera_info, a zero stamp, stamps going
+backwards) is logged (throttled), counted as dropped and skipped; a lost frame is logged and not
+published. A stamp that jumps back by more than :data:`TIME_JUMP_RESET_S` or ahead by more than
+:data:`TIME_JUMP_AHEAD_S` is skipped as a glitch, unless the next frame follows it: then a jump
+back (a bag restarted) resets the odometry and the path.
 """
 
 from __future__ import annotations
@@ -102,8 +103,12 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
 
-#: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag).
+#: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag),
+#: once the next frame confirms the new time line.
 TIME_JUMP_RESET_S = 1.0
+#: A stamp this far (seconds) after the last one is processed only once the next frame
+#: confirms it (a single glitched stamp must not move the odometry's time).
+TIME_JUMP_AHEAD_S = 10.0
 
 
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
@@ -158,6 +163,7 @@ class VisualOdometryNode(Node):
 
         self._camera: Optional[Camera] = None
         self._last_stamp_ns: Optional[int] = None
+        self._time_jump_candidate_ns: Optional[int] = None   # a jump waiting to be confirmed
         #: (T_world_cam, T_odom_base tracked, stamp ns) of the last published pose (twist).
         self._last_published: Optional[tuple] = None
         self._pending_anchor = None
@@ -190,7 +196,8 @@ class VisualOdometryNode(Node):
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         self.depth = DepthInput(self, lambda: self._camera, lost=self.lost)
         #: translation hints from wheel odometry (``wheel_odom``), where it is published.
-        self.wheel = WheelOdometryInput(self, self.T_base_cam, config['wheel_odom_max_gap_s'])
+        self.wheel = WheelOdometryInput(self, self.T_base_cam, config['wheel_odom_max_gap_s'],
+                                        config['wheel_odom_max_speed_mps'])
         #: camera_info messages refused (malformed intrinsics or size).
         self.camera_info_refused = 0
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
@@ -233,7 +240,8 @@ class VisualOdometryNode(Node):
         ``camera_info_refused``, ``depth_<problem>`` for every
         :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS` met so far and
         ``<input>_lost_in_transport`` for inputs DDS lost messages of, and once wheel
-        odometry arrives ``wheel_odom_refused`` and ``frames_without_wheel_hint``. (Frames
+        odometry arrives ``wheel_odom_refused``, ``wheel_odom_restarts`` and
+        ``frames_without_wheel_hint``. (Frames
         without depth
         are reported with a rate by :class:`~relperception.nodes.depth_input.DepthSync`.)
         """
@@ -244,6 +252,7 @@ class VisualOdometryNode(Node):
         hints = self.wheel.hints
         if len(hints) or hints.refused:
             counts.update({'wheel_odom_refused': hints.refused,
+                           'wheel_odom_restarts': hints.restarts,
                            'frames_without_wheel_hint': hints.frames_without_hint})
         return counts
 
@@ -340,6 +349,7 @@ class VisualOdometryNode(Node):
         if reset:
             self._reset()
             self._last_stamp_ns = None
+            self._time_jump_candidate_ns = None
             self.camera_mount.forget()
         if anchor is not None:
             self._pending_anchor = anchor
@@ -356,15 +366,7 @@ class VisualOdometryNode(Node):
             raise SkipFrame(f'image is {image.gray.shape[1]}x{image.gray.shape[0]} but '
                             f'camera_info says {camera.width}x{camera.height}')
         stamp_ns = image.stamp_ns
-        last = self._last_stamp_ns
-        if last is not None and stamp_ns <= last:
-            if last - stamp_ns > TIME_JUMP_RESET_S * 1e9:
-                self.get_logger().warning(
-                    f'time jumped back by {(last - stamp_ns) * 1e-9:.3f} s: resetting the '
-                    'odometry and the path')
-                self._reset()
-            else:
-                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
+        self._check_time_jump(stamp_ns)
         self._last_stamp_ns = stamp_ns
         # the first image fixes the mount (a TF lookup may wait camera_mount_tf_timeout_s)
         self.wheel.set_camera_mount(self.camera_mount.resolve(image.header.frame_id, stamp_ns))
@@ -392,6 +394,41 @@ class VisualOdometryNode(Node):
         self._publish(result, stamp_ns, image.header.stamp)
         latency_ns = self.get_clock().now().nanoseconds - stamp_ns
         self.stats.record_latency(latency_ns / 1e6)
+
+    def _check_time_jump(self, stamp_ns: int) -> None:
+        """Raise SkipFrame for a stamp that cannot follow the last one; reset on a jump back.
+
+        A zero stamp (unset) is skipped. A stamp more than :data:`TIME_JUMP_RESET_S` before
+        the last or :data:`TIME_JUMP_AHEAD_S` after it is skipped, unless the frame before it
+        made the same jump and this one follows that frame: two frames on a new time line are
+        a restarted bag or a clock change (back: the odometry and the path are reset), one is
+        a glitch.
+        """
+        if stamp_ns == 0:
+            raise SkipFrame('stamp is zero (the header stamp was not set)')
+        last, candidate = self._last_stamp_ns, self._time_jump_candidate_ns
+        self._time_jump_candidate_ns = None
+        if last is None:
+            return
+        jump_s = (stamp_ns - last) * 1e-9
+        if -TIME_JUMP_RESET_S <= jump_s <= TIME_JUMP_AHEAD_S:
+            if jump_s <= 0:
+                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
+            return
+        if candidate is not None and 0 < (stamp_ns - candidate) * 1e-9 <= TIME_JUMP_AHEAD_S:
+            if jump_s < 0:
+                self.get_logger().warning(
+                    f'time jumped back by {-jump_s:.3f} s (two frames in a row): resetting '
+                    'the odometry and the path')
+                self._reset()
+            else:
+                self.get_logger().warning(
+                    f'time jumped ahead by {jump_s:.3f} s (two frames in a row): going on')
+            return
+        self._time_jump_candidate_ns = stamp_ns
+        raise SkipFrame(f'stamp jumped {"back" if jump_s < 0 else "ahead"} by '
+                        f'{abs(jump_s):.3f} s: skipped as a glitch unless the next frame '
+                        'follows it')
 
     def odom_from_camera(self, T_world_cam: np.ndarray) -> np.ndarray:
         """Return ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)`` (4, 4)."""

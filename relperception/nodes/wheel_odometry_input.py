@@ -33,30 +33,38 @@ class WheelOdometryInput:
     Args:
         node: the node that subscribes.
         T_base_cam: (4, 4) camera mount on the base.
-        max_gap_s: see :class:`~relperception.odometry.wheel_hints.WheelHints`.
+        max_gap_s, max_speed_mps: see :class:`~relperception.odometry.wheel_hints.WheelHints`.
     """
 
-    def __init__(self, node: Node, T_base_cam: np.ndarray, max_gap_s: float):
+    def __init__(self, node: Node, T_base_cam: np.ndarray, max_gap_s: float,
+                 max_speed_mps: float):
         """Subscribe ``wheel_odom``."""
         self._node = node
         self._lock = threading.Lock()
         #: the poses and the hint bookkeeping (read its counters; call under no lock).
-        self.hints = WheelHints(T_base_cam, max_gap_s)
+        self.hints = WheelHints(T_base_cam, max_gap_s, max_speed_mps=max_speed_mps)
         self._subscription = node.create_subscription(Odometry, TOPIC, self._on_odometry,
                                                       QoSProfile(depth=100))
 
     def _on_odometry(self, msg: Odometry) -> None:
-        try:
-            T_odom_base = transform_from_pose_msg(msg.pose.pose)
-        except ValueError as error:
-            self._node.get_logger().warning(f'wheel_odom pose refused: {error}',
-                                            throttle_duration_sec=5.0)
-            T_odom_base = np.full((4, 4), np.nan)   # counted as refused below
         with self._lock:
-            if not self.hints.add(stamp_to_ns(msg.header.stamp), T_odom_base):
-                self._node.get_logger().warning(
-                    'wheel_odom pose refused (not rigid, or not after the previous one)',
-                    throttle_duration_sec=5.0)
+            restarts = self.hints.restarts
+            try:
+                stamp_ns = stamp_to_ns(msg.header.stamp)
+                T_odom_base = transform_from_pose_msg(msg.pose.pose)
+            except ValueError as error:
+                accepted = self.hints.refuse(str(error))
+            else:
+                accepted = self.hints.add(stamp_ns, T_odom_base)
+            reason, restarted = self.hints.last_refusal, self.hints.restarts > restarts
+        if not accepted:
+            self._node.get_logger().warning(
+                f'wheel_odom pose refused ({self.hints.refused} so far): {reason}',
+                throttle_duration_sec=5.0)
+        elif restarted:
+            self._node.get_logger().warning(
+                'wheel_odom jumped: the last poses agree with each other but not with the '
+                'ones before (an odometry reset?); the translation hints go on from them')
 
     def hint_m(self, stamp_ns: int) -> float | None:
         """Return the frame's translation hint (m), see ``WheelHints.hint_m``, or None."""

@@ -169,7 +169,8 @@ def check_dense_config(config: Mapping[str, Any]) -> Dict[str, Any]:
         The ``dense`` section of the validated configuration.
 
     Raises:
-        ValueError: invalid values, an unknown model, a missing weights or ONNX file, or
+        ValueError: invalid values, an unknown model, a missing weights or ONNX file, a
+            ``device`` this torch does not have (backend torch), or
             ``min_depth_m >= max_depth_m``.
     """
     conf = section(load_config(overrides=dict(config)), 'dense')
@@ -184,6 +185,10 @@ def check_dense_config(config: Mapping[str, Any]) -> Dict[str, Any]:
             raise ValueError(f'dense.backend {conf["backend"]} needs dense.onnx_path')
         if not Path(conf['onnx_path']).is_file():
             raise ValueError(f'dense.onnx_path: file not found: {conf["onnx_path"]}')
+    else:
+        from relperception.runtime.devices import torch_device
+
+        torch_device(conf['device'], 'dense.device')
     return conf
 
 

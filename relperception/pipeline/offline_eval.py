@@ -126,11 +126,18 @@ def _wheel_hints(reader, topic: str, bag_topics, gt_scale: bool, errors):
         return None
     stamps, poses = read_ground_truth(reader, topic, errors)
     # The node's defaults: the camera centre at the base origin, its largest pose gap.
-    max_gap_s = NODE_LOCAL_SPECS['visual_odometry_node']['wheel_odom_max_gap_s'].default
+    specs = NODE_LOCAL_SPECS['visual_odometry_node']
     hints = WheelHints(camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
-                       max_gap_s=max_gap_s, max_poses=max(2, len(stamps)))
+                       max_gap_s=specs['wheel_odom_max_gap_s'].default,
+                       max_poses=max(2, len(stamps)),
+                       max_speed_mps=specs['wheel_odom_max_speed_mps'].default)
     for stamp, T in zip(stamps.tolist(), poses):
-        hints.add(stamp, T)
+        if not hints.add(stamp, T):
+            logger.warning('%s pose at %.3f s refused: %s', topic, stamp / 1e9,
+                           hints.last_refusal)
+    if hints.refused or hints.restarts:
+        logger.warning('%s: %d poses refused, %d restarts of the hints (see above)', topic,
+                       hints.refused, hints.restarts)
     logger.info('%d wheel odometry poses on %s: translation hints for the monocular scale',
                 len(hints), topic)
     return hints
