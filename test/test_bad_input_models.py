@@ -41,6 +41,11 @@ class TestModelFiles:
                                 str(model), '-o', str(tmp_path / 'out')], caplog)
         assert code == EXIT_BAD_INPUT
         one_clear_line(errors, 'model.onnx', 'not a usable ONNX model')
+        # without --backend onnxruntime the file would be ignored: refused instead
+        code, errors = run_cli(['infer', str(image), '--onnx', str(model), '-o',
+                                str(tmp_path / 'out')], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, '--onnx', '--backend onnxruntime')
 
     def test_bad_onnx_to_match(self, tmp_path, caplog):
         import cv2

@@ -23,6 +23,7 @@ from relperception.imaging import (
     numpy_to_compressed_fields,
     numpy_to_image_fields,
     overlay,
+    read_image_file,
     SUPPORTED_ENCODINGS,
     to_mono8,
     to_rgb8,
@@ -538,6 +539,29 @@ def turbo_rgb(index):
     bgr = cv2.applyColorMap(np.asarray(index, dtype=np.uint8).reshape(-1, 1),
                             cv2.COLORMAP_TURBO)
     return bgr.reshape(-1, 3)[:, ::-1]
+
+
+class TestReadImageFile:
+    def test_reads_what_imread_reads_and_refuses_a_truncated_jpeg(self, tmp_path):
+        rng = np.random.default_rng(0)
+        bgr = cv2.GaussianBlur(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8), (5, 5), 0)
+        whole = tmp_path / 'whole.jpg'
+        assert cv2.imwrite(str(whole), bgr)
+        for flags in (cv2.IMREAD_COLOR, cv2.IMREAD_GRAYSCALE, cv2.IMREAD_UNCHANGED):
+            np.testing.assert_array_equal(read_image_file(whole, flags),
+                                          cv2.imread(str(whole), flags))
+        data = whole.read_bytes()
+        half = tmp_path / 'half.jpg'
+        half.write_bytes(data[:len(data) // 2])
+        assert cv2.imread(str(half)) is not None   # OpenCV decodes half a JPEG without a word
+        with pytest.raises(ValueError, match='half.jpg: truncated JPEG'):
+            read_image_file(half, cv2.IMREAD_COLOR)
+        empty = tmp_path / 'empty.png'
+        empty.write_bytes(b'')
+        with pytest.raises(ValueError, match='empty.png: no image data'):
+            read_image_file(empty)
+        with pytest.raises(FileNotFoundError):
+            read_image_file(tmp_path / 'missing.png')
 
 
 class TestColorizeDepth:

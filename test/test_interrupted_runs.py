@@ -13,7 +13,7 @@ from pathlib import Path
 import signal
 import uuid
 
-from bad_input_support import run_cli, write_bag
+from bad_input_support import one_clear_line, run_cli, write_bag
 import cv2
 import numpy as np
 import pytest
@@ -243,6 +243,14 @@ class TestOutputs:
                           caplog)
         assert code == 0 and (output / 'trajectory.png').is_file()
         (output / 'notes.txt').write_text('mine')
+        # a run refused for its configuration leaves the earlier results as they were
+        bad_config = tmp_path / 'even_patch.yaml'
+        bad_config.write_text('ncc: {patch_size: 4}\n')
+        code, errors = run_cli(['eval', str(small_bag), '-o', str(output), '--no-progress',
+                                '--config', str(bad_config)], caplog)
+        assert code != 0
+        one_clear_line(errors, 'patch_size')
+        assert (output / 'trajectory.png').is_file() and (output / 'summary.json').is_file()
         code, _ = run_cli(['eval', str(small_bag), '-o', str(output), '--no-progress',
                            '--no-plots'], caplog)
         assert code == 0

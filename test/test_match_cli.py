@@ -87,7 +87,7 @@ class TestMatchNCC:
         bad = tmp_path / 'bad.png'
         bad.write_text('not an image')
         assert main(['match', '--config', 'ncc', pair[0], str(bad), '-o', str(tmp_path)]) == 1
-        assert 'cannot read' in caplog.text
+        assert 'could not decode' in caplog.text
 
     def test_degenerate_size_mismatch(self, pair, tmp_path, caplog):
         small = tmp_path / 'small.png'

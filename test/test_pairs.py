@@ -210,7 +210,7 @@ def _bad_lines(pair):
         'rotation 4': (replace(2, '4'), r"rot0 must be an integer 0-3 .*, got '4'"),
         'rotation not int': (replace(3, '1.5'), 'rot1 must be an integer 0-3'),
         'missing image': (replace(1, 'images/nope.png'), 'image1 .*nope.png does not exist'),
-        'unreadable image': (replace(0, 'broken.png'), 'cannot read image .*broken.png'),
+        'unreadable image': (replace(0, 'broken.png'), '.*broken.png: could not decode'),
         'singular K': (_line('images/a.png', 'images/b.png', 0, 0, singular, K, T),
                        'K0 is singular or invalid'),
         'K bottom row': (_line('images/a.png', 'images/b.png', 0, 0, K, bottom, T),

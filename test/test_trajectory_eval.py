@@ -246,9 +246,22 @@ class TestInterpolatePoses:
         np.testing.assert_allclose(out[1], poses[1], atol=1e-9)  # clamped 1 ms past the end
         assert valid.tolist() == [True, True, False]
 
+    def test_no_ground_truth_is_made_up_across_a_gap(self):
+        # poses at 10 Hz with a 1.7 s hole between the third and the fourth
+        stamps = START_NS + np.array([0, 1, 2, 19]) * 10**8
+        poses = np.stack([make_transform(np.eye(3), [0.1 * k, 0, 0]) for k in (0, 1, 2, 19)])
+        query = START_NS + np.arange(20) * 10**8 + 10**6
+        _, valid = interpolate_poses(stamps, poses, query, 0.02)
+        assert valid.all()                                  # without a limit: interpolated
+        _, valid = interpolate_poses(stamps, poses, query, 0.02, max_gap_factor=5.0)
+        # the hole's frames have none, those within 20 ms of a pose keep theirs
+        assert np.flatnonzero(valid).tolist() == [0, 1, 2, 19]
+
     def test_bad_input(self):
         with pytest.raises(ValueError):
             interpolate_poses([0, 1], np.zeros((2, 3, 3)), [0])
+        with pytest.raises(ValueError, match='max_gap_factor'):
+            interpolate_poses([0, 1], np.tile(np.eye(4), (2, 1, 1)), [0], max_gap_factor=0.0)
 
 
 class TestReport:

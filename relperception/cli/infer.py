@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             head is untrained (see the module docstring).
     """
     import cv2
+    from relperception.imaging import read_image_file
     from relperception.interruption import INTERRUPTIONS, interruption_reason
     from relperception.pipeline.dense_pipeline import DensePipeline
 
@@ -139,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
             overrides[key] = value
     if args.input_size is not None:
         overrides['dense.input_width'], overrides['dense.input_height'] = args.input_size
+    if args.onnx and overrides.get('dense.backend', 'torch') == 'torch':
+        raise ValueError('--onnx is read by --backend onnxruntime only; add --backend '
+                         'onnxruntime (the torch backend runs the weights)')
     if overrides.get('dense.backend') == 'onnxruntime' and not overrides.get('dense.onnx_path'):
         raise ValueError('--backend onnxruntime needs --onnx FILE (or dense.onnx_path in the '
                          'parameter file)')
@@ -155,9 +159,10 @@ def run(args: argparse.Namespace) -> int:
     stems: dict = {}
     try:
         for path in images:
-            bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-            if bgr is None:
-                logger.error('%s: not a readable image; skipped', path)
+            try:
+                bgr = read_image_file(path, cv2.IMREAD_COLOR)
+            except ValueError as error:
+                logger.error('%s; skipped', error)
                 failed += 1
                 continue
             rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)

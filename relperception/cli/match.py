@@ -84,13 +84,9 @@ def read_gray(path) -> 'np.ndarray':  # noqa: F821 (numpy is imported lazily)
     """
     import cv2
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'image file not found: {path}')
-    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
-    if image is None or image.size == 0:
-        raise ValueError(f'cannot read {path} as an image')
-    return image
+    from relperception.imaging import read_image_file
+
+    return read_image_file(path, cv2.IMREAD_GRAYSCALE)
 
 
 def matcher_conf(args: argparse.Namespace) -> tuple:

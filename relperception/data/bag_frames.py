@@ -32,6 +32,9 @@ MODES = tuple(SPECS['odometry.mode'].choices)
 DEPTH_PAIRING_TOLERANCE_S = 0.02
 #: Largest stamp difference when ground truth is associated with a frame (seconds).
 GT_TOLERANCE_S = 0.02
+#: Ground truth is not interpolated across a gap longer than this many times its median pose
+#: interval (frames there have no ground truth).
+GT_MAX_GAP_FACTOR = 5.0
 #: Auto mode runs RGB-D when the bag has at least this many depth images per image.
 AUTO_RGBD_MIN_DEPTH_FRACTION = 0.5
 #: Images waiting for their depth image; older ones are processed without waiting longer.

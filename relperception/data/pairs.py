@@ -30,6 +30,7 @@ from typing import Iterable, List, Optional, Sequence
 import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
+from relperception.imaging import read_image_file
 from relperception.transforms import check_transform, invert_transform, nearest_rigid
 
 logger = logging.getLogger(__name__)
@@ -182,10 +183,7 @@ def load_pairs_npz(path) -> List[ImagePair]:
 def _read_gray(path: Path) -> np.ndarray:
     if not path.is_file():
         raise FileNotFoundError(f'image {path} does not exist')
-    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
-    if image is None:
-        raise ValueError(f'cannot read image {path}')
-    return image
+    return read_image_file(path, cv2.IMREAD_GRAYSCALE)
 
 
 PAIRS_TXT_FIELDS = 38

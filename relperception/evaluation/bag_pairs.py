@@ -50,8 +50,9 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
     """
     from relperception.config import load_config
     from relperception.data.bag import BagReader
-    from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S,
-                                               read_ground_truth, require_topic)
+    from relperception.data.bag_frames import (FrameAssembler, GT_MAX_GAP_FACTOR,
+                                               GT_TOLERANCE_S, read_ground_truth,
+                                               require_topic)
     from relperception.data.error_log import ErrorLog
 
     gaps = check_gaps(gaps)
@@ -88,7 +89,8 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
                     warned_distortion = True
                     logger.warning('%s: the camera has distortion %s; pairs use the raw '
                                    'pixels with K only', bag_path, frame.camera.distortion)
-                pose, valid = interpolate_poses(gt_stamps, gt_poses, [stamp], GT_TOLERANCE_S)
+                pose, valid = interpolate_poses(gt_stamps, gt_poses, [stamp], GT_TOLERANCE_S,
+                                                GT_MAX_GAP_FACTOR)
                 window.append((index, frame, pose[0] if valid[0] else None))
                 for gap in gaps:
                     if len(window) <= gap:

@@ -157,7 +157,8 @@ def write_tum(path: str | Path, stamps_ns, T_world_cam) -> None:
 # interpolation
 # --------------------------------------------------------------------------------------------
 def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
-                      max_extrapolation_s: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+                      max_extrapolation_s: float = 0.02,
+                      max_gap_factor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Interpolate poses at other stamps (linear position, slerp rotation; evo).
 
     Args:
@@ -166,16 +167,28 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
         query_stamps_ns: (M,) int nanoseconds to interpolate at.
         max_extrapolation_s: queries up to this far outside ``[stamps.min(), stamps.max()]``
             take the nearest end pose and are valid; further ones are marked invalid.
+        max_gap_factor: if given (> 0), a query between two known poses more than this many
+            times their median interval apart, and not within ``max_extrapolation_s`` of
+            either, is marked invalid: ground truth is not made up across a gap.
 
     Returns:
         ``(T_world_cam_query, valid)``: (M, 4, 4) float64 and (M,) bool.
     """
     stamps, poses = _check_poses('interpolate_poses', stamps_ns, T_world_cam)
+    if max_gap_factor is not None and not max_gap_factor > 0:
+        raise ValueError(f'max_gap_factor must be > 0 or None, got {max_gap_factor}')
     query = np.asarray(query_stamps_ns).astype(np.int64).reshape(-1)
     order = np.argsort(stamps, kind='stable')
     stamps, poses = stamps[order], poses[order]
     tolerance_ns = round(max_extrapolation_s * _NS_PER_S)
     valid = (query >= stamps[0] - tolerance_ns) & (query <= stamps[-1] + tolerance_ns)
+    if max_gap_factor is not None and len(stamps) > 2:
+        intervals = np.diff(stamps)
+        max_gap_ns = max_gap_factor * float(np.median(intervals))
+        after = np.clip(np.searchsorted(stamps, query), 1, len(stamps) - 1)
+        gap = (stamps[after] - stamps[after - 1]).astype(np.float64)
+        near = np.minimum(np.abs(query - stamps[after - 1]), np.abs(stamps[after] - query))
+        valid &= (gap <= max_gap_ns) | (near <= tolerance_ns)
     if len(query) == 0:
         return np.zeros((0, 4, 4)), valid
     if len(stamps) == 1:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from relperception.atomic_files import atomic_open
-from relperception.data.bag_frames import GT_TOLERANCE_S
+from relperception.data.bag_frames import GT_MAX_GAP_FACTOR, GT_TOLERANCE_S
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
@@ -130,8 +130,15 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     if len(stamps) == 0:
         errors.add('no frame was tracked; no trajectory written', logging.ERROR)
         return summary
-    gt_at_frames, valid = (interpolate_poses(gt_stamps, gt_poses, stamps, GT_TOLERANCE_S)
+    gt_at_frames, valid = (interpolate_poses(gt_stamps, gt_poses, stamps, GT_TOLERANCE_S,
+                                             GT_MAX_GAP_FACTOR)
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
+    summary['frames_with_ground_truth'] = int(valid.sum())
+    if valid.any() and not valid.all():
+        errors.add(f'ground truth covers only {int(valid.sum())} of the {len(stamps)} tracked '
+                   f'frames (outside its time range, or in gaps longer than '
+                   f'{GT_MAX_GAP_FACTOR:g} times its pose interval): the trajectory metrics '
+                   'describe those frames only')
     if valid.any():
         first = int(np.flatnonzero(valid)[0])
         T_gtworld_vo = gt_at_frames[first] @ invert_transform(poses[first])

@@ -26,7 +26,7 @@ from .image_encodings import (  # noqa: I101 (ruff's isort order)
     to_mono8,
     to_rgb8,
 )
-from .image_files import write_image
+from .image_files import read_image_file, write_image
 
 __all__ = [
     'CAMVID_CLASS_NAMES',
@@ -47,6 +47,7 @@ __all__ = [
     'numpy_to_compressed_fields',
     'numpy_to_image_fields',
     'overlay',
+    'read_image_file',
     'to_mono8',
     'to_rgb8',
     'write_image',

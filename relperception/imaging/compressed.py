@@ -47,7 +47,23 @@ _FROM_RGBA = {'rgb': cv2.COLOR_RGBA2RGB, 'bgr': cv2.COLOR_RGBA2BGR,
               'rgba': None, 'bgra': cv2.COLOR_RGBA2BGRA}
 
 
-def _imdecode(payload: np.ndarray, what: str) -> np.ndarray:
+def decode_image_bytes(payload: np.ndarray, what: str,
+                       flags: int = cv2.IMREAD_UNCHANGED) -> np.ndarray:
+    """Decode an encoded image (PNG, JPEG, ...) with OpenCV, refusing what it decodes wrongly.
+
+    Args:
+        payload: (N,) uint8 encoded bytes.
+        what: what the bytes are (a file name, a topic), for messages.
+        flags: ``cv2.IMREAD_*`` flags.
+
+    Returns:
+        the decoded array, in OpenCV's channel order (BGR for colour).
+
+    Raises:
+        ValueError: no data, a truncated JPEG (no end-of-image marker; some libjpeg builds
+            decode it into a partly grey image) or data OpenCV cannot decode.
+    """
+    payload = np.asarray(payload, dtype=np.uint8).reshape(-1)
     if payload.size == 0:
         raise ValueError(f'{what}: no image data')
     if payload.size >= 2 and payload[0] == 0xFF and payload[1] == 0xD8:
@@ -57,7 +73,7 @@ def _imdecode(payload: np.ndarray, what: str) -> np.ndarray:
         if not np.any((tail[:-1] == 0xFF) & (tail[1:] == 0xD9)):
             raise ValueError(f'{what}: truncated JPEG (no end-of-image marker)')
     try:
-        image = cv2.imdecode(payload, cv2.IMREAD_UNCHANGED)
+        image = cv2.imdecode(payload, flags)
     except cv2.error as error:
         raise ValueError(f'{what}: could not decode the image data ({error})') from None
     if image is None:
@@ -93,7 +109,7 @@ def _decode_compressed_depth(encoding: str, rest: str, buffer: np.ndarray):
         raise ValueError(f'{what}: data of {buffer.size} bytes is too short for the '
                          f'{_HEADER.size}-byte header plus an image')
     _, quant_a, quant_b = _HEADER.unpack(buffer[:_HEADER.size].tobytes())
-    image = _imdecode(buffer[_HEADER.size:], what)
+    image = decode_image_bytes(buffer[_HEADER.size:], what)
     if image.dtype != np.uint16 or image.ndim != 2:
         raise ValueError(f'{what}: expected a one-channel 16-bit PNG, got {image.dtype} of '
                          f'shape {image.shape}')
@@ -154,7 +170,7 @@ def compressed_to_numpy(msg) -> tuple[np.ndarray, str]:
     if 'compresseddepth' in fmt.lower():
         return _decode_compressed_depth(encoding, rest, buffer)
 
-    image = _imdecode(buffer, f'compressed image (format {fmt!r})')
+    image = decode_image_bytes(buffer, f'compressed image (format {fmt!r})')
     if not encoding:
         if image.ndim == 2:
             return image, 'mono8' if image.dtype == np.uint8 else 'mono16'

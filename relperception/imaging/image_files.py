@@ -1,6 +1,9 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Image files written whole or not at all (PNG and the other formats OpenCV writes)."""
+"""Image files: read with the checks of the compressed-image decoder, written whole or not at all.
+
+PNG, JPEG and the other formats OpenCV reads and writes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,29 @@ from pathlib import Path
 import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
+from relperception.imaging.compressed import decode_image_bytes
+
+
+def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.ndarray:
+    """Read an image file (what ``cv2.imread`` reads), refusing a file it would misread.
+
+    Args:
+        path: the image file.
+        flags: ``cv2.IMREAD_*`` flags (``cv2.IMREAD_COLOR``: (H, W, 3) BGR uint8,
+            ``cv2.IMREAD_GRAYSCALE``: (H, W) uint8, the default: as stored).
+
+    Returns:
+        the image array (OpenCV's channel order).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: an empty, truncated (a JPEG without its end-of-image marker) or
+            undecodable file; the message names it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'image file not found: {path}')
+    return decode_image_bytes(np.fromfile(path, dtype=np.uint8), str(path), flags)
 
 
 def write_image(path: str | Path, image: np.ndarray) -> Path:

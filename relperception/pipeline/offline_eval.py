@@ -244,7 +244,6 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     frames_read = 0
 
     with BagReader(bag_path) as reader:
-        remove_earlier_outputs(output_dir)
         bag_topics = reader.topics
         counts = reader.message_counts
         image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag_path)
@@ -284,6 +283,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         assembler = FrameAssembler(use_depth, errors,
                                    predict_depth=_depth_predictor(dense_depth),
                                    rectified_input=rectified_input)
+        # only now that the bag and the configuration are known to work (a run that fails
+        # on them leaves an earlier run's results as they were)
+        remove_earlier_outputs(output_dir)
         wanted = [image_topic, info_topic] + ([depth_topic] if use_depth else [])
         total = counts.get(image_topic, 0)
         if max_frames is not None:

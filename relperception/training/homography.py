@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
+from relperception.imaging import read_image_file
 from relperception.training.loop import item_rng
 import torch
 from torch.utils.data import Dataset
@@ -252,10 +253,10 @@ def read_gray(path: Union[str, Path]) -> np.ndarray:
     Raises:
         OSError: if OpenCV cannot read the file.
     """
-    image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
-    if image is None:
-        raise OSError(f'cannot read image {path}')
-    return image
+    try:
+        return read_image_file(path, cv2.IMREAD_GRAYSCALE)
+    except ValueError as error:
+        raise OSError(f'cannot read image {path}: {error}') from None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -61,11 +61,9 @@ def list_images(folder: Path) -> list[Path]:
 
 
 def _imread(path: Path) -> np.ndarray:
-    import cv2
-    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if image is None:
-        raise ValueError(f'cannot read image {path}')
-    return image
+    from relperception.imaging import read_image_file
+
+    return read_image_file(path)
 
 
 def read_colour_image(path: Path) -> tuple[np.ndarray, str]:
