@@ -41,3 +41,17 @@ def count_nonfinite(arrays) -> tuple[int, int]:
         total += array.size
         bad += array.size - int(np.count_nonzero(np.isfinite(array)))
     return bad, total
+
+
+#: Highest frame rate (Hz) of a sequence whose stamps are generated: at 1 MHz frames are still
+#: 1,000 ns apart, so they keep distinct, ordered integer-nanosecond stamps.
+MAX_FRAME_RATE_HZ = 1e6
+
+
+def check_frame_rate(fps, name: str = 'fps') -> float:
+    """Return ``fps`` as a float in (0, :data:`MAX_FRAME_RATE_HZ`] Hz; ValueError otherwise."""
+    if isinstance(fps, bool) or not isinstance(fps, (int, float, np.number)) \
+            or not 0 < float(fps) <= MAX_FRAME_RATE_HZ:
+        raise ValueError(f'{name} must be a number in (0, {MAX_FRAME_RATE_HZ:g}] Hz, got '
+                         f'{fps!r}')
+    return float(fps)

@@ -354,6 +354,13 @@ class TestConvertKitti:
         np.testing.assert_array_equal(summary['K'], P0[:, :3])
         assert summary['frames'] == 5
 
+    def test_times_must_increase(self, tmp_path):
+        seq, _, _ = _write_kitti(tmp_path)
+        times = KITTI_TIMES[:5]
+        (seq / 'times.txt').write_text('\n'.join(times[:3] + [times[2]] + times[4:]) + '\n')
+        with pytest.raises(ValueError, match='times.txt: time 3 .* is not after time 2'):
+            convert_kitti(seq, tmp_path / 'bag')
+
     def test_missing_times_warns_and_uses_10hz(self, tmp_path, caplog):
         seq, _, _ = _write_kitti(tmp_path, times=False)
         with caplog.at_level(logging.WARNING):
@@ -470,8 +477,9 @@ class TestConvertImageFolder:
             convert_image_folder(tmp_path / 'empty', tmp_path / 'bag3')
         with pytest.raises(FileNotFoundError):
             convert_image_folder(tmp_path / 'missing', tmp_path / 'bag4')
-        with pytest.raises(ValueError, match='fps'):
-            convert_image_folder(tmp_path / 'images', tmp_path / 'bag5', fps=0.0)
+        for fps in (0.0, float('inf'), 1e12):   # 1e12 Hz: every stamp the same nanosecond
+            with pytest.raises(ValueError, match='fps'):
+                convert_image_folder(tmp_path / 'images', tmp_path / 'bag5', fps=fps)
         cv2.imwrite(str(tmp_path / 'images' / 'd.png'), np.zeros((10, 10, 3), np.uint8))
         with pytest.raises(ValueError, match='differs'):
             convert_image_folder(tmp_path / 'images', tmp_path / 'bag6')

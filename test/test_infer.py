@@ -106,10 +106,13 @@ class TestInfer:
         broken = tmp_path / 'broken.png'
         broken.write_bytes(b'not a png')
         yaml_path, weights = models['metric']
+        tiny = tmp_path / 'tiny.png'   # was given depth and a label for its one pixel
+        cv2.imwrite(str(tiny), np.full((1, 1, 3), 128, np.uint8))
         code = main(['infer', '--config', yaml_path, '--weights', weights, str(broken),
-                     str(images[0]), '-o', str(tmp_path / 'out')])
+                     str(tiny), str(images[0]), '-o', str(tmp_path / 'out')])
         assert code == 1
         assert (tmp_path / 'out' / f'{images[0].stem}_depth.npy').is_file()
+        assert not list((tmp_path / 'out').glob('tiny*'))
 
     def test_degenerate_arguments(self, images, models, tmp_path):
         yaml_path, weights = models['metric']

@@ -89,6 +89,15 @@ class TestMatchNCC:
         assert main(['match', '--config', 'ncc', pair[0], str(bad), '-o', str(tmp_path)]) == 1
         assert 'could not decode' in caplog.text
 
+    @pytest.mark.parametrize('config', ['ncc', 'loftr_lite'])
+    def test_degenerate_tiny_image(self, tmp_path, caplog, config):
+        # LoFTR put 101 matches, some outside the image, on a 7x7 image matched with itself
+        tiny = tmp_path / 'tiny.png'
+        cv2.imwrite(str(tiny), np.random.default_rng(0).integers(0, 255, (7, 7), np.uint8))
+        assert main(['match', '--config', config, str(tiny), str(tiny), '-o',
+                     str(tmp_path / 'out')]) == 1
+        assert 'tiny.png: the image is 7x7; give at least 16x16 pixels' in caplog.text
+
     def test_degenerate_size_mismatch(self, pair, tmp_path, caplog):
         small = tmp_path / 'small.png'
         cv2.imwrite(str(small), np.zeros((60, 80), np.uint8))

@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Tests of the two-view (LoFTR protocol) evaluation, the pair sources and ``eval-pairs``."""
 
+import dataclasses
 import json
 import math
 
@@ -363,6 +364,16 @@ class TestEvalPairsCli:
         (key, summary), = summaries.items()
         assert key == 'loftr_lite | synthetic gap 1'
         assert summary['matcher'] == 'loftr_lite' and summary['matcher_weights'] == 'shipped'
+
+    def test_pairs_without_ground_truth_baseline_are_flagged(self, synthetic_pair_with_depth,
+                                                             tmp_path, caplog):
+        pair = synthetic_pair_with_depth[0]
+        still = dataclasses.replace(pair, T_0to1=np.eye(4), name='still')
+        listed = save_pairs_npz(tmp_path / 'listed.npz', [pair, still])
+        with caplog.at_level('WARNING'):
+            assert main(['eval-pairs', '--pairs', str(listed), '--matchers', 'orb',
+                         '--drawings', '0', '-o', str(tmp_path / 'out'), '--no-progress']) == 0
+        assert '1 of 2 pairs have a zero ground-truth translation' in caplog.text
 
     def test_unknown_matcher_reported(self, small_bag, tmp_path):
         rc = main(['eval-pairs', '--bag', str(small_bag), '--matchers', 'orb', 'nosuch',

@@ -90,8 +90,9 @@ class TestSyntheticScene:
         np.testing.assert_allclose(scene.trajectory(5), scene.trajectory(20)[:5], atol=1e-9)
         with pytest.raises(ValueError):
             scene.trajectory(0)
-        with pytest.raises(ValueError):
-            scene.trajectory(5, fps=0.0)
+        for fps in (0.0, float('nan'), 1e12):
+            with pytest.raises(ValueError, match='fps'):
+                scene.trajectory(5, fps=fps)
         with pytest.raises(ValueError):
             scene.render(np.eye(3))
         outside = np.eye(4)

@@ -188,6 +188,24 @@ class TestDenseData:
         assert (item['labels'] == 255).any()     # raw 11 -> ignore
         assert ds.class_pixel_counts().sum() == int((item['labels'] != 255).sum()) * 3
 
+    def test_void_label_ids_are_reported(self, tmp_path, caplog):
+        # a 4 px stripe of id 11 (void): 6 % of the pixels
+        _write_label_folder(tmp_path, count=2, edges=[12, 24, 36, 48, 60])
+        with caplog.at_level('INFO'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        assert 'have ids >= 5 (pixels per id: 11: ' in caplog.text
+        assert not [r for r in caplog.records if r.levelname == 'WARNING']
+        label_path = tmp_path / 'labels' / 'f1.png'
+        label = cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED)
+        label[label == 0] = 200                  # ids of another class scheme
+        cv2.imwrite(str(label_path), label)
+        caplog.clear()
+        with caplog.at_level('INFO'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
+        assert len(warnings) == 1 and '200: ' in warnings[0] and 'another class scheme' \
+            in warnings[0]
+
     def test_missing_label(self, tmp_path):
         _write_label_folder(tmp_path, count=2)
         (tmp_path / 'labels' / 'f1.png').unlink()
@@ -684,6 +702,9 @@ class TestTrainCli:
         ('--epochs', '-1', 'argument --epochs: must be > 0, got -1'),
         ('--time-budget-min', 'nan', 'argument --time-budget-min: must be > 0, got nan'),
         ('--lr', '0', 'argument --lr: must be > 0, got 0'),
+        ('--weight-decay', 'nan', 'argument --weight-decay: must be a finite number, got nan'),
+        ('--weight-decay', '-1', 'argument --weight-decay: must be >= 0, got -1'),
+        ('--grad-clip', 'nan', 'argument --grad-clip: must be a finite number, got nan'),
     ])
     def test_bad_counts_refused_where_parsed(self, tmp_path, tiny_config, capsys, option,
                                              value, message):
@@ -699,6 +720,17 @@ class TestTrainCli:
             main(argv)
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+        assert not (tmp_path / 'o').exists()
+
+    def test_depth_loss_weights_are_checked(self, tmp_path, capsys, caplog):
+        argv = ['train', 'depth', '--data', 'synth:0:2:64x48', '-o', str(tmp_path / 'o'),
+                '--no-progress', '--steps', '1']
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv + ['--silog-weight', '-1'])
+        assert exit_info.value.code == 2
+        assert 'argument --silog-weight: must be >= 0, got -1' in capsys.readouterr().err
+        assert main(argv + ['--silog-weight', '0', '--l1-weight', '0']) == 1
+        assert '--silog-weight and --l1-weight are both 0' in caplog.text
         assert not (tmp_path / 'o').exists()
 
     def test_bad_scale_range(self, tmp_path, tiny_config, caplog):

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 import shlex
 from typing import Any, Dict, Optional
@@ -68,3 +69,36 @@ def positive_float(text: str) -> float:
     if not 0 < value < float('inf'):
         raise argparse.ArgumentTypeError(f'must be > 0, got {text}')
     return value
+
+
+def nonnegative_float(text: str) -> float:
+    """Parse a finite number ``>= 0`` (an argparse ``type``)."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f'must be >= 0, got {text}')
+    return value
+
+
+def finite_float(text: str) -> float:
+    """Parse a finite number (an argparse ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a number, got {text!r}') from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f'must be a finite number, got {text}')
+    return value
+
+
+#: Smallest image side (pixels) the image commands (infer, match) accept: below it a model or
+#: matcher has no image to work on (LoFTR's coarse grid has 8 px cells) and its output would
+#: mean nothing.
+MIN_IMAGE_SIDE_PX = 16
+
+
+def check_image_size(image, path) -> None:
+    """Raise ValueError, naming ``path``, for an image with a side below MIN_IMAGE_SIDE_PX."""
+    height, width = image.shape[:2]
+    if min(height, width) < MIN_IMAGE_SIDE_PX:
+        raise ValueError(f'{path}: the image is {width}x{height}; give at least '
+                         f'{MIN_IMAGE_SIDE_PX}x{MIN_IMAGE_SIDE_PX} pixels')

@@ -76,12 +76,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def collect_pairs(args: argparse.Namespace, config) -> dict:
     """Return {group name: [ImagePair, ...]} for every pair source of ``args``."""
+    import numpy as np
     from relperception.data.pairs import load_pairs, synthetic_pairs
     from relperception.evaluation.bag_pairs import pairs_from_bag
 
     groups: dict = {}
 
     def add(prefix: str, pairs) -> None:
+        still = sum(float(np.linalg.norm(p.T_0to1[:3, 3])) == 0.0 for p in pairs)
+        if still:
+            logger.warning('%s: %d of %d pairs have a zero ground-truth translation; as in '
+                           "LoFTR's protocol (pure rotation) their translation error counts as "
+                           '0, so they score on the rotation alone: check those poses if the '
+                           'camera moved', prefix, still, len(pairs))
         gaps = sorted({p.gap for p in pairs if p.gap is not None})
         if len(gaps) > 1:
             for gap in gaps:

@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             head is untrained (see the module docstring).
     """
     import cv2
+    from relperception.cli.common import check_image_size
     from relperception.imaging import read_image_file
     from relperception.interruption import INTERRUPTIONS, interruption_reason
     from relperception.pipeline.dense_pipeline import DensePipeline
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         for path in images:
             try:
                 bgr = read_image_file(path, cv2.IMREAD_COLOR)
+                check_image_size(bgr, path)
             except ValueError as error:
                 logger.error('%s; skipped', error)
                 failed += 1

@@ -80,13 +80,16 @@ def read_gray(path) -> 'np.ndarray':  # noqa: F821 (numpy is imported lazily)
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: OpenCV cannot decode it.
+        ValueError: OpenCV cannot decode it, or a side is below ``MIN_IMAGE_SIDE_PX``.
     """
     import cv2
 
+    from relperception.cli.common import check_image_size
     from relperception.imaging import read_image_file
 
-    return read_image_file(path, cv2.IMREAD_GRAYSCALE)
+    image = read_image_file(path, cv2.IMREAD_GRAYSCALE)
+    check_image_size(image, path)
+    return image
 
 
 def matcher_conf(args: argparse.Namespace) -> tuple:

@@ -58,7 +58,8 @@ import sys
 import time
 
 from relperception.atomic_files import write_text_atomic
-from relperception.cli.common import int_at_least, positive_float
+from relperception.cli.common import (finite_float, int_at_least, nonnegative_float,
+                                      positive_float)
 from relperception.models.presets import preset_for_backbone
 
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
@@ -149,12 +150,14 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              '[0, 1]) and a hue shift in [-HUE, HUE] turns (HUE <= 0.5); '
                              '0 0 0 0 turns it off (default: DenseAugment.default_conf, hue 0 '
                              'for depth)')
-    parser.add_argument('--weight-decay', type=float, default=1e-4, help='AdamW decay (1e-4)')
+    parser.add_argument('--weight-decay', type=nonnegative_float, default=1e-4,
+                        help='AdamW decay (1e-4)')
     parser.add_argument('--warmup-steps', type=int_at_least(0), default=None,
                         help='linear warm-up steps (default: automatic, a few per cent of the '
                              'run)')
     parser.add_argument('--schedule', choices=('cosine', 'poly', 'constant'), default='poly')
-    parser.add_argument('--grad-clip', type=float, default=5.0, help='max gradient norm (5)')
+    parser.add_argument('--grad-clip', type=finite_float, default=5.0,
+                        help='max gradient norm (5; <= 0: no clipping)')
     parser.add_argument('--checkpoint-every', type=int_at_least(1), default=200,
                         help='steps (200)')
     parser.add_argument('--val-every', type=int_at_least(0), default=0,
@@ -195,10 +198,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth = sub.add_parser('depth', help='metric depth on a bag (image + depth topics) or '
                                          'synth:SEEDS[:FRAMES[:WxH]] scenes')
     _common(depth)
-    depth.add_argument('--backbone-lr-scale', type=float, default=0.0,
+    depth.add_argument('--backbone-lr-scale', type=nonnegative_float, default=0.0,
                        help='backbone learning rate / --lr; 0 (default) freezes it')
-    depth.add_argument('--silog-weight', type=float, default=1.0)
-    depth.add_argument('--l1-weight', type=float, default=0.1)
+    depth.add_argument('--silog-weight', type=nonnegative_float, default=1.0,
+                       help='weight of the scale-invariant log loss (1)')
+    depth.add_argument('--l1-weight', type=nonnegative_float, default=0.1,
+                       help='weight of the L1 depth loss (0.1); with --silog-weight, not both 0')
     depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
     depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
     from relperception.cli import seg_adjust
@@ -272,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
     if hold_out_sequences(args) and not args.val_data:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
+    if args.task == 'depth' and args.silog_weight == 0 and args.l1_weight == 0:
+        raise ValueError('--silog-weight and --l1-weight are both 0: nothing to train')
     from relperception.training.augment import check_colour_jitter, check_scale_range
 
     if getattr(args, 'scale_range', None) is not None:

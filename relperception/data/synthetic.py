@@ -40,6 +40,7 @@ import numpy as np
 
 from relperception.core_types import Camera
 from relperception.transforms import check_transform, make_transform
+from relperception.validation import check_frame_rate
 
 logger = logging.getLogger(__name__)
 
@@ -520,8 +521,7 @@ class SyntheticScene:
         if isinstance(num_frames, bool) or not isinstance(num_frames, (int, np.integer)) \
                 or num_frames < 1:
             raise ValueError(f'num_frames must be an integer >= 1, got {num_frames!r}')
-        if not (isinstance(fps, (int, float, np.number)) and math.isfinite(fps) and fps > 0):
-            raise ValueError(f'fps must be a finite number > 0, got {fps!r}')
+        check_frame_rate(fps)
         if not (isinstance(speed_ratio, (int, float, np.number)) and math.isfinite(speed_ratio)
                 and 1.0 <= speed_ratio <= 100.0):
             raise ValueError(f'speed_ratio must be a number in [1, 100], got {speed_ratio!r}')

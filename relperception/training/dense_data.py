@@ -25,6 +25,7 @@ Augmentation is seeded per ``(seed, epoch, index)`` (``set_epoch`` is called by 
 
 from __future__ import annotations
 
+from collections import Counter
 import logging
 from pathlib import Path
 import re
@@ -117,8 +118,13 @@ def select_sequences(pairs: Sequence[Tuple[Path, Path]], root,
 
 
 def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
-                    ignore_index: int = IGNORE_INDEX) -> Tuple[np.ndarray, np.ndarray]:
+                    ignore_index: int = IGNORE_INDEX, void_counts: Optional[Counter] = None
+                    ) -> Tuple[np.ndarray, np.ndarray]:
     """Read one image (RGB uint8; grey is replicated) and its labels (ids >= C -> ignore).
+
+    Args:
+        void_counts: if given, receives the number of pixels of each id >= ``num_classes``
+            (the ids turned into ``ignore_index``).
 
     Raises:
         ValueError: unreadable files, non-8-bit single-channel labels or a size mismatch.
@@ -136,8 +142,31 @@ def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
         raise ValueError(f'{label_path}: label size {label.shape[::-1]} differs from its image '
                          f'{image.shape[1::-1]}')
     label = label.copy()
-    label[label >= num_classes] = ignore_index
+    void = label >= num_classes
+    if void_counts is not None and void.any():
+        ids, counts = np.unique(label[void], return_counts=True)
+        void_counts.update(dict(zip(ids.tolist(), counts.tolist())))
+    label[void] = ignore_index
     return image, label
+
+
+#: Share of labelled pixels with ids >= the number of classes above which loading warns: more
+#: than a void class usually holds (CamVid's: a few per cent), so likely another label scheme.
+#: It also warns when there is more than one such id (a dataset has one void id).
+VOID_SHARE_WARNING = 0.1
+
+
+def _report_void_labels(root, void_counts: Counter, pixels: int, num_classes: int) -> None:
+    if not void_counts or not pixels:
+        return
+    share = sum(void_counts.values()) / pixels
+    ids = ', '.join(f'{label_id}: {count}' for label_id, count in sorted(void_counts.items()))
+    suspicious = share > VOID_SHARE_WARNING or len(void_counts) > 1
+    level = logging.WARNING if suspicious else logging.INFO
+    logger.log(level, '%s: %.1f %% of the label pixels have ids >= %d (pixels per id: %s) and '
+               'are not scored (void)%s', root, 100.0 * share, num_classes, ids,
+               '; are these labels of another class scheme?' if level == logging.WARNING
+               else '')
 
 
 class SegmentationFolderDataset(torch.utils.data.Dataset):
@@ -172,10 +201,14 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
                                  exclude_sequences)[:max_images]
         self.names = [p[0].stem for p in pairs]
         self.images, self.labels = [], []
+        void_counts: Counter = Counter()
         for image_path, label_path in pairs:
-            image, label = read_label_pair(image_path, label_path, num_classes, ignore_index)
+            image, label = read_label_pair(image_path, label_path, num_classes, ignore_index,
+                                           void_counts)
             self.images.append(image)
             self.labels.append(label)
+        _report_void_labels(root, void_counts, sum(label.size for label in self.labels),
+                            num_classes)
         self.num_classes = int(num_classes)
         self.augment = augment
         self.mean, self.std = tuple(mean), tuple(std)

@@ -25,6 +25,7 @@ from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
 from ...data.converters import list_images, read_colour_image, read_raw_image
+from ...validation import check_frame_rate
 
 logger = getLogger(__name__)
 
@@ -59,7 +60,7 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
         images_dir: folder of image files.
         output_bag: bag directory to create.
         labels_dir: optional folder of label images with the same file names.
-        fps: frame rate used for the stamps, Hz (> 0).
+        fps: frame rate used for the stamps, Hz (in (0, ``MAX_FRAME_RATE_HZ``]).
         camera: intrinsics; default: the guess of :func:`guess_camera` (with a warning).
         storage: ``'mcap'`` or ``'sqlite3'``.
         overwrite: replace an existing bag.
@@ -73,8 +74,7 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
         FileNotFoundError: missing folders or a missing label file.
         ValueError: empty folder, bad fps, images of different sizes, non-8-bit labels.
     """
-    if not fps > 0:
-        raise ValueError(f'fps must be > 0, got {fps}')
+    check_frame_rate(fps)
     if int(start_time_ns) < 0:
         raise ValueError(f'start_time_ns must be >= 0, got {start_time_ns}')
     images = list_images(Path(images_dir))

@@ -121,6 +121,11 @@ def read_kitti_times(path: Path) -> list[int]:
             raise ValueError(f'{path}:{number}: malformed time ({exc})') from None
     if not stamps:
         raise ValueError(f'{path} has no times')
+    for index in range(1, len(stamps)):
+        if stamps[index] <= stamps[index - 1]:
+            raise ValueError(f'{path}: time {index} ({stamps[index] / 1e9:g} s) is not after '
+                             f'time {index - 1} ({stamps[index - 1] / 1e9:g} s); frames need '
+                             'increasing times')
     return stamps
 
 
