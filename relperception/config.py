@@ -21,10 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Hashable, Mapping, Optional, Sequence, Union
 
 import yaml
 import yaml.composer
+import yaml.constructor
 
 
 @dataclass(frozen=True)
@@ -425,11 +426,24 @@ MAX_CONFIG_DEPTH = 16
 
 
 class _ConfigLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases, with a bounded nesting depth.
+    """YAML's safe loader without aliases or repeated keys, with a bounded nesting depth.
 
     ROS 2 parameter files use no aliases, and refusing them bounds the work
-    (an alias "bomb" of a few hundred bytes expands to billions of entries).
+    (an alias "bomb" of a few hundred bytes expands to billions of entries). A key given twice
+    in one mapping is refused: YAML would keep the last one without a word.
     """
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                continue   # the base class refuses it with its own message
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f'key {key!r} is given twice in one mapping', key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent, index):
         if isinstance(self.peek_event(), yaml.AliasEvent):

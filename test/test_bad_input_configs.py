@@ -26,6 +26,8 @@ class TestConfigurationFiles:
         'infinity': ('odometry:\n  ransac_threshold_px: .inf\n', 'finite'),
         'top_level_list': ('- matcher\n', 'expected a mapping'),
         'unknown_key': ('odometry:\n  no_such_key: 1\n', 'unknown parameter'),
+        'repeated_key': ('matcher: ncc\nmatcher: loftr\n',
+                         "key 'matcher' is given twice in one mapping (line 2"),
     }
 
     @pytest.mark.parametrize('case', sorted(CASES))

@@ -288,7 +288,14 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     study.write_text('bags: []\nconfigs: {a: default}\n')
     with pytest.raises(ValueError, match='bags'):
         load_study(study)
-    study.write_text(f'bags: [{os.path.relpath(bags[0], tmp_path)}]\nconfigs: {{a: default}}\n')
+    bag = os.path.relpath(bags[0], tmp_path)
+    for extra, message in (('mdoe: mono\n', 'unknown key.s. mdoe'),
+                           ('mode: bogus\n', 'mode: must be one of auto, rgbd, mono'),
+                           ('mode: mono\nmode: rgbd\n', "key 'mode' is given twice")):
+        study.write_text(f'bags: [{bag}]\nconfigs: {{a: default}}\n{extra}')
+        with pytest.raises(ValueError, match=message):
+            load_study(study)
+    study.write_text(f'bags: [{bag}]\nconfigs: {{a: default}}\n')
     loaded_bags, loaded_configs, _ = load_study(study)
     assert loaded_bags == [tmp_path / os.path.relpath(bags[0], tmp_path)]
     assert loaded_configs == [StudyConfig('a')]

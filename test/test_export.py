@@ -206,6 +206,15 @@ class TestExportVerb:
         assert message in caplog.text
         assert not path.exists()
 
+    @pytest.mark.parametrize('name, fmt', [('fs.engine', 'onnx'), ('fs.txt', 'onnx'),
+                                           ('fs', 'onnx'), ('fs.onnx', 'tensorrt')])
+    def test_output_suffix_must_fit_the_format(self, tmp_path, caplog, name, fmt):
+        path = tmp_path / name
+        assert main(['export', '--config', 'conv_small', '--random-weights', '--format', fmt,
+                     '-o', str(path)]) == 1
+        assert f'--format {fmt} writes' in caplog.text
+        assert not path.exists()
+
     def test_missing_weights_exit_1(self, tmp_path, caplog):
         # the paper-size preset ships no weights (users bring official / kornia files)
         if _shipped('loftr'):

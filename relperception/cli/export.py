@@ -44,6 +44,8 @@ from relperception.data.topics import IMAGE
 from relperception.runtime.quantize import ACTIVATION_TYPES
 
 HELP = 'export a dense model or LoFTR preset to ONNX (onnxruntime) or a TensorRT engine'
+#: File suffixes of each --format's output.
+OUTPUT_SUFFIXES = {'onnx': ('.onnx',), 'tensorrt': ('.engine', '.plan', '.trt')}
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.height is None) != (args.width is None):
         raise ValueError('give both --height and --width, or neither')
+    suffixes = OUTPUT_SUFFIXES[args.fmt]
+    if Path(args.output).suffix.lower() not in suffixes:
+        raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '
+                         f'{args.output} names another kind (a .engine file read as ONNX, or '
+                         f'the reverse, fails where it is loaded)')
     tensorrt_version = _tensorrt_version(args)  # a bad version fails before the export
     size = (args.height, args.width) if args.height is not None else None
     precision = _precision(args)

@@ -58,6 +58,8 @@ DENSE_ROW_METRICS = {'dense_miou': ('segmentation', 'miou'),
 CELL_FILE = 'cell.json'
 #: Name of the configuration that is the package defaults.
 DEFAULT_CONFIG = 'default'
+#: Keys of a study file (``compare --study``).
+STUDY_KEYS = ('bags', 'configs', 'mode', 'dense')
 #: ``error`` of a cell whose worker process died (both executors).
 WORKER_DIED = 'the worker process died'
 
@@ -121,14 +123,23 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
     Raises:
         ValueError: a missing file, no bags or configs, or entries of the wrong type.
     """
-    import yaml
+    from relperception.config import read_config_file, SPECS
 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f'study file {path} does not exist')
-    tree = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
-    if not isinstance(tree, dict):
-        raise ValueError(f'{path}: a study is a mapping with bags: and configs:')
+    try:
+        tree = read_config_file(path)
+    except ValueError as error:
+        raise ValueError(f'{error} (a study is a mapping with bags: and configs:)') from None
+    unknown = sorted(map(str, set(tree) - set(STUDY_KEYS)))
+    if unknown:
+        raise ValueError(f'{path}: unknown key(s) {", ".join(unknown)}; a study file has '
+                         f'{", ".join(STUDY_KEYS)}')
+    modes = SPECS['odometry.mode'].choices
+    if 'mode' in tree and tree['mode'] not in modes:
+        raise ValueError(f'{path}: mode: must be one of {", ".join(modes)}, got '
+                         f'{tree["mode"]!r}')
     bags, configs = tree.get('bags'), tree.get('configs')
     if not isinstance(bags, list) or not bags:
         raise ValueError(f'{path}: bags: must be a non-empty list of bag paths')
