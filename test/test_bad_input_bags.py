@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from bad_input_support import one_clear_line, run_cli, write_bag
+import numpy as np
 import pytest
 from relperception.cli.main import EXIT_BAD_INPUT
 from relperception.data.synthetic_bag import write_synthetic_bag
@@ -113,6 +114,46 @@ class TestBags:
         assert summary['frames_read'] == 6 and summary['frames_processed'] == 1
         assert summary['frames_skipped'] == 5
         assert sum('stamps repeated or out of order' in e for e in summary['errors']) == 5
+
+    def test_a_broken_metadata_yaml_does_not_make_an_intact_bag_damaged(self, small_bag,
+                                                                        tmp_path):
+        import shutil
+
+        from relperception.data.bag import BagReader
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = tmp_path / 'bag'
+        shutil.copytree(small_bag, bag)
+        (bag / 'metadata.yaml').write_text('rosbag2_bagfile_information: [\n')
+        with BagReader(small_bag) as reader:
+            expected = reader.message_counts
+        with BagReader(bag) as reader:
+            assert reader.message_counts == expected and not reader.storage_damaged
+            assert any('through its metadata.yaml' in e and '\n' not in e
+                       for e in reader.errors)
+        summary = evaluate_bag(bag, tmp_path / 'out', progress=False, plots=False)
+        assert summary['complete'] is True and summary['frames_processed'] == 12
+
+    def test_repeated_ground_truth_stamps_keep_the_first_pose(self, tmp_path):
+        from relperception.data import topics
+        from relperception.data.bag import BagReader, BagWriter
+        from relperception.data.bag_frames import read_ground_truth
+        from relperception.data.error_log import ErrorLog
+        from relperception.transforms import make_transform
+
+        with BagWriter(tmp_path / 'bag') as writer:
+            for k in range(4):   # each pose again, 5 m away, at the same stamp
+                stamp = (k + 1) * 100_000_000
+                for x in (0.1 * k, 0.1 * k + 5.0):
+                    writer.write_pose(topics.GT_POSE, stamp, make_transform(np.eye(3), [x, 0, 0]),
+                                      'world')
+        errors = ErrorLog()
+        with BagReader(tmp_path / 'bag') as reader:
+            stamps, poses = read_ground_truth(reader, topics.GT_POSE, errors)
+        assert stamps.tolist() == [(k + 1) * 100_000_000 for k in range(4)]
+        np.testing.assert_allclose(poses[:, 0, 3], [0.0, 0.1, 0.2, 0.3])
+        assert errors.count == 1 and '4 poses repeat the stamp' in errors.kept[0]
+        assert '4 at another position, up to 5 m away' in errors.kept[0]
 
     def test_replay_reads_a_truncated_mcap_as_eval_does(self, small_bag, tmp_path):
         from relperception.data.bag import BagReader

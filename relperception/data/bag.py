@@ -303,8 +303,8 @@ class BagWriter:
 
 
 def _describe(exc: BaseException) -> str:
-    """Return ``'Type: message'`` (or the type alone when the message is empty)."""
-    text = str(exc).strip()
+    """Return ``'Type: message'`` on one line (or the type alone when the message is empty)."""
+    text = ' '.join(str(exc).split())
     return f'{type(exc).__name__}: {text}' if text else type(exc).__name__
 
 
@@ -530,18 +530,22 @@ class BagReader:
             path = files[0]
         elif path.is_file() and path.suffix not in _BAG_FILE_SUFFIXES:
             raise ValueError(f'{path} is neither a rosbag2 directory nor a .mcap/.db3 file')
+        cause = None
         try:
             reader = Reader(path)
             reader.open()
         except Exception as exc:
+            cause = exc
+            reader = self._open_without_metadata(path, exc)
+        if reader is None:
             mcap = self._mcap_file(path)
             db3_files = self._db3_files(path)
             if self.salvage and mcap is not None:
-                self._open_salvage(mcap, exc)
+                self._open_salvage(mcap, cause)
             elif self.salvage and db3_files:
-                self._open_sqlite_salvage(db3_files, exc)
+                self._open_sqlite_salvage(db3_files, cause)
             else:
-                raise ValueError(f'cannot open bag {self.path}: {exc}') from exc
+                raise ValueError(f'cannot open bag {self.path}: {cause}') from cause
         else:
             self._reader = reader
             self._connections = list(reader.connections)
@@ -551,6 +555,28 @@ class BagReader:
             self._counts = dict(counts)
         _register_bag_types(self.typestore, self._connections)
         return self
+
+    def _open_without_metadata(self, path: Path, cause: Exception):
+        """Return rosbags' reader of a bag folder's one storage file, or None.
+
+        For a folder whose ``metadata.yaml`` is what rosbags could not read: the storage file
+        itself may be intact.
+        """
+        if not path.is_dir():
+            return None
+        files = sorted(p for p in path.iterdir() if p.suffix in _BAG_FILE_SUFFIXES)
+        if len(files) != 1:
+            return None
+        try:
+            reader = Reader(files[0])
+            reader.open()
+        except Exception:  # noqa: BLE001 - the storage itself is damaged: salvage decides
+            return None
+        note = (f'{path}: cannot open the bag through its metadata.yaml ({_describe(cause)}); '
+                f'read {files[0].name} directly')
+        logger.warning('%s', note)
+        self.errors.append(note)
+        return reader
 
     @staticmethod
     def _mcap_file(path: Path) -> Path | None:
@@ -631,7 +657,7 @@ class BagReader:
         try:
             info = yaml.safe_load(metadata.read_text(encoding='utf-8')) or {}
         except (OSError, yaml.YAMLError) as exc:
-            self.errors.append(f'metadata.yaml unreadable: {exc}')
+            self.errors.append(f'metadata.yaml unreadable: {_describe(exc)}')
             return {}
         data = (info.get('rosbag2_bagfile_information') or {}).get('custom_data') or {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

@@ -103,7 +103,11 @@ def resolve_mode(requested: str, num_depth: int, num_images: int,
 
 
 def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
-    """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic."""
+    """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic.
+
+    Poses come in stamp order, one per stamp: a repeated stamp keeps its first pose, and the
+    repeats are reported in ``errors``.
+    """
     from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 
     stamps, poses = [], []
@@ -125,7 +129,18 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
         return np.zeros(0, np.int64), np.zeros((0, 4, 4))
     stamps = np.asarray(stamps, dtype=np.int64)
     order = np.argsort(stamps, kind='stable')
-    return stamps[order], np.stack(poses)[order]
+    stamps, poses = stamps[order], np.stack(poses)[order]
+    repeated = np.flatnonzero(np.diff(stamps) == 0) + 1
+    if len(repeated):
+        # the same instant twice: keep the first pose, and say whether the two disagree
+        moved = np.linalg.norm(poses[repeated, :3, 3] - poses[repeated - 1, :3, 3], axis=1)
+        errors.add(f'{topic}: {len(repeated)} poses repeat the stamp of the pose before them '
+                   f'({int((moved > 1e-6).sum())} at another position, up to '
+                   f'{float(moved.max()):.3g} m away); the first pose of each stamp is kept')
+        keep = np.ones(len(stamps), bool)
+        keep[repeated] = False
+        stamps, poses = stamps[keep], poses[keep]
+    return stamps, poses
 
 
 class FrameAssembler:
