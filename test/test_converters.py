@@ -360,6 +360,20 @@ class TestConvertKitti:
         (seq / 'times.txt').write_text('\n'.join(times[:3] + [times[2]] + times[4:]) + '\n')
         with pytest.raises(ValueError, match='times.txt: time 3 .* is not after time 2'):
             convert_kitti(seq, tmp_path / 'bag')
+        (seq / 'times.txt').write_text('\n'.join(['-5.0'] + times[1:]) + '\n')
+        with pytest.raises(ValueError, match='times.txt:1: time -5.0 s is negative'):
+            convert_kitti(seq, tmp_path / 'bag')
+
+    def test_unreadable_calib_and_poses_name_the_file(self, tmp_path):
+        seq, _, _ = _write_kitti(tmp_path)
+        lines = (seq / 'poses.txt').read_text().splitlines()
+        lines[2] = ' '.join(['nan'] + lines[2].split()[1:])
+        (seq / 'poses.txt').write_text('\n'.join(lines) + '\n')
+        with pytest.raises(ValueError, match='poses.txt:3: .* got 1 NaN or infinite'):
+            convert_kitti(seq, tmp_path / 'bag')
+        (seq / 'calib.txt').write_bytes(bytes(range(128, 256)))
+        with pytest.raises(ValueError, match='calib.txt: not a text file'):
+            convert_kitti(seq, tmp_path / 'bag')
 
     def test_missing_times_warns_and_uses_10hz(self, tmp_path, caplog):
         seq, _, _ = _write_kitti(tmp_path, times=False)

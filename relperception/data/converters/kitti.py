@@ -43,11 +43,22 @@ IMAGE_FOLDERS = ('image_0', 'image_l')
 
 
 def _numeric_lines(path: Path):
-    with open(path, encoding='utf-8') as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.strip()
-            if line and not line.startswith('#'):
-                yield number, line
+    try:
+        with open(path, encoding='utf-8') as handle:
+            for number, line in enumerate(handle, start=1):
+                line = line.strip()
+                if line and not line.startswith('#'):
+                    yield number, line
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{path}: not a text file ({error.reason} at byte '
+                         f'{error.start})') from None
+
+
+def _count_text(values: np.ndarray) -> str:
+    """Say what is wrong with a row that should hold 12 finite values."""
+    if values.size != 12:
+        return f'got {values.size}'
+    return f'got {int((~np.isfinite(values)).sum())} NaN or infinite among them'
 
 
 def read_kitti_calib(path: Path, camera: str = 'P0') -> np.ndarray:
@@ -77,7 +88,7 @@ def read_kitti_calib(path: Path, camera: str = 'P0') -> np.ndarray:
         except ValueError as exc:
             raise ValueError(f'{path}:{number}: malformed {name} ({exc})') from None
         if P.shape != (12,) or not np.all(np.isfinite(P)):
-            raise ValueError(f'{path}:{number}: {name} needs 12 finite values, got {P.size}')
+            raise ValueError(f'{path}:{number}: {name} needs 12 finite values, {_count_text(P)}')
         return P.reshape(3, 4)
     raise ValueError(f'{path} has no {camera} projection matrix')
 
@@ -97,7 +108,7 @@ def read_kitti_poses(path: Path) -> np.ndarray:
             raise ValueError(f'{path}:{number}: malformed pose line ({exc})') from None
         if values.shape != (12,) or not np.all(np.isfinite(values)):
             raise ValueError(f'{path}:{number}: a pose line needs 12 finite values, '
-                             f'got {values.size}')
+                             f'{_count_text(values)}')
         T = np.eye(4)
         T[:3, :] = values.reshape(3, 4)
         poses.append(T)
@@ -119,6 +130,9 @@ def read_kitti_times(path: Path) -> list[int]:
             stamps.append(seconds_to_ns(line.split()[0]))
         except ValueError as exc:
             raise ValueError(f'{path}:{number}: malformed time ({exc})') from None
+        if stamps[-1] < 0:
+            raise ValueError(f'{path}:{number}: time {line.split()[0]} s is negative; times '
+                             'count seconds from the sequence start')
     if not stamps:
         raise ValueError(f'{path} has no times')
     for index in range(1, len(stamps)):
