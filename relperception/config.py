@@ -28,6 +28,18 @@ import yaml.composer
 import yaml.constructor
 
 
+def _number_text_hint(value: Any) -> str:
+    """Explain a number YAML read as text (YAML 1.1 needs a dot in '5e-1'), else ''."""
+    if not isinstance(value, str):
+        return ''
+    try:
+        number = float(value)
+    except ValueError:
+        return ''
+    return (f' (YAML 1.1, as ROS 2 parameter files use it, reads {value!r} as text: write '
+            f'{number!r})')
+
+
 @dataclass(frozen=True)
 class ParameterSpec:
     """Declaration of one parameter: name, default, description and allowed values."""
@@ -54,7 +66,8 @@ class ParameterSpec:
                     raise ValueError(f'{self.name} must be an integer, got {value!r}')
         elif kind is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f'{self.name} must be a number, got {value!r}')
+                raise ValueError(f'{self.name} must be a number, got {value!r}'
+                                 f'{_number_text_hint(value)}')
             value = float(value)
             if not math.isfinite(value):
                 raise ValueError(f'{self.name} must be a finite number, got {value!r}')

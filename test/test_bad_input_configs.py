@@ -28,6 +28,8 @@ class TestConfigurationFiles:
         'unknown_key': ('odometry:\n  no_such_key: 1\n', 'unknown parameter'),
         'repeated_key': ('matcher: ncc\nmatcher: loftr\n',
                          "key 'matcher' is given twice in one mapping (line 2"),
+        'number_read_as_text': ('ncc:\n  min_score: 5e-1\n',
+                                "reads '5e-1' as text: write 0.5"),
     }
 
     @pytest.mark.parametrize('case', sorted(CASES))
@@ -83,3 +85,33 @@ class TestConfigurationFiles:
         text = capsys.readouterr().out
         assert f'{EXIT_INTERRUPTED} interrupted' in text
         assert f'{EXIT_TERMINATED} terminated' in text
+
+
+class TestConflictingOptions:
+    @pytest.mark.parametrize('extra, words', [
+        (['--dense-stride', '3'], ('--dense-stride applies with --dense',)),
+        (['--gt-scale', '--mode', 'rgbd'], ('--gt-scale', '--mode mono')),
+    ])
+    def test_eval_refuses_options_it_would_ignore(self, extra, words, small_bag, tmp_path,
+                                                  caplog):
+        code, errors = run_cli(['eval', str(small_bag), '-o', str(tmp_path / 'out'),
+                                '--no-progress', *extra], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, *words)
+        assert not (tmp_path / 'out').exists()
+
+    @pytest.mark.parametrize('argv, words', [
+        (['export', '--config', 'conv_small', '--random-weights', '--weights', 'w.safetensors',
+          '-o', 'x.onnx'], ('--weights', '--random-weights')),
+        (['train', 'seg', '--data', 'nowhere', '--ship-half', '-o', 'run'],
+         ('--ship-half applies with --ship',)),
+        (['compare', '--bags', 'nowhere', '--configs', 'default', '--cpus-per-cell', '4',
+          '-o', 'study'], ('--cpus-per-cell applies with --ray',)),
+    ])
+    def test_options_that_need_another_are_refused(self, argv, words, tmp_path, caplog,
+                                                   monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        code, errors = run_cli(argv, caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, *words)
+        assert not any(tmp_path.iterdir())

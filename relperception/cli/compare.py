@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
                                               run_study)
 
+    if not args.ray and args.cpus_per_cell != 1:
+        raise ValueError('--cpus-per-cell applies with --ray (without it, --workers sets how '
+                         'many cells run at once)')
     bags, configs, mode, dense = [], [], args.mode, args.dense
     if args.study:
         bags, configs, options = load_study(args.study)

@@ -60,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
     from relperception.evaluation.html_report import eval_report, write_report
     from relperception.pipeline.offline_eval import evaluate_bag
 
+    if args.dense_stride != 1 and not args.dense:
+        raise ValueError('--dense-stride applies with --dense (the dense model is not run '
+                         'otherwise)')
+    if args.gt_scale and args.mode == 'rgbd':
+        raise ValueError('--gt-scale gives monocular odometry its scale; --mode rgbd takes it '
+                         'from the depth images (use --mode mono)')
     config = load_config(args.config)
     summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
                            max_frames=args.max_frames, progress=not args.no_progress,

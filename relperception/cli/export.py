@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.height is None) != (args.width is None):
         raise ValueError('give both --height and --width, or neither')
+    if args.random_weights and args.weights:
+        raise ValueError('choose one of --weights (a file) and --random-weights')
     suffixes = OUTPUT_SUFFIXES[args.fmt]
     if Path(args.output).suffix.lower() not in suffixes:
         raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '

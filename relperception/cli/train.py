@@ -271,6 +271,9 @@ def run(args: argparse.Namespace) -> int:
 
         return seg_adjust.run(args)
     check_ema_decay(args.ema_decay)   # before any data is loaded
+    if getattr(args, 'ship_half', False) and not args.ship:
+        raise ValueError('--ship-half applies with --ship NAME (it stores the shipped file '
+                         'in float16)')
     if getattr(args, 'report_data', None) and not args.val_data:
         raise ValueError('--report-data needs --val-data (the data that chooses the '
                          'checkpoint)')
