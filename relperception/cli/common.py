@@ -62,11 +62,8 @@ def int_at_least(minimum: int):
 
 def positive_float(text: str) -> float:
     """Parse a finite number ``> 0`` (an argparse ``type``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'expected a number, got {text!r}') from None
-    if not 0 < value < float('inf'):
+    value = finite_float(text)
+    if value <= 0:
         raise argparse.ArgumentTypeError(f'must be > 0, got {text}')
     return value
 
