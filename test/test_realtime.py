@@ -244,6 +244,27 @@ class TestFrameWorker:
             worker.stop()
         assert not worker.running
 
+    def test_each_reason_is_logged_and_repeats_are_throttled(self, caplog):
+        def process(item):
+            raise SkipFrame(item)
+
+        worker = FrameWorker('w', process, logging.getLogger('test_reasons'),
+                             log_throttle_s=60.0)
+        try:
+            with caplog.at_level(logging.WARNING, logger='test_reasons'):
+                for item in ('stamp 5 ns is not after 7 ns', 'stamp 8 ns is not after 9 ns',
+                             'undecodable image: encoding x', 'no valid camera_info'):
+                    worker.submit(item)
+                    assert wait_for(lambda: worker.idle, timeout=5.0)
+        finally:
+            worker.stop()
+        logged = [r.getMessage() for r in caplog.records]
+        # three reasons, each logged once (the second stamp line repeats the first's reason)
+        assert logged == ['w: skipped a frame: stamp 5 ns is not after 7 ns',
+                          'w: skipped a frame: undecodable image: encoding x',
+                          'w: skipped a frame: no valid camera_info']
+        assert worker.stats.snapshot().dropped == 4
+
     def test_degenerate(self):
         with pytest.raises(ValueError, match='callable'):
             FrameWorker('w', None, logging.getLogger('w'))

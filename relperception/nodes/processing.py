@@ -11,12 +11,19 @@ never stops a node. Processing times go into a :class:`RunningStats` for diagnos
 
 from __future__ import annotations
 
-import logging
+import math
+import re
 import threading
 import time
-from typing import Callable, Generic, Optional
+from typing import Callable, Dict, Generic, Optional
 
 from relperception.pipeline.realtime import Item, LatestSlot, RunningStats
+
+
+#: Numbers in a log line (stamps, sizes), ignored when telling reasons apart.
+_NUMBERS = re.compile(r'-?\d+(\.\d+)?')
+#: Distinct reasons whose last log time is kept (then forgotten all at once).
+MAX_REASONS_KEPT = 64
 
 
 class SkipFrame(Exception):
@@ -34,12 +41,13 @@ class FrameWorker(Generic[Item]):
         process: callback run on the worker thread for each taken item. Raise
             :class:`SkipFrame` to skip an item (counted as dropped) or any other exception to
             report a failure (counted as an error); both are logged and the worker goes on.
-        logger: logger with ``warning`` and ``error`` methods (an rclpy node logger, whose
-            ``throttle_duration_sec`` keyword is used, or a ``logging.Logger``).
+        logger: logger with ``warning`` and ``error`` methods (an rclpy node logger or a
+            ``logging.Logger``).
         stats: statistics to record arrivals, drops, errors and processing times in (a new
             :class:`RunningStats` if None); only this worker should count into it.
         poll_s: how often the idle worker checks for shutdown (seconds).
-        log_throttle_s: minimum interval between two failure log lines (seconds).
+        log_throttle_s: minimum interval between two log lines of the same reason (seconds;
+            lines that differ only in their numbers are one reason).
         capacity: how many unprocessed items are kept (1: only the newest; more: the newest
             ``capacity`` in arrival order, for inputs that are increments). Older ones are
             dropped and counted.
@@ -57,9 +65,10 @@ class FrameWorker(Generic[Item]):
         self._process = process
         self._logger = logger
         self._poll_s = float(poll_s)
-        # rclpy loggers throttle per call site; logging.Logger has no throttling.
-        self._throttle = ({} if isinstance(logger, logging.Logger)
-                          else {'throttle_duration_sec': float(log_throttle_s)})
+        # Throttled per reason, not per call site (rclpy's throttle would hide a second,
+        # different problem behind the first one for a whole period).
+        self._log_throttle_s = float(log_throttle_s)
+        self._logged_at: Dict[str, float] = {}
         self._slot: LatestSlot[Item] = LatestSlot(capacity)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -105,6 +114,21 @@ class FrameWorker(Generic[Item]):
         while self._slot.take(0) is not None:
             self.stats.record_drop()
 
+    def _log(self, error: bool, text: str) -> None:
+        """Log ``text`` unless the same reason (digits aside) was logged within the throttle."""
+        reason = _NUMBERS.sub('#', text)
+        now = time.monotonic()
+        if now - self._logged_at.get(reason, -math.inf) < self._log_throttle_s:
+            return
+        if len(self._logged_at) >= MAX_REASONS_KEPT:
+            self._logged_at.clear()
+        self._logged_at[reason] = now
+        # one call site per severity: rclpy refuses two severities from one line
+        if error:
+            self._logger.error(text)
+        else:
+            self._logger.warning(text)
+
     def _run(self) -> None:
         while not self._slot.closed:
             item = self._slot.take(self._poll_s)
@@ -115,10 +139,9 @@ class FrameWorker(Generic[Item]):
                 self._process(item)
             except SkipFrame as skip:
                 self.stats.record_drop()
-                self._logger.warning(f'{self.name}: skipped a frame: {skip}', **self._throttle)
+                self._log(False, f'{self.name}: skipped a frame: {skip}')
             except Exception as error:  # noqa: B902 - the worker must survive any failure
                 self.stats.record_error()
-                self._logger.error(f'{self.name}: frame failed: {type(error).__name__}: {error}',
-                                   **self._throttle)
+                self._log(True, f'{self.name}: frame failed: {type(error).__name__}: {error}')
             else:
                 self.stats.record_processing(time.perf_counter() - start)
