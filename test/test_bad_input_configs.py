@@ -115,3 +115,15 @@ class TestConflictingOptions:
         assert code == EXIT_BAD_INPUT
         one_clear_line(errors, *words)
         assert not any(tmp_path.iterdir())
+
+    @pytest.mark.parametrize('verb', [['eval', 'bag'], ['infer', 'image.png'],
+                                      ['train', 'seg', '--data', 'data'],
+                                      ['replay', 'bag'], ['demo']])
+    def test_an_output_folder_that_is_a_file_is_refused_first(self, verb, tmp_path, caplog,
+                                                              monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / 'taken').write_text('mine')
+        code, errors = run_cli([*verb, '-o', 'taken'], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, '-o taken exists and is not a folder')
+        assert (tmp_path / 'taken').read_text() == 'mine'

@@ -99,3 +99,14 @@ def check_image_size(image, path) -> None:
     if min(height, width) < MIN_IMAGE_SIDE_PX:
         raise ValueError(f'{path}: the image is {width}x{height}; give at least '
                          f'{MIN_IMAGE_SIDE_PX}x{MIN_IMAGE_SIDE_PX} pixels')
+
+
+def check_output_folder(path) -> None:
+    """Raise ValueError when the output folder ``path`` exists as something else than a folder.
+
+    Checked before a command starts, so that a long run does not fail only when it writes.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f'-o {path} exists and is not a folder; give a folder (it is created '
+                         'if missing)')

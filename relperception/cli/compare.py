@@ -11,6 +11,8 @@ import sys
 
 HELP = ('evaluate every bag with every configuration as eval does (a study), in parallel '
         'and resumable; one table and one recommendation')
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

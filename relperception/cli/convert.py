@@ -9,6 +9,8 @@ import logging
 from pathlib import Path
 
 HELP = 'convert a TUM RGB-D, KITTI odometry or image(+label) folder to a rosbag2 bag'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

@@ -23,6 +23,8 @@ import logging
 from pathlib import Path
 
 HELP = 'end-to-end demo: synthetic bag -> RGB-D and monocular visual odometry -> evo report'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,8 @@ import argparse
 import logging
 
 HELP = 'run visual odometry over a rosbag2 recording and score it against its ground truth'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

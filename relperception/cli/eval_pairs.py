@@ -28,6 +28,8 @@ from relperception.cli.common import int_at_least
 HELP = ('two-view relative pose evaluation (LoFTR protocol: pose AUC, epipolar precision, '
         'time per pair) of several matchers on pairs from bags, .npz / SuperGlue .txt pair lists '
         'or synthetic scenes')
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

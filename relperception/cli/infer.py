@@ -37,6 +37,8 @@ from typing import List
 from relperception.models.presets import preset_for_backbone
 
 HELP = 'run a dense depth / segmentation model on images and write depth (.npy, .png) and labels'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.ppm', '.pgm', '.webp')
 

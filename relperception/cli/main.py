@@ -23,6 +23,7 @@ from typing import List, Optional
 
 import relperception
 import relperception.cli as cli_package
+from relperception.cli.common import check_output_folder
 from relperception.interruption import raise_on_sigterm, Terminated
 
 _NOT_VERBS = {'main', 'common', 'seg_adjust'}   # seg_adjust: the `train seg-adjust` task
@@ -90,7 +91,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     log = logging.getLogger('relperception')
     previous = raise_on_sigterm()
     try:
-        return int(_load(args.verb).run(args) or 0)
+        module = _load(args.verb)
+        if getattr(module, 'WRITES_FOLDER', False):
+            check_output_folder(args.output)
+        return int(module.run(args) or 0)
     except KeyboardInterrupt:
         log.error('interrupted')
         return EXIT_INTERRUPTED

@@ -34,6 +34,8 @@ from pathlib import Path
 import time
 
 HELP = 'match two image files (ncc, loftr, loftr_lite); write matches.npz and matches.png'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,8 @@ import argparse
 import logging
 
 HELP = 'replay a rosbag2 recording live through DDS into the nodes, record and score them'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,8 @@ import argparse
 import logging
 
 HELP = 'write a synthetic RGB-D sequence with ground-truth depth, labels and poses to a bag'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

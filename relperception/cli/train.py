@@ -63,6 +63,8 @@ from relperception.cli.common import (finite_float, int_at_least, nonnegative_fl
 from relperception.models.presets import preset_for_backbone
 
 HELP = 'train the dense segmentation / depth heads or the LoFTR matcher (checkpoints, resume)'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 

@@ -37,6 +37,8 @@ from pathlib import Path
 import time
 
 HELP = 'visualise NCC correlation surfaces and LoFTR attention maps (PNG)'
+#: -o names a folder (checked before the command runs).
+WRITES_FOLDER = True
 
 logger = logging.getLogger(__name__)
 
