@@ -134,6 +134,27 @@ class TestBags:
         summary = evaluate_bag(bag, tmp_path / 'out', progress=False, plots=False)
         assert summary['complete'] is True and summary['frames_processed'] == 12
 
+    def test_a_camera_that_changes_mid_bag_is_reported(self, tmp_path):
+        import dataclasses
+
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.data.synthetic import iter_sequence
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, frames = iter_sequence(num_frames=6, seed=3, width=160, height=120)
+        zoomed = dataclasses.replace(camera, K=camera.K * [[2], [2], [1]])
+        with BagWriter(tmp_path / 'bag') as writer:
+            for k, frame in enumerate(frames):
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns,
+                                         camera if k < 3 else zoomed, topics.CAMERA_FRAME)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8',
+                                   topics.CAMERA_FRAME)
+        summary = evaluate_bag(tmp_path / 'bag', tmp_path / 'eval', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        changes = [e for e in summary['errors'] if 'the camera changed' in e]
+        assert len(changes) == 1 and f'-> {2 * camera.K[0, 0]:.6g}' in changes[0]
+
     def test_repeated_ground_truth_stamps_keep_the_first_pose(self, tmp_path):
         from relperception.data import topics
         from relperception.data.bag import BagReader, BagWriter

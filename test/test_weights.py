@@ -75,7 +75,7 @@ class TestLoadStateDictFile:
         """
         bad = tmp_path / 'not_weights.png'
         bad.write_bytes(content)
-        with pytest.raises(ValueError, match='not_weights.png'):
+        with pytest.raises(ValueError, match='not_weights.png: not a weights file'):
             W.load_state_dict_file(bad)
 
 

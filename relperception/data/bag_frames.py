@@ -143,6 +143,17 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
     return stamps, poses
 
 
+def _same_camera(camera0, camera1) -> bool:
+    return (camera0.width, camera0.height, camera0.distortion_model) == (
+        camera1.width, camera1.height, camera1.distortion_model) and np.array_equal(
+        camera0.K, camera1.K) and np.array_equal(camera0.distortion, camera1.distortion)
+
+
+def _intrinsics_text(camera) -> str:
+    return ' '.join(f'{v:.6g}' for v in (camera.K[0, 0], camera.K[1, 1], camera.K[0, 2],
+                                          camera.K[1, 2]))
+
+
 class FrameAssembler:
     """Pairs images with CameraInfo and depth and turns them into Frames, in stamp order.
 
@@ -187,11 +198,19 @@ class FrameAssembler:
         from relperception.data.messages import camera_from_camera_info
 
         try:
-            self.camera = camera_from_camera_info(message.msg, rectified=self.rectified_input)
+            camera = camera_from_camera_info(message.msg, rectified=self.rectified_input)
         except (ValueError, AttributeError) as exc:
             self.errors.add(f'{message.topic} at {message.log_time_ns} ns: bad CameraInfo '
                             f'({exc})')
             return []
+        previous = self.camera
+        if previous is not None and not _same_camera(previous, camera):
+            self.errors.add(f'{message.topic} at {message.log_time_ns} ns: the camera changed '
+                            f'(fx fy cx cy {_intrinsics_text(previous)} -> '
+                            f'{_intrinsics_text(camera)}, {previous.width}x{previous.height} '
+                            f'-> {camera.width}x{camera.height}); the frames after it use the '
+                            'new one')
+        self.camera = camera
         return self._ready()
 
     def _checked_stamp(self, message) -> int | None:

@@ -72,10 +72,16 @@ Presets:
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
 import yaml
+
+logger = logging.getLogger(__name__)
+
+#: The preset a model YAML file without ``base:`` starts from.
+YAML_DEFAULT_BASE = 'conv_small'
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -264,7 +270,10 @@ def load_model_config(name_or_yaml: Union[str, Path]) -> Dict[str, Any]:
         raise ValueError(f'{path}: invalid YAML ({err})') from err
     if not isinstance(data, dict):
         raise ValueError(f'{path}: expected a mapping at the top level')
-    base = data.pop('base', 'conv_small')
+    if 'base' not in data:
+        logger.info('%s names no base: preset; it is built on %r (write base: PRESET to start '
+                    'from another, e.g. fast_seg)', path, YAML_DEFAULT_BASE)
+    base = data.pop('base', YAML_DEFAULT_BASE)
     if base not in PRESETS:
         raise ValueError(f'{path}: base {base!r} is not a preset; choose one of '
                          f'{sorted(PRESETS)}')

@@ -101,6 +101,12 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
             return dict(safetensors.torch.load_file(str(path), device='cpu'))
         except Exception as err:  # safetensors raises its own error types
             raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
+    with open(path, 'rb') as handle:
+        head = handle.read(2)
+    # torch.save writes a zip archive (PK) or, before torch 1.6, a pickle (protocol byte 0x80)
+    if head != b'PK' and head[:1] != b'\x80':
+        raise ValueError(f'{path}: not a weights file (neither safetensors, by its .safetensors '
+                         'name, nor a PyTorch file, which is a zip archive or a pickle)')
     try:
         obj = torch.load(str(path), map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as err:
