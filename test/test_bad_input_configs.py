@@ -127,3 +127,23 @@ class TestConflictingOptions:
         assert code == EXIT_BAD_INPUT
         one_clear_line(errors, '-o taken exists and is not a folder')
         assert (tmp_path / 'taken').read_text() == 'mine'
+
+    @pytest.mark.parametrize('argv, message', [
+        (['infer', 'x.png', '-o', 'o', '--input-size', '0', '0'],
+         'argument --input-size: must be >= 1, got 0'),
+        (['eval-pairs', '--synthetic', '1', '-o', 'o', '--epipolar-threshold', '0'],
+         'argument --epipolar-threshold: must be > 0, got 0'),
+        (['viz', 'match', '--image0', 'a.png', '--image1', 'b.png', '-o', 'o', '--pixel', 'nan',
+          '10'],
+         'argument --pixel: must be a finite number, got nan'),
+    ])
+    def test_bad_numbers_are_usage_errors(self, argv, message, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            cli_main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+    def test_export_size_bounds_in_order(self, tmp_path, caplog):
+        code, errors = run_cli(['export', '--config', 'fast_seg', '-o', str(tmp_path / 'm.onnx'),
+                                '--min-size', '512x512', '--max-size', '64x64'], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, '--min-size 512x512 is larger than --max-size 64x64')

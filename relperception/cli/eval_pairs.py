@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from relperception.atomic_files import write_text_atomic
-from relperception.cli.common import int_at_least
+from relperception.cli.common import int_at_least, positive_float
 
 HELP = ('two-view relative pose evaluation (LoFTR protocol: pose AUC, epipolar precision, '
         'time per pair) of several matchers on pairs from bags, .npz / SuperGlue .txt pair lists '
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--config', help='YAML configuration (matcher sections, topics.*)')
     parser.add_argument('--threshold-px', type=float, default=0.5,
                         help='RANSAC threshold for the essential matrix, pixels (LoFTR: 0.5)')
-    parser.add_argument('--epipolar-threshold', type=float, default=5e-4,
+    parser.add_argument('--epipolar-threshold', type=positive_float, default=5e-4,
                         help='symmetric epipolar distance threshold, normalised coordinates '
                              '(LoFTR: 5e-4 ScanNet, 1e-4 MegaDepth)')
     parser.add_argument('-o', '--output', required=True,

@@ -129,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError('give both --height and --width, or neither')
     if args.random_weights and args.weights:
         raise ValueError('choose one of --weights (a file) and --random-weights')
+    if args.min_size and args.max_size and any(
+            low > high for low, high in zip(args.min_size, args.max_size)):
+        raise ValueError(f'--min-size {args.min_size[0]}x{args.min_size[1]} is larger than '
+                         f'--max-size {args.max_size[0]}x{args.max_size[1]} (HxW)')
     suffixes = OUTPUT_SUFFIXES[args.fmt]
     if Path(args.output).suffix.lower() not in suffixes:
         raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '

@@ -34,6 +34,7 @@ import logging
 from pathlib import Path
 from typing import List
 
+from relperception.cli.common import int_at_least
 from relperception.models.presets import preset_for_backbone
 
 HELP = 'run a dense depth / segmentation model on images and write depth (.npy, .png) and labels'
@@ -82,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--device', default=None,
                         help='torch device for --backend torch (cpu, cuda, cuda:N; default '
                              "the parameter file's, else cpu)")
-    parser.add_argument('--input-size', type=int, nargs=2, default=None,
+    parser.add_argument('--input-size', type=int_at_least(1), nargs=2, default=None,
                         metavar=('WIDTH', 'HEIGHT'),
                         help="network input size (default: the preset's)")
 

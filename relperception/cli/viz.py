@@ -36,6 +36,8 @@ import logging
 from pathlib import Path
 import time
 
+from relperception.cli.common import finite_float
+
 HELP = 'visualise NCC correlation surfaces and LoFTR attention maps (PNG)'
 #: -o names a folder (checked before the command runs).
 WRITES_FOLDER = True
@@ -73,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest='viz_kind', metavar='KIND', required=True)
     match = sub.add_parser('match', help='NCC surface beside LoFTR cross-attention for a pixel')
     _common(match)
-    match.add_argument('--pixel', nargs=2, type=float, required=True, metavar=('X', 'Y'),
+    match.add_argument('--pixel', nargs=2, type=finite_float, required=True, metavar=('X', 'Y'),
                        help='pixel of image 0 (x right, y down)')
     match.add_argument('--patch-size', type=int, default=15,
                        help='NCC patch side in pixels, odd (default 15)')

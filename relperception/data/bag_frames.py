@@ -150,8 +150,8 @@ def _same_camera(camera0, camera1) -> bool:
 
 
 def _intrinsics_text(camera) -> str:
-    return ' '.join(f'{v:.6g}' for v in (camera.K[0, 0], camera.K[1, 1], camera.K[0, 2],
-                                          camera.K[1, 2]))
+    K = camera.K
+    return ' '.join(f'{v:.6g}' for v in (K[0, 0], K[1, 1], K[0, 2], K[1, 2]))
 
 
 class FrameAssembler:
