@@ -120,3 +120,20 @@ class TestTransforms:
             check_transform(np.ones((4, 4)))
         with pytest.raises(ValueError):
             make_transform(np.eye(2), [0, 0, 0])
+        with pytest.raises(ValueError, match='finite'):
+            make_transform(np.full((3, 3), np.nan), [0, 0, 0])
+
+    @pytest.mark.parametrize('T, message', [
+        (make_transform(np.diag([1.0, 1.0, -1.0]), [0, 0, 0]), 'reflection'),
+        (np.diag([2.0, 2.0, 2.0, 1.0]), 'not a rigid transform'),
+        (np.eye(3), r'shape \(4, 4\)'),
+        (np.eye(5), r'shape \(4, 4\)'),
+        (np.full((4, 4), np.nan), 'NaN or inf'),
+    ])
+    def test_every_helper_refuses_what_is_not_a_rigid_transform(self, T, message):
+        # invert_transform returned diag(2, 2, 2, 1) for itself, truncated (5, 5) matrices and
+        # rotation_angle_deg gave 60 deg for a (2, 2) identity
+        for helper in (check_transform, invert_transform, rotation_angle_deg,
+                       quaternion_xyzw_from_transform):
+            with pytest.raises(ValueError, match=message):
+                helper(T)

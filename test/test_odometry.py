@@ -640,6 +640,12 @@ class TestVisualOdometry:
             vo.step(Frame(frames[0].rgb, 0, camera), translation_norm_m='1 m')
         # Bad data is not a programming error: NaN hints are ignored, nothing raises.
         assert vo.step(Frame(frames[0].rgb, 0, camera), float('nan')).status == 'initialized'
+        # A hint no camera step can be (1e300 m broke every later step; 1e6 m moved 2,000 km)
+        # is ignored as well, and the next frames track.
+        for k, hint in ((1, 1e300), (2, 1e6), (3, None)):
+            result = vo.step(Frame(frames[k].rgb, k * 10**8, camera), hint)
+            assert result.status != 'lost'
+            assert np.linalg.norm(result.T_world_cam[:3, 3]) < 10.0
 
 
 @pytest.fixture(scope='module')

@@ -416,12 +416,18 @@ def scale_source_kind(source: str) -> str:
     return 'unit'
 
 
+#: Largest translation hint (metres between two frames) taken; a larger one is no camera's step
+#: (1 km/s at 10 Hz) but a unit or glitch error, and is ignored (logged).
+MAX_TRANSLATION_NORM_M = 100.0
+
+
 def check_translation_norm(translation_norm_m) -> float | None:
     """Return the external scale hint as a float, or None when absent or unusable.
 
     Args:
         translation_norm_m: metres travelled between the two frames (e.g. wheel odometry or
-            ground truth in benchmarks), or None. NaN or negative values are ignored (logged).
+            ground truth in benchmarks), or None. NaN, negative values and values above
+            :data:`MAX_TRANSLATION_NORM_M` are ignored (logged).
 
     Raises:
         ValueError: for a value that is not a number (booleans included).
@@ -432,8 +438,10 @@ def check_translation_norm(translation_norm_m) -> float | None:
         raise ValueError('translation_norm_m must be a number or None, '
                          f'got {translation_norm_m!r}')
     translation_norm_m = float(translation_norm_m)
-    if not (np.isfinite(translation_norm_m) and translation_norm_m >= 0):
-        logger.warning('ignoring translation_norm_m=%s', translation_norm_m)
+    if not (np.isfinite(translation_norm_m) and 0 <= translation_norm_m
+            <= MAX_TRANSLATION_NORM_M):
+        logger.warning('ignoring translation_norm_m=%s (a step between frames is in [0, %g] m)',
+                       translation_norm_m, MAX_TRANSLATION_NORM_M)
         return None
     return translation_norm_m
 
