@@ -132,14 +132,25 @@ class Frame:
             raise ValueError('Frame.image must be a uint8 numpy array')
         if self.image.ndim not in (2, 3) or (self.image.ndim == 3 and self.image.shape[2] != 3):
             raise ValueError(f'Frame.image must be (H, W) or (H, W, 3), got {self.image.shape}')
+        if not isinstance(self.camera, Camera):
+            raise ValueError(f'Frame.camera must be a Camera, got {type(self.camera).__name__}')
         h, w = self.image.shape[:2]
         if (w, h) != (self.camera.width, self.camera.height):
             raise ValueError(f'image is {w}x{h} but camera_info says '
                              f'{self.camera.width}x{self.camera.height}')
         if self.depth is not None:
-            if self.depth.shape != (h, w):
-                raise ValueError(f'depth {self.depth.shape} does not match image {(h, w)}')
+            if not isinstance(self.depth, np.ndarray) or self.depth.shape != (h, w):
+                raise ValueError(f'depth {getattr(self.depth, "shape", self.depth)} does not '
+                                 f'match image {(h, w)}')
+            if not np.issubdtype(self.depth.dtype, np.floating):
+                raise ValueError(f'Frame.depth must be floating-point metres, got '
+                                 f'{self.depth.dtype} (convert millimetre images with '
+                                 'imaging.depth_to_metres)')
             self.depth = np.asarray(self.depth, dtype=np.float32)
+        if isinstance(self.stamp_ns, bool) or not isinstance(self.stamp_ns,
+                                                             (int, np.integer)):
+            raise ValueError(f'Frame.stamp_ns must be integer nanoseconds, got '
+                             f'{self.stamp_ns!r}')
         self.stamp_ns = int(self.stamp_ns)
 
     @property

@@ -72,11 +72,23 @@ class TestFrame:
         (np.zeros((24, 31), np.uint8), None),          # size differs from camera_info
         (np.zeros((24, 32, 4), np.uint8), None),       # four channels
         (np.zeros((24, 32), np.uint8), np.zeros((12, 16), np.float32)),  # depth size
+        (np.zeros((24, 32), np.uint8), np.full((24, 32), 1500, np.uint16)),  # millimetres
+        (np.zeros((24, 32), np.uint8), [[1.0] * 32] * 24),                   # not an array
     ])
     def test_inconsistent_input(self, image, depth):
         camera = Camera.from_intrinsics(100.0, 100.0, 15.5, 11.5, 32, 24)
         with pytest.raises(ValueError):
             Frame(image, 0, camera, depth)
+
+    def test_stamp_and_camera_are_checked(self):
+        camera = Camera.from_intrinsics(100.0, 100.0, 15.5, 11.5, 32, 24)
+        image = np.zeros((24, 32), np.uint8)
+        assert Frame(image, np.int64(7), camera).stamp_ns == 7
+        for stamp in (1.7, None, True):   # 1.7 was truncated to 1 ns
+            with pytest.raises(ValueError, match='stamp_ns'):
+                Frame(image, stamp, camera)
+        with pytest.raises(ValueError, match='Frame.camera must be a Camera'):
+            Frame(image, 0, None)
 
 
 class TestMatches:

@@ -74,6 +74,18 @@ class TestBackprojectProject:
         assert own.mean() > 0.9
         np.testing.assert_allclose(lifted[inside][own], points[inside][own], rtol=1e-5)
 
+    def test_backproject_and_triangulate_check_their_inputs(self):
+        camera = Camera.from_intrinsics(500.0, 500.0, 320.0, 240.0, 640, 480)
+        pixels = np.array([[100.0, 50.0], [300.0, 200.0]])
+        with pytest.raises(ValueError, match='camera.s shape'):
+            geometry.backproject(pixels, np.full((640, 480), 5.0, np.float32), camera)   # transposed
+        with pytest.raises(ValueError, match='floating-point metres'):
+            geometry.backproject(pixels, np.full((480, 640), 5000, np.uint16), camera)
+        with pytest.raises(ValueError, match='T_cam1_cam0 is not a rigid'):
+            geometry.triangulate(pixels, pixels + 3, np.diag([2.0, 2.0, 2.0, 1.0]), camera)
+        # no baseline: no depth (the points came back at the origin)
+        assert np.isnan(geometry.triangulate(pixels, pixels + 3, np.eye(4), camera)).all()
+
     def test_reference_pinhole(self):
         camera = _camera()
         points = np.array([[0.0, 0.0, 2.0], [1.0, -0.5, 4.0]])

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from relperception.core_types import Camera
-from relperception.transforms import make_transform
+from relperception.transforms import check_transform, make_transform
 from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
@@ -141,8 +141,12 @@ def backproject(points, depth, camera: Camera) -> np.ndarray:
     points = as_rows('points', points, 2)
     camera = _check_camera(camera)
     depth = np.asarray(depth)
-    if depth.ndim != 2:
-        raise ValueError(f'depth must have shape (H, W), got {depth.shape}')
+    if depth.shape != (camera.height, camera.width):
+        raise ValueError(f'depth must have the camera\'s shape (H, W) = '
+                         f'{(camera.height, camera.width)}, got {depth.shape}')
+    if not np.issubdtype(depth.dtype, np.floating):
+        raise ValueError(f'depth must be floating-point metres, got {depth.dtype} (convert '
+                         'millimetre images with depth_to_metres)')
     height, width = depth.shape
     out = np.full((len(points), 3), np.nan)
     if len(points) == 0:
@@ -332,18 +336,16 @@ def triangulate(points0, points1, T_cam1_cam0, camera: Camera) -> np.ndarray:
 
     Returns:
         (N, 3) float64 points in the frame of camera 0 in the units of ``T_cam1_cam0``; NaN
-        rows for NaN input or points at infinity. Points behind a camera are *not* masked:
+        rows for NaN input, points at infinity, or a ``T_cam1_cam0`` without translation. Points behind a camera are *not* masked:
         check ``z > 0`` (camera 0) yourself where it matters.
     """
     points0, points1 = _check_pair(points0, points1)
     camera = _check_camera(camera)
-    T_cam1_cam0 = np.asarray(T_cam1_cam0, dtype=np.float64)
-    if T_cam1_cam0.shape != (4, 4) or not np.all(np.isfinite(T_cam1_cam0)):
-        raise ValueError('T_cam1_cam0 must be a finite (4, 4) transform')
+    T_cam1_cam0 = check_transform(T_cam1_cam0, 'T_cam1_cam0')
     out = np.full((len(points0), 3), np.nan)
     finite = np.isfinite(points0).all(axis=1) & np.isfinite(points1).all(axis=1)
-    if not np.any(finite):
-        return out
+    if not np.any(finite) or np.linalg.norm(T_cam1_cam0[:3, 3]) == 0.0:
+        return out   # no baseline: no depth
     pixels0 = undistort_pixels(points0[finite], camera)
     pixels1 = undistort_pixels(points1[finite], camera)
     P0 = camera.K @ np.eye(4)[:3]
