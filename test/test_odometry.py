@@ -77,8 +77,9 @@ class TestBackprojectProject:
     def test_backproject_and_triangulate_check_their_inputs(self):
         camera = Camera.from_intrinsics(500.0, 500.0, 320.0, 240.0, 640, 480)
         pixels = np.array([[100.0, 50.0], [300.0, 200.0]])
-        with pytest.raises(ValueError, match='camera.s shape'):
-            geometry.backproject(pixels, np.full((640, 480), 5.0, np.float32), camera)   # transposed
+        with pytest.raises(ValueError, match='shape .H, W. of the camera'):
+            transposed = np.full((640, 480), 5.0, np.float32)
+            geometry.backproject(pixels, transposed, camera)
         with pytest.raises(ValueError, match='floating-point metres'):
             geometry.backproject(pixels, np.full((480, 640), 5000, np.uint16), camera)
         with pytest.raises(ValueError, match='T_cam1_cam0 is not a rigid'):

@@ -142,7 +142,7 @@ def backproject(points, depth, camera: Camera) -> np.ndarray:
     camera = _check_camera(camera)
     depth = np.asarray(depth)
     if depth.shape != (camera.height, camera.width):
-        raise ValueError(f'depth must have the camera\'s shape (H, W) = '
+        raise ValueError(f'depth must have the shape (H, W) of the camera, '
                          f'{(camera.height, camera.width)}, got {depth.shape}')
     if not np.issubdtype(depth.dtype, np.floating):
         raise ValueError(f'depth must be floating-point metres, got {depth.dtype} (convert '
@@ -336,8 +336,9 @@ def triangulate(points0, points1, T_cam1_cam0, camera: Camera) -> np.ndarray:
 
     Returns:
         (N, 3) float64 points in the frame of camera 0 in the units of ``T_cam1_cam0``; NaN
-        rows for NaN input, points at infinity, or a ``T_cam1_cam0`` without translation. Points behind a camera are *not* masked:
-        check ``z > 0`` (camera 0) yourself where it matters.
+        rows for NaN input, points at infinity, or a ``T_cam1_cam0`` without translation.
+        Points behind a camera are *not* masked: check ``z > 0`` (camera 0) yourself where it
+        matters.
     """
     points0, points1 = _check_pair(points0, points1)
     camera = _check_camera(camera)
