@@ -228,6 +228,17 @@ class TestEvaluateTrajectory:
             evaluate_trajectory(stamps, gt, stamps + 100 * 10**9, gt)
         with pytest.raises(ValueError, match='need at least 3'):
             evaluate_trajectory(stamps[:2], gt[:2], stamps, gt, alignment='se3')
+        # stamps in seconds were rounded to nanoseconds and scored (ATE 2 m for a perfect run)
+        with pytest.raises(ValueError, match='integer nanoseconds, got fractional'):
+            evaluate_trajectory(stamps / 1e9, gt, stamps, gt)
+        assert evaluate_trajectory(stamps.astype(np.float64), gt, stamps, gt)['ate_rmse_m'] \
+            < 1e-9
+        with pytest.raises(ValueError, match='2 stamps are repeated'):
+            evaluate_trajectory(np.r_[stamps[:8], stamps[:2]], gt, stamps, gt)
+        reflected = gt.copy()
+        reflected[:, :3, :3] = reflected[:, :3, :3] @ np.diag([1.0, 1.0, -1.0])
+        with pytest.raises(ValueError, match='reflections'):
+            evaluate_trajectory(stamps, reflected, stamps, reflected)
 
 
 class TestInterpolatePoses:

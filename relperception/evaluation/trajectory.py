@@ -49,10 +49,16 @@ def _check_poses(name: str, stamps_ns, T_world_cam) -> tuple[np.ndarray, np.ndar
         raise ValueError(f'{name}: stamps must be a non-empty (N,) array, got shape '
                          f'{stamps.shape}')
     if not np.issubdtype(stamps.dtype, np.integer):
+        if not np.issubdtype(stamps.dtype, np.floating):
+            raise ValueError(f'{name}: stamps must be integer nanoseconds, got {stamps.dtype}')
         if not np.all(np.isfinite(stamps)):
             raise ValueError(f'{name}: stamps contain NaN or inf')
-        stamps = np.round(stamps).astype(np.int64)
+        if not np.array_equal(stamps, np.round(stamps)):
+            raise ValueError(f'{name}: stamps must be integer nanoseconds, got fractional '
+                             f'values (e.g. {stamps[0]!r}; seconds?)')
     stamps = stamps.astype(np.int64)
+    if len(np.unique(stamps)) != len(stamps):
+        raise ValueError(f'{name}: {len(stamps) - len(np.unique(stamps))} stamps are repeated')
     if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) != len(stamps):
         raise ValueError(f'{name}: poses must have shape ({len(stamps)}, 4, 4) to match the '
                          f'stamps, got {poses.shape}')
@@ -62,6 +68,10 @@ def _check_poses(name: str, stamps_ns, T_world_cam) -> tuple[np.ndarray, np.ndar
     eye = np.broadcast_to(np.eye(3), rotations.shape)
     if not np.allclose(rotations @ np.transpose(rotations, (0, 2, 1)), eye, atol=1e-4):
         raise ValueError(f'{name}: poses must be rigid transforms (orthonormal rotation)')
+    if np.any(np.linalg.det(rotations) < 0):
+        raise ValueError(f'{name}: poses must be rotations, not reflections (det(R) = -1)')
+    if not np.allclose(poses[:, 3], [0.0, 0.0, 0.0, 1.0]):
+        raise ValueError(f'{name}: the last row of every pose must be [0, 0, 0, 1]')
     return stamps, poses
 
 
