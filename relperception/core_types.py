@@ -28,13 +28,27 @@ def _as_matrix(K) -> np.ndarray:
         raise ValueError(f'camera matrix K must have shape (3, 3), got {K.shape}')
     if not np.all(np.isfinite(K)) or K[0, 0] <= 0 or K[1, 1] <= 0:
         raise ValueError(f'camera matrix K must be finite with fx, fy > 0, got {K.tolist()}')
+    if not np.array_equal(K[2], [0.0, 0.0, 1.0]) or K[1, 0] != 0.0:
+        raise ValueError(f'camera matrix K must be [[fx, s, cx], [0, fy, cy], [0, 0, 1]], got '
+                         f'{K.tolist()}')
     return K
+
+
+def _as_size(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            and not (isinstance(value, (float, np.floating)) and float(value).is_integer()):
+        raise ValueError(f'camera {name} must be a whole number of pixels, got {value!r}')
+    return int(value)
 
 
 #: ``sensor_msgs/CameraInfo`` distortion models handled, with their number of coefficients:
 #: ``plumb_bob`` and ``rational_polynomial`` are OpenCV's standard model (k1 k2 p1 p2 k3
 #: [k4 k5 k6]); ``equidistant`` is OpenCV's fisheye model (k1 k2 k3 k4).
 DISTORTION_MODELS = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
+#: Coefficient counts each model accepts: OpenCV reads 4, 5, 8, 12 or 14 under ``plumb_bob``
+#: (camera_calibration writes them so); a zero vector of any such count means no distortion.
+DISTORTION_COEFFICIENT_COUNTS = {'plumb_bob': (4, 5, 8, 12, 14),
+                                 'rational_polynomial': (8, 12, 14), 'equidistant': (4,)}
 
 
 @dataclass(frozen=True)
@@ -60,15 +74,21 @@ class Camera:
         object.__setattr__(self, 'K', _as_matrix(self.K))
         object.__setattr__(self, 'distortion',
                            np.array(self.distortion, dtype=np.float64).reshape(-1))
-        if int(self.width) <= 0 or int(self.height) <= 0:
-            raise ValueError(f'camera size must be positive, got {self.width}x{self.height}')
-        object.__setattr__(self, 'width', int(self.width))
-        object.__setattr__(self, 'height', int(self.height))
-        if self.distortion_model not in DISTORTION_MODELS:
+        width, height = _as_size(self.width, 'width'), _as_size(self.height, 'height')
+        if width <= 0 or height <= 0:
+            raise ValueError(f'camera size must be positive, got {width}x{height}')
+        object.__setattr__(self, 'width', width)
+        object.__setattr__(self, 'height', height)
+        if not isinstance(self.distortion_model, str) \
+                or self.distortion_model not in DISTORTION_MODELS:
             raise ValueError(f'distortion model {self.distortion_model!r} is not handled; use '
                              f'one of {sorted(DISTORTION_MODELS)} (or rectified images)')
-        if self.distortion_model == 'equidistant' and self.distortion.size != 4:
-            raise ValueError('the equidistant (fisheye) model needs 4 coefficients, got '
+        if not np.all(np.isfinite(self.distortion)):
+            raise ValueError('distortion coefficients must be finite')
+        counts = DISTORTION_COEFFICIENT_COUNTS[self.distortion_model]
+        if self.distortion.size not in counts:
+            raise ValueError(f'the {self.distortion_model} model needs '
+                             f'{" or ".join(map(str, counts))} coefficients, got '
                              f'{self.distortion.size}')
 
     @classmethod

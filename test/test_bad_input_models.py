@@ -193,3 +193,16 @@ class TestModelFiles:
         assert all(len(m) == 0 for m in matches)
         assert matcher.calls_with_nonfinite_output == 2
         assert sum('NaN/infinite' in r.getMessage() for r in caplog.records) == 1
+
+
+def test_loftr_infer_checks_its_images():
+    """``infer`` is public: a float image in [0, 1] was divided by 255 again (0 matches)."""
+    from relperception.matching.loftr.matcher import LoFTRMatcher
+    from relperception.matching.loftr.model import LoFTR
+
+    matcher = LoFTRMatcher({'preset': 'loftr_lite', 'input_width': 96, 'input_height': 64},
+                           model=LoFTR(preset='loftr_lite'))
+    image = np.random.default_rng(0).random((64, 96))
+    for bad in (image, np.zeros((0, 0), np.uint8), image.tolist()):
+        with pytest.raises(ValueError, match='image0'):
+            matcher.infer(bad, bad)

@@ -18,6 +18,22 @@ class TestCamera:
         assert (camera.fx, camera.fy, camera.cx, camera.cy) == (500.0, 510.0, 319.5, 239.5)
         assert not camera.has_distortion and camera.distortion.shape == (5,)
 
+    @pytest.mark.parametrize('kwargs, message', [
+        ({'distortion': [np.nan] * 5}, 'finite'),            # projected every point to NaN
+        ({'distortion': [0.1] * 3}, 'plumb_bob model needs 4 or 5'),
+        ({'distortion': [0.1] * 5, 'distortion_model': 'rational_polynomial'}, 'needs 8'),
+        ({'distortion_model': []}, 'not handled'),
+        ({'width': 640.7}, 'whole number of pixels'),       # was truncated to 640
+        ({'width': float('nan')}, 'whole number of pixels'),
+        ({'height': None}, 'whole number of pixels'),
+        ({'K': [[500.0, 0, 320], [0, 500, 240], [0, 0, 0]]}, r'\[0, 0, 1\]'),
+    ])
+    def test_malformed_camera(self, kwargs, message):
+        args = {'K': [[500.0, 0, 320], [0, 500, 240], [0, 0, 1]], 'width': 640, 'height': 480,
+                **kwargs}
+        with pytest.raises(ValueError, match=message):
+            Camera(**args)
+
     def test_scaled_keeps_pixel_centre_convention(self):
         camera = Camera.from_intrinsics(500.0, 500.0, 319.5, 239.5, 640, 480)
         half = camera.scaled(0.5)

@@ -105,6 +105,13 @@ class TestRelativePoseError:
             relative_pose_error(np.eye(4), np.eye(3), [0.0, 0.0, 0.0])
         with pytest.raises(ValueError):
             relative_pose_error(np.eye(3), np.eye(3), [1.0, 0, 0])
+        T = make_transform(np.eye(3), [1.0, 0.0, 0.0])
+        # 3 I scored R_err 0 deg, zeros 120 deg
+        for R in (3 * np.eye(3), np.zeros((3, 3)), np.diag([1.0, 1.0, -1.0])):
+            with pytest.raises(ValueError, match='R must be a rotation'):
+                relative_pose_error(T, R, [1.0, 0, 0])
+        with pytest.raises(ValueError, match='ignore_gt_t_thr'):
+            relative_pose_error(T, np.eye(3), [1.0, 0, 0], ignore_gt_t_thr=float('nan'))
 
 
 class TestEstimateRelativePose:

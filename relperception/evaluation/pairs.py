@@ -204,7 +204,8 @@ def relative_pose_error(T_0to1, R, t, ignore_gt_t_thr: float = 0.0) -> Dict[str,
         ambiguous), and ``pose_err_deg`` = their maximum.
 
     Raises:
-        ValueError: malformed inputs or a zero estimated translation.
+        ValueError: malformed inputs, an R that is not a rotation, or a zero estimated
+            translation.
     """
     T = check_transform(T_0to1, 'T_0to1')
     R = np.asarray(R, dtype=np.float64)
@@ -212,6 +213,10 @@ def relative_pose_error(T_0to1, R, t, ignore_gt_t_thr: float = 0.0) -> Dict[str,
     finite = bool(np.isfinite(R).all() and np.isfinite(t).all())
     if R.shape != (3, 3) or t.shape != (3,) or not finite:
         raise ValueError(f'R must be finite (3, 3) and t (3,), got {R.shape} and {t.shape}')
+    if not np.allclose(R @ R.T, np.eye(3), atol=1e-5) or np.linalg.det(R) < 0:
+        raise ValueError('R must be a rotation matrix (orthonormal, det +1)')
+    if not (np.isfinite(ignore_gt_t_thr) and ignore_gt_t_thr >= 0):
+        raise ValueError(f'ignore_gt_t_thr must be finite and >= 0, got {ignore_gt_t_thr}')
     t_gt = T[:3, 3]
     if np.linalg.norm(t) == 0:
         raise ValueError('estimated translation t is zero')

@@ -205,7 +205,11 @@ class LoFTRMatcher:
             in input-size pixels, ``confidence`` (M,), ``mask`` (M,) bool. With backend torch
             ``mask`` already includes ``confidence > threshold`` and only masked cells have a
             refined ``keypoints1`` (the others: the centre of the best coarse cell).
+
+        Raises:
+            ValueError: images that are not 2-D uint8 grey arrays (see ``check_gray_pair``).
         """
+        check_gray_pair(image0, image1, same_size=False)
         inputs = {'image0': self._prepare(image0), 'image1': self._prepare(image1)}
         if self.model is not None:
             # eager mode refines only masked cells: mask with the threshold (same matches)
