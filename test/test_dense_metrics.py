@@ -206,6 +206,13 @@ class TestConfusionMatrix:
         assert iou[2] == 0.0 and np.isnan(iou[1])
         assert cm.miou() == pytest.approx((0.5 + 0.0) / 2)
 
+    @pytest.mark.parametrize('args, kwargs', [((10**7,), {}), ((0,), {}), ((2.5,), {}),
+                                              ((3,), {'ignore_index': 2.7}),
+                                              ((3,), {'class_names': 'abc'})])
+    def test_bad_arguments(self, args, kwargs):
+        with pytest.raises(ValueError):   # 10**7 classes asked numpy for 728 TiB
+            ConfusionMatrix(*args, **kwargs)
+
     def test_degenerate_all_ignore(self):
         cm = ConfusionMatrix(3, ignore_index=255)
         cm.update(np.full((4, 4), 77), np.full((4, 4), 255))   # predictions there unchecked

@@ -126,6 +126,14 @@ class TestDenseModel:
             SegmentationHead({'in_channels': [8], 'inputs': [1], 'resize_factors': [1]})
 
 
+    @pytest.mark.parametrize('max_depth', [float('nan'), -1.0, 0.0, float('inf')])
+    def test_metric_depth_needs_a_positive_finite_range(self, max_depth):
+        # NaN gave NaN depth, -1 negative depth, inf infinite depth
+        with pytest.raises(ValueError, match='max_depth must be finite and > 0'):
+            build_dense_model({'backbone': TINY_VIT, 'heads': TINY_HEADS,
+                               'max_depth': max_depth})
+
+
 class TestPresets:
     """Named configurations and YAML overrides."""
 
@@ -215,6 +223,8 @@ class TestPreprocess:
         assert network_input_size((480, 640), conf) == (518, 686)
         assert network_input_size((640, 480), conf) == (686, 518)
         assert network_input_size((518, 518), conf) == (518, 518)
+        with pytest.raises(ValueError, match='crop it first'):   # 518 x 2,072,000 pixels
+            network_input_size((1, 4000), conf)
         rgb = np.random.default_rng(0).integers(0, 256, (120, 160, 3), dtype=np.uint8)
         x = prepare_image(rgb, conf)
         assert x.shape == (1, 3, 518, 686)

@@ -364,6 +364,10 @@ class TestNCCMatcher:
                                (image.tolist(), image)]:
             with pytest.raises(ValueError):
                 matcher.match(image0, image1)
+        # a suppression radius beyond the image tried to allocate 4 TB
+        for radius in (1e6, float('inf'), float('nan'), -1.0):
+            with pytest.raises(ValueError, match='min_distance_px'):
+                detect_keypoints(image, 10, 32, 0.01, 4, min_distance_px=radius)
 
     @pytest.mark.skipif(not KITTI_DIR.is_dir(), reason='KITTI development data not present')
     def test_kitti_epipolar(self):

@@ -20,9 +20,14 @@ image added, not averaged per image):
 
 from __future__ import annotations
 
+import numbers
 from typing import Dict, Optional, Sequence
 
 import numpy as np
+
+
+#: Most classes a confusion matrix holds: label images are 8-bit class ids.
+MAX_CLASSES = 256
 
 
 class ConfusionMatrix:
@@ -35,15 +40,23 @@ class ConfusionMatrix:
         class_names: optional names, one per class (for reports and plots).
 
     Raises:
-        ValueError: ``num_classes < 1`` or the wrong number of class names.
+        ValueError: ``num_classes`` outside [1, MAX_CLASSES], a non-integer ``ignore_index``
+            or the wrong number of class names.
     """
 
     def __init__(self, num_classes: int, ignore_index: Optional[int] = 255,
                  class_names: Optional[Sequence[str]] = None):
-        if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
-            raise ValueError(f'num_classes must be a positive integer, got {num_classes!r}')
+        if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Real) \
+                or int(num_classes) != num_classes or not 1 <= num_classes <= MAX_CLASSES:
+            raise ValueError(f'num_classes must be an integer in [1, {MAX_CLASSES}], got '
+                             f'{num_classes!r}')
         self.num_classes = int(num_classes)
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(
+                ignore_index, numbers.Real) or int(ignore_index) != ignore_index):
+            raise ValueError(f'ignore_index must be an integer or None, got {ignore_index!r}')
         self.ignore_index = None if ignore_index is None else int(ignore_index)
+        if isinstance(class_names, str):
+            raise ValueError('class_names must be a sequence of names, not one string')
         if class_names is not None and len(class_names) != self.num_classes:
             raise ValueError(f'{len(class_names)} class names for {self.num_classes} classes')
         self.class_names = (tuple(str(n) for n in class_names) if class_names is not None

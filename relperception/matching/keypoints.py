@@ -97,8 +97,9 @@ def detect_keypoints(image: np.ndarray, max_keypoints: int, cell_size_px: int,
         raise ValueError(f'border_px must be an integer >= 0, got {border_px!r}')
     if min_distance_px is None:
         min_distance_px = max(1.0, cell_size_px / 8.0)
-    if not min_distance_px >= 0:
-        raise ValueError(f'min_distance_px must be >= 0, got {min_distance_px!r}')
+    if not (np.isfinite(min_distance_px) and 0 <= min_distance_px <= max(image.shape)):
+        raise ValueError(f'min_distance_px must be in [0, {max(image.shape)}] (the image side), '
+                         f'got {min_distance_px!r}')
     if mask is not None:
         mask = np.asarray(mask)
         if mask.shape != image.shape:

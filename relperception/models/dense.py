@@ -27,6 +27,7 @@ A model conf with ``architecture: fast_seg`` builds
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -104,8 +105,13 @@ class DenseModel(nn.Module):
             if dconf.get('use_clstoken') and not self.backbone.has_class_token:
                 raise ValueError('heads.depth.use_clstoken needs a backbone with class tokens '
                                  f'(a ViT), not {conf["backbone"].get("name")!r}')
+            max_depth = float(conf['max_depth'])
+            if conf['depth_mode'] == 'metric' and not (math.isfinite(max_depth)
+                                                       and max_depth > 0):
+                raise ValueError(f'max_depth must be finite and > 0 (metres), got '
+                                 f'{conf["max_depth"]!r}')
             dconf.update(in_channels=channels, depth_mode=conf['depth_mode'],
-                         max_depth=float(conf['max_depth']))
+                         max_depth=max_depth)
             self.depth_head = DPTHead(dconf)
         if heads.get('segmentation'):
             sconf = dict(heads['segmentation'])

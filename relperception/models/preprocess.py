@@ -52,6 +52,11 @@ def _constrain(value: float, multiple: int, min_value: int) -> int:
     return out
 
 
+#: Most elongated image (long side / short side) the lower-bound resize takes: it keeps the
+#: aspect, so a 1 x 4000 image would become 518 x 2,072,000 pixels.
+MAX_ASPECT_RATIO = 16.0
+
+
 def network_input_size(image_hw: Tuple[int, int], model_conf: Mapping[str, Any]
                        ) -> Tuple[int, int]:
     """Return the network input size (h, w) for an image of size ``image_hw`` (H, W).
@@ -64,7 +69,8 @@ def network_input_size(image_hw: Tuple[int, int], model_conf: Mapping[str, Any]
         (h, w), both multiples of ``input.multiple``.
 
     Raises:
-        ValueError: non-positive image size or unknown resize rule.
+        ValueError: non-positive image size, unknown resize rule, or (lower-bound rule) an
+            image more elongated than :data:`MAX_ASPECT_RATIO`.
     """
     height, width = int(image_hw[0]), int(image_hw[1])
     if height < 1 or width < 1:
@@ -75,6 +81,10 @@ def network_input_size(image_hw: Tuple[int, int], model_conf: Mapping[str, Any]
         return target_h, target_w
     if inp['resize'] != 'lower_bound':
         raise ValueError(f'unknown input.resize {inp["resize"]!r}')
+    if max(height, width) > MAX_ASPECT_RATIO * min(height, width):
+        raise ValueError(f'a {width}x{height} image is more than {MAX_ASPECT_RATIO:g} times '
+                         'wider than high (or the reverse); its lower-bound resize would '
+                         'be huge: crop it first')
     scale = max(target_h / height, target_w / width)
     return (_constrain(scale * height, multiple, target_h),
             _constrain(scale * width, multiple, target_w))
