@@ -387,3 +387,25 @@ class TestNCCMatcher:
         error = sampson_distance(matches.keypoints0, matches.keypoints1, F)
         assert np.median(error) < 1.0
         assert np.mean(error < 3.0) > 0.9
+
+
+class TestBaselineMatchers:
+    @pytest.mark.parametrize('name, conf, message', [
+        ('klt', {'window_size': 0}, 'klt.window_size must be >= 5'),         # was a cv2.error
+        ('klt', {'pyramid_levels': 0}, 'klt.pyramid_levels must be >= 1'),
+        ('klt', {'max_forward_backward_px': float('nan')}, 'finite'),        # matched nothing
+        ('orb', {'ratio_test': 5.0}, 'orb.ratio_test must be <= 1.0'),       # was taken
+        ('orb', {'max_keypoints': -1}, 'orb.max_keypoints must be >= 16'),
+        ('orb', [1, 2], 'must be a mapping'),
+    ])
+    def test_configuration_checked_against_the_schema(self, name, conf, message):
+        with pytest.raises(ValueError, match=message):
+            build_matcher(name, conf)
+
+    def test_klt_predict_must_give_one_position_per_keypoint(self):
+        image = textured_image(120, 160)
+        matcher = build_matcher('klt')
+        assert len(matcher.match(image, np.roll(image, 2, 1), predict=lambda k: k + [2, 0]))
+        for predict in (lambda k: k[:, :1], lambda k: k[1:]):   # broadcast silently before
+            with pytest.raises(ValueError, match='predict must return'):
+                matcher.match(image, np.roll(image, 2, 1), predict=predict)

@@ -139,6 +139,9 @@ def build_matcher(name: str, conf: Optional[Mapping] = None) -> Matcher:
     factory = _FACTORIES.get(name)
     if factory is None:
         raise ValueError(f'unknown matcher {name!r}; choose one of {available_matchers()}')
+    if conf is not None and not isinstance(conf, Mapping):
+        raise ValueError(f'the {name} configuration must be a mapping, got '
+                         f'{type(conf).__name__}')
     return factory(conf)
 
 

@@ -17,18 +17,23 @@ from typing import Callable, Optional
 import cv2
 import numpy as np
 
+from relperception.config import SPECS
 from relperception.core_types import Matches
 from relperception.matching.base import check_gray_pair
 from relperception.matching.keypoints import detect_keypoints
 
 
 def _merge_conf(default_conf: dict, conf: Optional[dict], name: str) -> dict:
+    """Return ``default_conf`` updated by ``conf``, each value checked against the schema."""
     conf = dict(conf or {})
     unknown = set(conf) - set(default_conf)
     if unknown:
         raise ValueError(f'unknown {name} configuration keys {sorted(unknown)}; '
                          f'known: {sorted(default_conf)}')
-    return {**default_conf, **conf}
+    # the bounds of the configuration schema (klt.window_size 0 was a cv2.error, a NaN
+    # forward-backward limit silently matched nothing, orb.ratio_test 5 was taken)
+    return {**default_conf,
+            **{key: SPECS[f'{name}.{key}'].validate(value) for key, value in conf.items()}}
 
 
 class KLTMatcher:
@@ -60,6 +65,9 @@ class KLTMatcher:
         p1_init = None
         if predict is not None:
             predicted = np.asarray(predict(keypoints0), np.float32)
+            if predicted.shape != keypoints0.shape:
+                raise ValueError(f'predict must return ({len(keypoints0)}, 2) positions, one per '
+                                 f'keypoint, got shape {predicted.shape}')
             p1_init = np.where(np.isfinite(predicted), predicted, keypoints0).reshape(-1, 1, 2)
             flags = cv2.OPTFLOW_USE_INITIAL_FLOW
         lk = {'winSize': (c['window_size'], c['window_size']), 'maxLevel': c['pyramid_levels'] - 1,
