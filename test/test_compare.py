@@ -140,6 +140,48 @@ def test_a_killed_study_resumes_without_recomputing_finished_cells(study_inputs,
     assert (cells[0].folder / CELL_FILE).stat().st_mtime_ns == stamp
 
 
+@pytest.mark.parametrize('to_group', [False, True], ids=['driver', 'process group'])
+def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
+    """SIGINT ends a study with 130 and leaves no worker behind.
+
+    Sent to the driver alone (``kill -INT``, ``timeout -s INT``) or to its process group (a
+    terminal's Ctrl-C). The pool used to go on with its queue and the driver then waited
+    forever.
+    """
+    root, bags, configs = study_inputs
+    output = tmp_path / 'out'
+    specs = ['default', f'{configs[1].name}={configs[1].path}']
+    for matcher in ('klt', 'orb'):
+        (tmp_path / f'{matcher}.yaml').write_text(f'matcher: {matcher}\n')
+        specs.append(str(tmp_path / f'{matcher}.yaml'))
+    cells = plan_cells(bags, [parse_config_spec(spec) for spec in specs], output)
+    study_run = subprocess.Popen(
+        [sys.executable, '-c', 'import sys; from relperception.cli.main import main; '
+         'sys.exit(main(sys.argv[1:]))', 'compare', '--bags', *map(str, bags), '--configs',
+         *specs, '--workers', '1', '-o', str(output), '--no-progress'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert wait_for(lambda: any((c.folder / CELL_FILE).is_file() for c in cells),
+                        timeout=180.0)
+        (os.killpg if to_group else os.kill)(study_run.pid, signal.SIGINT)
+        _, stderr = study_run.communicate(timeout=60)
+    finally:
+        if study_run.poll() is None:
+            os.killpg(study_run.pid, signal.SIGKILL)
+
+    def group_gone():
+        try:
+            os.killpg(study_run.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    assert study_run.returncode == 130
+    assert wait_for(group_gone, timeout=30.0)   # no worker or bundle-adjustment process left
+    assert b'Traceback' not in stderr
+    assert not (output / 'results.json').exists()
+
+
 def _exit_on_doomed_bag(cell, mode, plots):
     """Stand-in for run_cell in a pool worker: the worker process dies on the bag 'doomed'."""
     if cell.bag.name == 'doomed':

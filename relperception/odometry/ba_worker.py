@@ -23,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import multiprocessing.util
+import signal
 import sys
 import threading
 import types
@@ -42,12 +43,21 @@ def _warm_up() -> bool:
     return True
 
 
+def _leave_interrupts_to_the_parent() -> None:
+    """Ignore Ctrl-C in the worker: the parent gets it and shuts the worker down.
+
+    (A SIGINT to the process group printed the worker's KeyboardInterrupt traceback.)
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _pool() -> concurrent.futures.ProcessPoolExecutor:
     global _executor
     with _lock:
         if _executor is None:
             executor = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context('spawn'))
+                max_workers=1, mp_context=multiprocessing.get_context('spawn'),
+                initializer=_leave_interrupts_to_the_parent)
             main = sys.modules.get('__main__')
             sys.modules['__main__'] = types.ModuleType('__main__')
             try:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
+from relperception.interruption import INTERRUPTIONS, raise_on_sigterm
 
 logger = logging.getLogger(__name__)
 
@@ -384,16 +385,34 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
     context = multiprocessing.get_context('spawn')
     broken = []
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=pin_threads,
+                                                initializer=_start_cell_worker,
                                                 initargs=(threads,)) as pool:
         futures = {pool.submit(run_cell, cells[i], mode, plots): i for i in indices}
-        for future in concurrent.futures.as_completed(futures):
-            index = futures[future]
-            try:
-                record(index, {**future.result(), 'reused': False})
-            except concurrent.futures.process.BrokenProcessPool:
-                broken.append(index)
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                index = futures[future]
+                try:
+                    record(index, {**future.result(), 'reused': False})
+                except concurrent.futures.process.BrokenProcessPool:
+                    broken.append(index)
+        except INTERRUPTIONS:
+            # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
+            # worker: the cell keeps what it computed) and the workers exit. Without this the
+            # pool went on with the queue and Ctrl-C never ended compare.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                child.terminate()
+            raise
     return sorted(broken)
+
+
+def _start_cell_worker(threads: int) -> None:
+    """Set up a cell worker: ``threads`` threads, Ctrl-C left to the parent, SIGTERM raised."""
+    import signal
+
+    pin_threads(threads)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise_on_sigterm()
 
 
 def _identity(cell: Cell) -> dict:
