@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import pytest
 from relperception.atomic_files import atomic_open, atomic_path, partial_name
-from relperception.cli.main import EXIT_INTERRUPTED, main as cli_main
+from relperception.cli.main import EXIT_INTERRUPTED, EXIT_TERMINATED, main as cli_main
 from relperception.config import load_config
 from relperception.imaging import write_image
 from relperception.interruption import (deferred_interruptions, interruption_error,
@@ -292,3 +292,25 @@ class TestOutputs:
         assert 0 < summary['frames_processed'] < 250
         assert any('SIGTERM' in e for e in summary['errors'])
         assert (tmp_path / 'out' / 'trajectory.tum').is_file()
+
+    def test_interrupted_eval_command_writes_its_report(self, long_bag, tmp_path, monkeypatch):
+        """The report a user opens first describes the interrupted run, not an earlier one."""
+        from relperception.pipeline.vo_pipeline import VOPipeline
+
+        output = tmp_path / 'out'
+        output.mkdir()
+        (output / 'report.html').write_text('<title>an earlier run</title>')
+        (output / 'summary.json').write_text(json.dumps({'outputs': {}}))
+        process, calls = VOPipeline.process, []
+
+        def process_then_terminate(pipeline, *args, **kwargs):
+            calls.append(1)
+            if len(calls) == 20:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return process(pipeline, *args, **kwargs)
+
+        monkeypatch.setattr(VOPipeline, 'process', process_then_terminate)
+        assert cli_main(['eval', str(long_bag), '-o', str(output), '--no-progress',
+                         '--no-plots']) == EXIT_TERMINATED
+        report = (output / 'report.html').read_text()
+        assert 'an earlier run' not in report and 'terminated (SIGTERM)' in report

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from pathlib import Path
 import shlex
@@ -110,3 +111,29 @@ def check_output_folder(path) -> None:
     if path.exists() and not path.is_dir():
         raise ValueError(f'-o {path} exists and is not a folder; give a folder (it is created '
                          'if missing)')
+
+
+def write_report_of_interrupted_run(output, command: str, config) -> None:
+    """Write ``report.html`` from the ``summary.json`` an interrupted eval or replay left.
+
+    Those runs write what they scored before they re-raise the interruption; the report a user
+    opens first must say the same (nothing is written when no summary was left).
+
+    Args:
+        output: the run's output folder.
+        command: the command line, for the report.
+        config: the flat configuration the run used.
+    """
+    import json
+
+    from relperception.config import defaults
+    from relperception.evaluation.html_report import eval_report, write_report
+
+    summary_path = Path(output) / 'summary.json'
+    if not summary_path.is_file():
+        return
+    try:
+        summary = json.loads(summary_path.read_text(encoding='utf-8'))
+        write_report(output, eval_report(summary, output, command, config, defaults()))
+    except (OSError, ValueError, KeyError, TypeError) as error:   # never hide the interruption
+        logging.getLogger(__name__).warning('no report.html for the interrupted run: %s', error)

@@ -57,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the bag, write the report and log the key metrics; 1 if nothing was tracked."""
-    from relperception.cli.common import command_line
+    from relperception.cli.common import command_line, write_report_of_interrupted_run
     from relperception.config import defaults, load_config
+    from relperception.interruption import INTERRUPTIONS
     from relperception.evaluation.html_report import eval_report, write_report
     from relperception.pipeline.offline_eval import evaluate_bag
 
@@ -69,13 +70,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError('--gt-scale gives monocular odometry its scale; --mode rgbd takes it '
                          'from the depth images (use --mode mono)')
     config = load_config(args.config)
-    summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
-                           max_frames=args.max_frames, progress=not args.no_progress,
-                           gt_scale=args.gt_scale, plots=not args.no_plots,
-                           dense=args.dense, dense_stride=args.dense_stride,
-                           depth_source=args.depth_from,
-                           gt_scale_noise=args.gt_scale_noise,
-                           rectified_input=args.rectified_input)
+    try:
+        summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
+                               max_frames=args.max_frames, progress=not args.no_progress,
+                               gt_scale=args.gt_scale, plots=not args.no_plots,
+                               dense=args.dense, dense_stride=args.dense_stride,
+                               depth_source=args.depth_from,
+                               gt_scale_noise=args.gt_scale_noise,
+                               rectified_input=args.rectified_input)
+    except INTERRUPTIONS:
+        write_report_of_interrupted_run(args.output, command_line(args), config)
+        raise
     report = write_report(args.output, eval_report(summary, args.output, command_line(args),
                                                    config, defaults()))
     logger.info('report written to %s (open %s first)', args.output, report)

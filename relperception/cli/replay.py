@@ -57,17 +57,22 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when odometry came out of the nodes, 1 otherwise.
     """
-    from relperception.cli.common import command_line
+    from relperception.cli.common import command_line, write_report_of_interrupted_run
     from relperception.config import defaults, load_parameter_file
+    from relperception.interruption import INTERRUPTIONS
     from relperception.evaluation.html_report import eval_report, write_report
     from relperception.nodes.replay import replay_bag
 
     parameter_file = load_parameter_file(args.config)
-    summary = replay_bag(args.bag, args.output, parameter_file.config, rate=args.rate,
-                         separate_processes=args.separate_processes,
-                         fastdds_profile=not args.no_fastdds_profile, startup_s=args.startup_s,
-                         namespace=args.namespace, plots=not args.no_plots,
-                         parameter_file=parameter_file)
+    try:
+        summary = replay_bag(args.bag, args.output, parameter_file.config, rate=args.rate,
+                             separate_processes=args.separate_processes,
+                             fastdds_profile=not args.no_fastdds_profile,
+                             startup_s=args.startup_s, namespace=args.namespace,
+                             plots=not args.no_plots, parameter_file=parameter_file)
+    except INTERRUPTIONS:
+        write_report_of_interrupted_run(args.output, command_line(args), parameter_file.config)
+        raise
     for topic, stats in summary['output_topics'].items():
         logger.info('%s: %d/%d frames out, %d dropped, latency median %.1f ms, p95 %.1f ms',
                     topic, stats['frames_out'], stats['frames_in'], stats['dropped_frames'],

@@ -23,9 +23,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import cv2
 import numpy as np
 from relperception.atomic_files import write_text_atomic
+from relperception.evaluation.report import REPORT_NAME
 
-#: File name of the report in a run's output folder.
-REPORT_NAME = 'report.html'
 #: Embedded PNGs larger than this are re-encoded as JPEG (quality 85) when that is smaller.
 _JPEG_ABOVE_BYTES = 300_000
 

@@ -239,8 +239,10 @@ def format_metrics_table(rows: Mapping[str, Mapping[str, Any]],
     return '\n'.join('  '.join(cell.rjust(w) for cell, w in zip(row, widths)) for row in lines)
 
 
-#: Files every run summary lists besides its ``outputs``.
-_RUN_FILES = ('summary.json', 'timing.csv')
+#: File name of the report in a run's output folder.
+REPORT_NAME = 'report.html'
+#: Files every run summary lists besides its ``outputs`` (and its report).
+_RUN_FILES = ('summary.json', 'timing.csv', REPORT_NAME)
 
 
 def remove_earlier_outputs(output_dir: str | Path) -> list[str]:
