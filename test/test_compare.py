@@ -318,6 +318,9 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     assert parse_config_spec(str(configs[1].path)).name == 'small'
     with pytest.raises(ValueError, match='unique'):
         plan_cells(bags, [configs[0], configs[0]], tmp_path)
+    # 'a b' and 'a_b' shared the folder cells/<bag>__a_b: one row linked the other's results
+    with pytest.raises(ValueError, match='unique as folder names'):
+        plan_cells(bags, [StudyConfig('a b', configs[1].path), StudyConfig('a_b')], tmp_path)
     with pytest.raises(ValueError, match='at least one'):
         plan_cells([], configs, tmp_path)
     with pytest.raises(ValueError, match='workers'):
@@ -341,3 +344,18 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     loaded_bags, loaded_configs, _ = load_study(study)
     assert loaded_bags == [tmp_path / os.path.relpath(bags[0], tmp_path)]
     assert loaded_configs == [StudyConfig('a')]
+
+
+def test_a_changed_weights_file_changes_the_cell_key(study_inputs, tmp_path):
+    """A rerun reused the cells of weights that had been replaced under the same path."""
+    root, bags, _ = study_inputs
+    weights = tmp_path / 'mine.safetensors'
+    weights.write_bytes(b'first')
+    config = tmp_path / 'mine.yaml'
+    config.write_text(f'matcher: loftr\nloftr:\n  weights: {weights}\n')
+    before = plan_cells(bags[:1], [parse_config_spec(str(config))], tmp_path / 'out')[0].key
+    assert plan_cells(bags[:1], [parse_config_spec(str(config))],
+                      tmp_path / 'out')[0].key == before
+    weights.write_bytes(b'second, longer')
+    assert plan_cells(bags[:1], [parse_config_spec(str(config))],
+                      tmp_path / 'out')[0].key != before

@@ -175,8 +175,22 @@ def bag_fingerprint(bag) -> str:
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
-    """Return a hash of every parameter of a flat configuration."""
-    text = json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=str)
+    """Return a hash of every parameter of a flat configuration and of the files it names.
+
+    A string value that names an existing file (weights, an ONNX model, an engine) adds that
+    file's size and modification time, so a changed file is not taken for the same
+    configuration (a rerun reused the cells of replaced weights).
+    """
+    values = {k: config[k] for k in sorted(config)}
+    files = {}
+    for key, value in values.items():
+        if isinstance(value, str) and value:
+            path = Path(value)
+            if path.is_file():
+                stat = path.stat()
+                files[key] = f'{stat.st_size}:{stat.st_mtime_ns}'
+    text = json.dumps({'values': values, 'files': files} if files else values,
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -192,13 +206,17 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
 
     Raises:
         ValueError: no bags or configurations, a bag that does not exist, two configurations
-            with one name, or two bags with one name.
+            with one name (or one folder name), or two bags with one name.
     """
     if not bags or not configs:
         raise ValueError('a study needs at least one bag and one configuration')
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError(f'configuration names must be unique, got {names}')
+    folders = [_slug(name) for name in names]
+    if len(set(folders)) != len(folders):
+        raise ValueError(f'configuration names must stay unique as folder names, got {names} '
+                         f'-> {folders}')
     bags = [Path(b) for b in bags]
     for bag in bags:
         if not bag.exists():
