@@ -136,6 +136,11 @@ class TestConflictingOptions:
         (['viz', 'match', '--image0', 'a.png', '--image1', 'b.png', '-o', 'o', '--pixel', 'nan',
           '10'],
          'argument --pixel: must be a finite number, got nan'),
+        # 1e-300 and inf ended as internal errors (OverflowError); nan ran for a second
+        (['replay', 'bag', '-o', 'o', '--rate', '1e-300'],
+         'argument --rate: must be in [0.01, 100], got 1e-300'),
+        (['run', '--duration', 'nan'], 'argument --duration: must be a finite number, got nan'),
+        (['run', '--duration', '1e300'], 'argument --duration: must be in [0.001, 1e+07]'),
     ])
     def test_bad_numbers_are_usage_errors(self, argv, message, capsys):
         with pytest.raises(SystemExit) as exit_info:
@@ -147,3 +152,17 @@ class TestConflictingOptions:
                                 '--min-size', '512x512', '--max-size', '64x64'], caplog)
         assert code == EXIT_BAD_INPUT
         one_clear_line(errors, '--min-size 512x512 is larger than --max-size 64x64')
+
+
+class TestRunGraphNames:
+    @pytest.mark.parametrize('argv, words', [
+        (['run', '--namespace', '1abc'], ("--namespace '/1abc' is not a valid ROS namespace",
+                                          'starts with a number')),
+        (['run', '--namespace', '/a//b'], ('repeated',)),
+        (['run', '--image-topic', '/x', '--camera-info-topic', '/x'],
+         ("image_topic and camera_info_topic are both '/x'",)),
+    ])
+    def test_refused_before_any_node_starts(self, argv, words, caplog):
+        code, errors = run_cli([*argv, '--duration', '1'], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, *words)

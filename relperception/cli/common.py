@@ -69,6 +69,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+def float_in_range(low: float, high: float):
+    """Return an argparse ``type`` parsing a finite number in [``low``, ``high``]."""
+    def parse(text: str) -> float:
+        value = finite_float(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f'must be in [{low:g}, {high:g}], got {text}')
+        return value
+
+    parse.__name__ = f'number in [{low:g}, {high:g}]'
+    return parse
+
+
 def nonnegative_float(text: str) -> float:
     """Parse a finite number ``>= 0`` (an argparse ``type``)."""
     value = finite_float(text)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from relperception.cli.common import float_in_range
+
 HELP = 'replay a rosbag2 recording live through DDS into the nodes, record and score them'
 #: -o names a folder (checked before the command runs).
 WRITES_FOLDER = True
@@ -34,13 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'its recorded_bag/) are replaced')
     parser.add_argument('--config', metavar='YAML',
                         help='parameter file (ROS 2 parameter file, nested or flat YAML)')
-    parser.add_argument('--rate', type=float, default=1.0, metavar='K',
-                        help='playback speed factor on the recorded times (default 1.0)')
+    parser.add_argument('--rate', type=float_in_range(0.01, 100.0), default=1.0, metavar='K',
+                        help='playback speed factor on the recorded times, 0.01-100 '
+                             '(default 1.0)')
     parser.add_argument('--separate-processes', action='store_true',
                         help='run each node in its own process (as ros2 launch does)')
     parser.add_argument('--no-fastdds-profile', action='store_true',
                         help='do not apply the packaged Fast DDS profile')
-    parser.add_argument('--startup-s', type=float, default=30.0, metavar='S',
+    parser.add_argument('--startup-s', type=float_in_range(0.001, 3600.0), default=30.0,
+                        metavar='S',
                         help='longest wait for the nodes to subscribe (default 30 s)')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='namespace for the nodes, the replayed inputs, /clock and '

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from relperception.cli.common import float_in_range
+
 HELP = ('run the matcher and odometry nodes (and, with --dense, the dense node) live on ROS 2 '
         'topics, in one process')
 
@@ -67,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'publish_tf, camera_mount_source (tf or parameter), '
                              'camera_mount_xyz_qxyzw ("x y z qx qy qz qw"), '
                              'rectified_input')
-    parser.add_argument('--duration', type=float, default=None, metavar='S',
+    parser.add_argument('--duration', type=float_in_range(0.001, 1e7), default=None,
+                        metavar='S',
                         help='stop after S seconds (default: run until Ctrl-C)')
 
 
@@ -83,8 +86,6 @@ def run(args: argparse.Namespace) -> int:
     from relperception.config import load_parameter_file
     from relperception.nodes import graph
 
-    if args.duration is not None and args.duration <= 0:
-        raise ValueError(f'--duration must be > 0, got {args.duration}')
     parameter_file = load_parameter_file(args.config)
     config = parameter_file.config
     descriptions = graph.node_set(

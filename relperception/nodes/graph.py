@@ -173,6 +173,29 @@ def launch_odometry_parameters(arguments: Mapping[str, str]) -> Dict[str, Any]:
     return values
 
 
+def normalize_namespace(namespace: str) -> str:
+    """Return ``namespace`` as '' (the root) or an absolute ROS namespace (``/robot1``).
+
+    Raises:
+        ValueError: not a valid ROS namespace (e.g. a part starting with a digit, '//',
+            spaces), with rclpy's reason on one line.
+    """
+    from rclpy.exceptions import InvalidNamespaceException
+    from rclpy.validate_namespace import validate_namespace
+
+    namespace = str(namespace).strip().rstrip('/')
+    if namespace and not namespace.startswith('/'):
+        namespace = '/' + namespace
+    if namespace:
+        try:
+            validate_namespace(namespace)
+        except InvalidNamespaceException as error:
+            reason = ' '.join(str(error).split('\n')[0].split()).rstrip(':')
+            raise ValueError(f'--namespace {namespace!r} is not a valid ROS namespace '
+                             f'({reason})') from None
+    return namespace
+
+
 def _absolute_or_relative(topic: str, what: str) -> str:
     topic = topic.strip()
     if not topic:
@@ -240,9 +263,10 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     wheel_odom_topic = wheel_odom_topic.strip()
     if wheel_odom_topic:
         wheel_odom_topic = _absolute_or_relative(wheel_odom_topic, 'wheel_odom_topic')
-    namespace = namespace.strip().rstrip('/')
-    if namespace and not namespace.startswith('/'):
-        namespace = '/' + namespace
+    namespace = normalize_namespace(namespace)
+    if image_topic == camera_info_topic:
+        raise ValueError(f'image_topic and camera_info_topic are both {image_topic!r}; they '
+                         'carry different messages')
 
     image_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
     if image_transport == 'compressed':

@@ -118,9 +118,7 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     from relperception.data.bag_frames import require_topic, resolve_mode
 
     bag = Path(bag)
-    namespace = namespace.strip().rstrip('/')
-    if namespace and not namespace.startswith('/'):
-        namespace = '/' + namespace
+    namespace = graph.normalize_namespace(namespace)
     with BagReader(bag) as reader:
         bag_topics = reader.topics
         counts = reader.message_counts
@@ -296,8 +294,14 @@ class _Recorder:
                  'path': (PathMsg, 'nav_msgs/msg/Path'),
                  'diagnostics': (DiagnosticArray, 'diagnostic_msgs/msg/DiagnosticArray')}
         if bag_path.exists():
-            if not (bag_path / 'metadata.yaml').exists():
-                raise FileExistsError(f'{bag_path} exists and is not a bag; not replacing it')
+            unfinished = bag_path.is_dir() and all(
+                p.is_file() and p.suffix in ('.mcap', '.db3') for p in bag_path.iterdir())
+            if not (bag_path / 'metadata.yaml').exists() and not unfinished:
+                raise FileExistsError(f'{bag_path} exists and is not a bag; not replacing it '
+                                      '(move or delete it)')
+            if unfinished and not (bag_path / 'metadata.yaml').exists():
+                logger.warning('%s: replacing the unfinished recording of an earlier run that '
+                               'stopped before it closed its bag', bag_path)
             shutil.rmtree(bag_path)
         self._writer = Writer(bag_path, version=Writer.VERSION_LATEST,
                               storage_plugin=StoragePlugin.MCAP)
