@@ -140,6 +140,8 @@ class TestConflictingOptions:
         (['replay', 'bag', '-o', 'o', '--rate', '1e-300'],
          'argument --rate: must be in [0.01, 100], got 1e-300'),
         (['run', '--duration', 'nan'], 'argument --duration: must be a finite number, got nan'),
+        (['demo', '-o', 'o', '--dense-stride', '0'],   # was a ZeroDivisionError
+         'argument --dense-stride: must be >= 1, got 0'),
         (['run', '--duration', '1e300'], 'argument --duration: must be in [0.001, 1e+07]'),
     ])
     def test_bad_numbers_are_usage_errors(self, argv, message, capsys):

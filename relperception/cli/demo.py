@@ -22,6 +22,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from relperception.cli.common import int_at_least
+
 HELP = 'end-to-end demo: synthetic bag -> RGB-D and monocular visual odometry -> evo report'
 #: -o names a folder (checked before the command runs).
 WRITES_FOLDER = True
@@ -41,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--height', type=int, default=480, help='image height (default 480)')
     parser.add_argument('--config', help='YAML configuration for the VO pipeline')
     parser.add_argument('--no-progress', action='store_true', help='no progress bars')
-    parser.add_argument('--dense-stride', type=int, default=10, metavar='N',
+    parser.add_argument('--dense-stride', type=int_at_least(1), default=10, metavar='N',
                         help='run the dense model on every N-th frame (default 10)')
     parser.add_argument('--no-dense', action='store_true', help='skip the dense-model report')
     parser.add_argument('--no-loftr', action='store_true',

@@ -125,6 +125,8 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag)
     info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
     depth_topic = config['topics.depth'] or None
+    if depth_topic is not None and depth_topic not in bag_topics:
+        logger.info('bag has no depth topic %s', depth_topic)   # as eval says it
     num_depth = counts.get(depth_topic, 0) if depth_topic in bag_topics else 0
     mode = resolve_mode(str(config['odometry.mode']), num_depth, counts.get(image_topic, 0),
                         depth_topic)
