@@ -236,6 +236,21 @@ def small_bag(tmp_path_factory):
     return write_bag(tmp_path_factory)
 
 
+def _terminate_at_frame(monkeypatch, frame: int) -> None:
+    """Send this process SIGTERM while the VO pipeline processes its ``frame``-th frame."""
+    from relperception.pipeline.vo_pipeline import VOPipeline
+
+    process, calls = VOPipeline.process, []
+
+    def process_then_terminate(pipeline, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == frame:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return process(pipeline, *args, **kwargs)
+
+    monkeypatch.setattr(VOPipeline, 'process', process_then_terminate)
+
+
 class TestOutputs:
     def test_earlier_run_files_are_replaced(self, small_bag, tmp_path, caplog):
         output = tmp_path / 'out'
@@ -262,7 +277,6 @@ class TestOutputs:
 
     def test_interrupted_eval_keeps_what_it_computed(self, long_bag, tmp_path, monkeypatch):
         from relperception.pipeline.offline_eval import evaluate_bag
-        from relperception.pipeline.vo_pipeline import VOPipeline
 
         # Like KeyboardInterrupt: the bag reader's "keep what was read" handler (except
         # Exception) must not swallow it, wherever the signal lands.
@@ -270,15 +284,7 @@ class TestOutputs:
 
         # SIGTERM arrives while the 20th frame is processed (not after a fixed time, which a
         # fast machine finishes the bag in, and a loaded one may not have started it by).
-        process, calls = VOPipeline.process, []
-
-        def process_then_terminate(pipeline, *args, **kwargs):
-            calls.append(1)
-            if len(calls) == 20:
-                os.kill(os.getpid(), signal.SIGTERM)
-            return process(pipeline, *args, **kwargs)
-
-        monkeypatch.setattr(VOPipeline, 'process', process_then_terminate)
+        _terminate_at_frame(monkeypatch, 20)
         previous = raise_on_sigterm()
         try:
             with pytest.raises(Terminated):
@@ -295,21 +301,11 @@ class TestOutputs:
 
     def test_interrupted_eval_command_writes_its_report(self, long_bag, tmp_path, monkeypatch):
         """The report a user opens first describes the interrupted run, not an earlier one."""
-        from relperception.pipeline.vo_pipeline import VOPipeline
-
         output = tmp_path / 'out'
         output.mkdir()
         (output / 'report.html').write_text('<title>an earlier run</title>')
         (output / 'summary.json').write_text(json.dumps({'outputs': {}}))
-        process, calls = VOPipeline.process, []
-
-        def process_then_terminate(pipeline, *args, **kwargs):
-            calls.append(1)
-            if len(calls) == 20:
-                os.kill(os.getpid(), signal.SIGTERM)
-            return process(pipeline, *args, **kwargs)
-
-        monkeypatch.setattr(VOPipeline, 'process', process_then_terminate)
+        _terminate_at_frame(monkeypatch, 20)
         assert cli_main(['eval', str(long_bag), '-o', str(output), '--no-progress',
                          '--no-plots']) == EXIT_TERMINATED
         report = (output / 'report.html').read_text()
