@@ -48,16 +48,26 @@ def int_at_least(minimum: int):
     A count such as ``--batch-size 0`` is refused where it is parsed, with the option's name,
     instead of failing later inside training (a division by zero, an empty list).
     """
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
+    return _bounded(_integer, lambda value: value >= minimum, f'>= {minimum}',
+                    f'integer >= {minimum}')
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
+
+
+def _bounded(convert, accept, bounds: str, name: str):
+    """Return an argparse ``type``: ``convert(text)``, refused unless ``accept`` takes it."""
+    def parse(text: str):
+        value = convert(text)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f'must be {bounds}, got {text}')
         return value
 
-    parse.__name__ = f'integer >= {minimum}'
+    parse.__name__ = name
     return parse
 
 
@@ -71,14 +81,8 @@ def positive_float(text: str) -> float:
 
 def float_in_range(low: float, high: float):
     """Return an argparse ``type`` parsing a finite number in [``low``, ``high``]."""
-    def parse(text: str) -> float:
-        value = finite_float(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f'must be in [{low:g}, {high:g}], got {text}')
-        return value
-
-    parse.__name__ = f'number in [{low:g}, {high:g}]'
-    return parse
+    return _bounded(finite_float, lambda value: low <= value <= high,
+                    f'in [{low:g}, {high:g}]', f'number in [{low:g}, {high:g}]')
 
 
 def nonnegative_float(text: str) -> float:
