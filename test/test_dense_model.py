@@ -125,7 +125,6 @@ class TestDenseModel:
         with pytest.raises(ValueError, match='inputs'):
             SegmentationHead({'in_channels': [8], 'inputs': [1], 'resize_factors': [1]})
 
-
     @pytest.mark.parametrize('max_depth', [float('nan'), -1.0, 0.0, float('inf')])
     def test_metric_depth_needs_a_positive_finite_range(self, max_depth):
         # NaN gave NaN depth, -1 negative depth, inf infinite depth
