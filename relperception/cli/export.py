@@ -133,14 +133,14 @@ def run(args: argparse.Namespace) -> int:
             low > high for low, high in zip(args.min_size, args.max_size)):
         raise ValueError(f'--min-size {args.min_size[0]}x{args.min_size[1]} is larger than '
                          f'--max-size {args.max_size[0]}x{args.max_size[1]} (HxW)')
+    tensorrt_version = _tensorrt_version(args)  # a bad version fails before the export
+    size = (args.height, args.width) if args.height is not None else None
+    precision = _precision(args)
     suffixes = OUTPUT_SUFFIXES[args.fmt]
     if Path(args.output).suffix.lower() not in suffixes:
         raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '
                          f'{args.output} names another kind (a .engine file read as ONNX, or '
                          f'the reverse, fails where it is loaded)')
-    tensorrt_version = _tensorrt_version(args)  # a bad version fails before the export
-    size = (args.height, args.width) if args.height is not None else None
-    precision = _precision(args)
     export = {'fmt': args.fmt, 'weights': args.weights, 'random_weights': args.random_weights,
               'size': size, 'min_size': args.min_size, 'max_size': args.max_size,
               'fp16': args.fp16, 'two_stage': args.two_stage}
