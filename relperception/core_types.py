@@ -47,8 +47,8 @@ def _as_size(value, name: str) -> int:
 DISTORTION_MODELS = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
 #: Coefficient counts each model accepts: OpenCV reads 4, 5, 8, 12 or 14 under ``plumb_bob``
 #: (camera_calibration writes them so); a zero vector of any such count means no distortion.
-DISTORTION_COEFFICIENT_COUNTS = {'plumb_bob': (4, 5, 8, 12, 14),
-                                 'rational_polynomial': (8, 12, 14), 'equidistant': (4,)}
+DISTORTION_COEFFICIENT_COUNTS = {'plumb_bob': (4, 5, 8, 12, 14), 'rational_polynomial': (8,),
+                                 'equidistant': (4,)}
 
 
 @dataclass(frozen=True)

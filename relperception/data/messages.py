@@ -128,8 +128,6 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     K = k.reshape(3, 3)
     if not (np.isfinite(K).all() and K[0, 0] > 0 and K[1, 1] > 0):
         raise ValueError(f'CameraInfo camera matrix is singular or not finite: {K.tolist()}')
-    if not np.allclose(K[2], [0.0, 0.0, 1.0]) or K[1, 0] != 0.0:
-        raise ValueError(f'CameraInfo.k is not a pinhole camera matrix: {K.tolist()}')
     if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
         raise ValueError(f'principal point ({K[0, 2]}, {K[1, 2]}) lies outside the '
                          f'{width}x{height} image')
@@ -142,17 +140,10 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
                          f'{sorted(DISTORTION_MODELS)}, or rectified images with '
                          'rectified_input')
     d = np.asarray(msg.d, dtype=np.float64).reshape(-1)
-    expected = DISTORTION_MODELS.get(model)
     if d.size == 0:
-        d = np.zeros(expected or 5)
-    elif expected is not None and d.size != expected and not (
-            model == 'plumb_bob' and d.size in (4, 8, 12, 14)):
-        # OpenCV accepts 4/8/12/14 coefficients under the plumb_bob name, as camera_calibration
-        # writes them; anything else is inconsistent with the model.
-        raise ValueError(f'distortion model {model!r} needs {expected} coefficients, '
-                         f'got {d.size}')
-    if not np.all(np.isfinite(d)):
-        raise ValueError('CameraInfo.d contains NaN or inf')
+        d = np.zeros(DISTORTION_MODELS[model])
+    # Camera refuses a K that is not [[fx, s, cx], [0, fy, cy], [0, 0, 1]], non-finite
+    # coefficients and a count the model does not take
     return Camera(K=K, width=width, height=height, distortion=d, distortion_model=model)
 
 

@@ -296,12 +296,12 @@ class _Recorder:
                  'path': (PathMsg, 'nav_msgs/msg/Path'),
                  'diagnostics': (DiagnosticArray, 'diagnostic_msgs/msg/DiagnosticArray')}
         if bag_path.exists():
-            unfinished = bag_path.is_dir() and all(
-                p.is_file() and p.suffix in ('.mcap', '.db3') for p in bag_path.iterdir())
-            if not (bag_path / 'metadata.yaml').exists() and not unfinished:
-                raise FileExistsError(f'{bag_path} exists and is not a bag; not replacing it '
-                                      '(move or delete it)')
-            if unfinished and not (bag_path / 'metadata.yaml').exists():
+            if not (bag_path / 'metadata.yaml').exists():
+                unfinished = bag_path.is_dir() and all(
+                    p.is_file() and p.suffix in ('.mcap', '.db3') for p in bag_path.iterdir())
+                if not unfinished:
+                    raise FileExistsError(f'{bag_path} exists and is not a bag; not replacing '
+                                          'it (move or delete it)')
                 logger.warning('%s: replacing the unfinished recording of an earlier run that '
                                'stopped before it closed its bag', bag_path)
             shutil.rmtree(bag_path)

@@ -243,8 +243,7 @@ class LoFTRMatcher:
         Raises:
             ValueError: for images that are not non-empty (H, W) uint8 arrays.
         """
-        check_gray_pair(image0, image1, same_size=False)
-        out = self.infer(image0, image1)
+        out = self.infer(image0, image1)   # checks the images
         self._check_finite(out)
         keep = out['mask'].astype(bool) & (out['confidence'] > self.threshold)
         kp0 = to_original(out['keypoints0'][keep], image0.shape, self.input_size)
