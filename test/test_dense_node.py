@@ -134,6 +134,26 @@ class TestDenseNode:
         run.wait_outputs('depth', 1)
         assert stamp_to_ns(run.received['depth'][0].header.stamp) == frames[1].stamp_ns
 
+    def test_stamps_that_cannot_follow_are_skipped_and_counted(self, harness, frames):
+        run = harness()
+        f = frames
+        run.send(image_msg(f[1].rgb, f[1].stamp_ns))
+        # zero, duplicate, out of order, a glitch days ahead: no output, each counted
+        for stamp_ns in (0, f[1].stamp_ns, f[0].stamp_ns, f[1].stamp_ns + 10**15):
+            run.send(image_msg(f[2].rgb, stamp_ns))
+        run.send(image_msg(f[2].rgb, f[2].stamp_ns))
+        run.wait_outputs('depth', 2)
+        assert [stamp_to_ns(m.header.stamp) for m in run.received['depth']] == \
+            [f[1].stamp_ns, f[2].stamp_ns]
+        snapshot = run.node.worker.stats.snapshot()
+        assert (snapshot.processed, snapshot.dropped, snapshot.errors) == (2, 4, 0)
+        # a restarted bag (two frames on a new time line) is followed from its second frame
+        back = 5 * 10**9
+        run.send(image_msg(f[0].rgb, f[0].stamp_ns - back))
+        run.send(image_msg(f[1].rgb, f[1].stamp_ns - back))
+        run.wait_outputs('depth', 3)
+        assert stamp_to_ns(run.received['depth'][-1].header.stamp) == f[1].stamp_ns - back
+
     def test_compressed_input(self, harness, frames):
         run = harness([Parameter('image_transport', value='compressed')])
         fields = numpy_to_compressed_fields(frames[0].rgb, 'rgb8', 'png')

@@ -157,17 +157,21 @@ class TestMatcherNode:
         assert not run.clouds
         run.send(image_msg(f[1].rgb, f[1].stamp_ns))            # matches f0 -> f1
         run.send(image_msg(f[2].rgb, f[1].stamp_ns))            # duplicate stamp: skipped
-        run.send(image_msg(f[0].rgb, f[0].stamp_ns))            # backwards: skipped, reset
-        run.send(image_msg(f[3].rgb, f[3].stamp_ns))            # first frame again
-        run.send(image_msg(f[4].rgb, f[4].stamp_ns))            # matches f3 -> f4
-        run.wait_clouds(2)
+        run.send(image_msg(f[0].rgb, f[0].stamp_ns))            # out of order: skipped
+        run.send(image_msg(f[3].rgb, f[3].stamp_ns))            # matches f1 -> f3
+        back = 5 * 10**9                                        # a restarted bag:
+        run.send(image_msg(f[0].rgb, f[0].stamp_ns - back))     # skipped as a glitch,
+        run.send(image_msg(f[1].rgb, f[1].stamp_ns - back))     # confirmed: starts over
+        run.send(image_msg(f[2].rgb, f[2].stamp_ns - back))     # matches f1 -> f2
+        run.wait_clouds(3)
         stamps = [(matches_from_cloud(c)[1], stamp_to_ns(c.header.stamp)) for c in run.clouds]
-        assert stamps == [(f[0].stamp_ns, f[1].stamp_ns), (f[3].stamp_ns, f[4].stamp_ns)]
+        assert stamps == [(f[0].stamp_ns, f[1].stamp_ns), (f[1].stamp_ns, f[3].stamp_ns),
+                          (f[1].stamp_ns - back, f[2].stamp_ns - back)]
         assert len(matches_from_cloud(run.clouds[1])[0]) == len(
-            reference_matches(gray(f[3]), gray(f[4])))
+            reference_matches(gray(f[1]), gray(f[3])))
         snapshot = run.node.worker.stats.snapshot()
         assert (snapshot.received, snapshot.processed, snapshot.dropped,
-                snapshot.errors) == (9, 4, 2, 3)
+                snapshot.errors) == (11, 5, 3, 3)
 
     def test_size_change_starts_over(self, harness, frames):
         run = harness()

@@ -20,9 +20,12 @@ ROS parameters:
 Real time: only the newest frame is kept; inference runs on a worker thread
 (:class:`~relperception.nodes.processing.FrameWorker`), every replaced frame is counted as a
 drop in the diagnostics. A bad message (unknown encoding, wrong step, empty image, corrupt
-JPEG) is logged (throttled), counted as an error and skipped; the node keeps running. A
-parameter change that passes the checks but whose model cannot be built (e.g. weights of another
-architecture) is logged and the previous model stays in service.
+JPEG) is logged (throttled), counted as an error and skipped; the node keeps running. A zero,
+duplicate, out-of-order or glitched stamp is skipped and counted as dropped
+(:class:`~relperception.nodes.stamp_order.StampOrder`): the outputs' stamps increase, except
+after a jump back that the next frame confirms (a restarted bag). A parameter change that passes
+the checks but whose model cannot be built (e.g. weights of another architecture) is logged and
+the previous model stays in service.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker
 from relperception.nodes.ros_messages import image_msg_from_array
+from relperception.nodes.stamp_order import StampOrder
 from relperception.pipeline.dense_pipeline import check_dense_config, DensePipeline, model_name
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
 from sensor_msgs.msg import CameraInfo, Image
@@ -102,6 +106,7 @@ class DenseNode(Node):
         self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))
         self._depth_color = self.create_publisher(Image, 'depth_color', QoSProfile(depth=1))
         self._nonfinite_frames = 0
+        self._stamp_order = StampOrder()
         #: model rebuilds after a parameter change that failed (the previous model serves).
         self.model_rebuild_failures = 0
         #: messages lost in transport, per input (``message_lost`` events).
@@ -180,6 +185,8 @@ class DenseNode(Node):
         rgb = decode_rgb(msg)
         header = msg.header
         stamp_ns = stamp_to_ns(header.stamp)
+        if self._stamp_order.accept(stamp_ns) < 0:
+            self.get_logger().warning('time jumped back (two frames in a row): following it')
         self._diagnostics.hardware_id = header.frame_id
         info = self._camera_info
         if info is not None and info.width and (info.width, info.height) != \

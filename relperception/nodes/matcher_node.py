@@ -25,8 +25,9 @@ drawing failure (e.g. a pixel too near the border or on a flat patch) never stop
 is logged once per kind and counted as an error of the ``relation_image`` diagnostics stage.
 
 Only the newest frame is kept; matching runs on a worker thread. A bad message is logged
-(throttled), counted as an error and skipped; a duplicate stamp is skipped, a stamp going
-backwards restarts the sequence and a change of image size starts over from the new frame.
+(throttled), counted as an error and skipped. A zero, duplicate or out-of-order stamp is skipped,
+a glitched one too, and a jump back that the next frame confirms (a restarted bag) starts over
+(:class:`~relperception.nodes.stamp_order.StampOrder`); so does a change of image size.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from relperception.nodes.image_input import GrayImage, ImageInput
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
-from relperception.nodes.processing import FrameWorker, SkipFrame
+from relperception.nodes.processing import FrameWorker
 from relperception.nodes.ros_messages import cloud_msg_from_matches, image_msg_from_array
+from relperception.nodes.stamp_order import StampOrder
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
 from relperception.visualization.relation import loftr_cell_attention, relation_panel
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
@@ -131,6 +133,7 @@ class MatcherNode(Node):
         self._matcher = build_matcher_from_config(config)
         self._matcher_name = config['matcher']
         self._previous: Optional[GrayImage] = None
+        self._stamp_order = StampOrder()
         self._camera_info: Optional[CameraInfo] = None
 
         self.stats = RunningStats()
@@ -192,14 +195,11 @@ class MatcherNode(Node):
 
     def _process(self, msg) -> None:
         frame = self._input.decode(msg)
+        if self._stamp_order.accept(frame.stamp_ns) < 0:
+            self.get_logger().warning('time jumped back (two frames in a row): starting over')
+            self._previous = None
         previous = self._previous
         if previous is not None:
-            if frame.stamp_ns == previous.stamp_ns:
-                raise SkipFrame(f'duplicate stamp {frame.stamp_ns} ns')
-            if frame.stamp_ns < previous.stamp_ns:
-                self._previous = None
-                raise SkipFrame(f'stamp went backwards ({frame.stamp_ns} ns after '
-                                f'{previous.stamp_ns} ns); starting over')
             if frame.gray.shape != previous.gray.shape:
                 self.get_logger().warning(
                     f'image size changed from {previous.gray.shape[::-1]} to '

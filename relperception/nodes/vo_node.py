@@ -46,9 +46,9 @@ Real time: the subscription callback only hands the message to a
 its thread and bundle adjustment in a worker process. Bad input (undecodable image, no
 camera_info yet, an image of another size than camera_info, a zero stamp, stamps going
 backwards) is logged (throttled), counted as dropped and skipped; a lost frame is logged and not
-published. A stamp that jumps back by more than :data:`TIME_JUMP_RESET_S` or ahead by more than
-:data:`TIME_JUMP_AHEAD_S` is skipped as a glitch, unless the next frame follows it: then a jump
-back (a bag restarted) resets the odometry and the path.
+published. A stamp that jumps back or far ahead is skipped as a glitch, unless the next frame
+follows it (:class:`~relperception.nodes.stamp_order.StampOrder`): then a jump back (a bag
+restarted) resets the odometry and the path.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ from relperception.nodes.ros_messages import (
     pose_stamped_msg,
     transform_stamped_msg,
 )
+from relperception.nodes.stamp_order import StampOrder
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
 from relperception.odometry.covariance import (conjugate_covariance, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
@@ -102,14 +103,6 @@ VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
 LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
-
-#: A stamp this far (seconds) before the last one resets the odometry (e.g. a replayed bag),
-#: once the next frame confirms the new time line.
-TIME_JUMP_RESET_S = 1.0
-#: A stamp this far (seconds) after the last one is processed only once the next frame
-#: confirms it (a single glitched stamp must not move the odometry's time).
-TIME_JUMP_AHEAD_S = 10.0
-
 
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
     """Return the VO pipeline of a flat configuration (matchers and ``odometry.*``).
@@ -162,8 +155,7 @@ class VisualOdometryNode(Node):
         self.depth_sync = DepthSync(self.get_logger(), config['depth_max_miss_rate'])
 
         self._camera: Optional[Camera] = None
-        self._last_stamp_ns: Optional[int] = None
-        self._time_jump_candidate_ns: Optional[int] = None   # a jump waiting to be confirmed
+        self._stamp_order = StampOrder()
         #: (T_world_cam, T_odom_base tracked, stamp ns) of the last published pose (twist).
         self._last_published: Optional[tuple] = None
         self._pending_anchor = None
@@ -348,8 +340,7 @@ class VisualOdometryNode(Node):
         reset, anchor = self.control.take()
         if reset:
             self._reset()
-            self._last_stamp_ns = None
-            self._time_jump_candidate_ns = None
+            self._stamp_order.reset()
             self.camera_mount.forget()
         if anchor is not None:
             self._pending_anchor = anchor
@@ -367,7 +358,6 @@ class VisualOdometryNode(Node):
                             f'camera_info says {camera.width}x{camera.height}')
         stamp_ns = image.stamp_ns
         self._check_time_jump(stamp_ns)
-        self._last_stamp_ns = stamp_ns
         # the first image fixes the mount (a TF lookup may wait camera_mount_tf_timeout_s)
         self.wheel.set_camera_mount(self.camera_mount.resolve(image.header.frame_id, stamp_ns))
         depth = self.depth.lookup(stamp_ns, camera, self._depth_max_dt_ns, self._depth_wait_s)
@@ -398,37 +388,17 @@ class VisualOdometryNode(Node):
     def _check_time_jump(self, stamp_ns: int) -> None:
         """Raise SkipFrame for a stamp that cannot follow the last one; reset on a jump back.
 
-        A zero stamp (unset) is skipped. A stamp more than :data:`TIME_JUMP_RESET_S` before
-        the last or :data:`TIME_JUMP_AHEAD_S` after it is skipped, unless the frame before it
-        made the same jump and this one follows that frame: two frames on a new time line are
-        a restarted bag or a clock change (back: the odometry and the path are reset), one is
-        a glitch.
+        The rule of :class:`~relperception.nodes.stamp_order.StampOrder`; a confirmed jump back
+        (a restarted bag or a clock change) resets the odometry and the path.
         """
-        if stamp_ns == 0:
-            raise SkipFrame('stamp is zero (the header stamp was not set)')
-        last, candidate = self._last_stamp_ns, self._time_jump_candidate_ns
-        self._time_jump_candidate_ns = None
-        if last is None:
-            return
-        jump_s = (stamp_ns - last) * 1e-9
-        if -TIME_JUMP_RESET_S <= jump_s <= TIME_JUMP_AHEAD_S:
-            if jump_s <= 0:
-                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
-            return
-        if candidate is not None and 0 < (stamp_ns - candidate) * 1e-9 <= TIME_JUMP_AHEAD_S:
-            if jump_s < 0:
-                self.get_logger().warning(
-                    f'time jumped back by {-jump_s:.3f} s (two frames in a row): resetting '
-                    'the odometry and the path')
-                self._reset()
-            else:
-                self.get_logger().warning(
-                    f'time jumped ahead by {jump_s:.3f} s (two frames in a row): going on')
-            return
-        self._time_jump_candidate_ns = stamp_ns
-        raise SkipFrame(f'stamp jumped {"back" if jump_s < 0 else "ahead"} by '
-                        f'{abs(jump_s):.3f} s: skipped as a glitch unless the next frame '
-                        'follows it')
+        jump_s = self._stamp_order.accept(stamp_ns)
+        if jump_s < 0:
+            self.get_logger().warning(f'time jumped back by {-jump_s:.3f} s (two frames in a '
+                                      'row): resetting the odometry and the path')
+            self._reset()
+        elif jump_s > 0:
+            self.get_logger().warning(f'time jumped ahead by {jump_s:.3f} s (two frames in a '
+                                      'row): going on')
 
     def odom_from_camera(self, T_world_cam: np.ndarray) -> np.ndarray:
         """Return ``T_odom_base = T_base_cam @ T_world_cam @ inv(T_base_cam)`` (4, 4)."""
