@@ -302,6 +302,13 @@ class TestToRgb8:
 
 
 class TestToMono8:
+    @pytest.mark.parametrize('encoding', ['16UC1', '32FC1'])
+    def test_depth_is_refused_as_a_picture_by_both_conversions(self, encoding):
+        depth = random_image(encoding)
+        for convert in (to_mono8, to_rgb8):
+            with pytest.raises(ValueError, match='depth encoding'):
+                convert(depth, encoding)
+
     def test_reference_luma(self):
         rgb = random_image('rgb8').astype(np.float64)
         expected = 0.299 * rgb[..., 0] + 0.587 * rgb[..., 1] + 0.114 * rgb[..., 2]
@@ -313,15 +320,15 @@ class TestToMono8:
     def test_mono_passthrough_and_16_bit(self):
         grey = random_image('mono8')
         np.testing.assert_array_equal(to_mono8(grey, 'mono8'), grey)
-        deep = random_image('16UC1')
-        np.testing.assert_array_equal(to_mono8(deep, '16UC1'), deep >> 8)
+        deep = random_image('mono16')
+        np.testing.assert_array_equal(to_mono8(deep, 'mono16'), deep >> 8)
         rgba16 = random_image('rgba16')
         np.testing.assert_allclose(to_mono8(rgba16, 'rgba16'),
                                    to_mono8((rgba16[..., :3] >> 8).astype(np.uint8), 'rgb8'))
 
     def test_bad_input(self):
         with pytest.raises(ValueError, match='cannot convert'):
-            to_mono8(np.zeros((4, 4), np.float32), '32FC1')
+            to_mono8(np.zeros((4, 4, 2), np.uint8), '8UC2')
         with pytest.raises(ValueError, match='dtype'):
             to_mono8(np.zeros((4, 4, 3), np.uint16), 'rgb8')
 

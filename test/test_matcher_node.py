@@ -151,9 +151,12 @@ class TestMatcherNode:
         bad_step.step = WIDTH * 3 - 6
         empty = Image(encoding='rgb8')
         empty.header.stamp.sec, empty.header.stamp.nanosec = ns_to_sec_nanosec(f[1].stamp_ns)
-        for bad in (wrong_encoding, bad_step, empty):
+        depth_on_image = image_msg(f[1].rgb, f[1].stamp_ns)   # millimetres, not a picture
+        depth_on_image.encoding, depth_on_image.step = '16UC1', WIDTH * 2
+        depth_on_image.data = np.full((HEIGHT, WIDTH), 1500, np.uint16).tobytes()
+        for bad in (wrong_encoding, bad_step, empty, depth_on_image):
             run.send(bad)
-        assert run.node.worker.stats.snapshot().errors == 3
+        assert run.node.worker.stats.snapshot().errors == 4
         assert not run.clouds
         run.send(image_msg(f[1].rgb, f[1].stamp_ns))            # matches f0 -> f1
         run.send(image_msg(f[2].rgb, f[1].stamp_ns))            # duplicate stamp: skipped
@@ -171,7 +174,7 @@ class TestMatcherNode:
             reference_matches(gray(f[1]), gray(f[3])))
         snapshot = run.node.worker.stats.snapshot()
         assert (snapshot.received, snapshot.processed, snapshot.dropped,
-                snapshot.errors) == (11, 5, 3, 3)
+                snapshot.errors) == (12, 5, 3, 4)
 
     def test_size_change_starts_over(self, harness, frames):
         run = harness()

@@ -11,7 +11,7 @@ T0 = 1_700_000_000 * S
 
 
 def accepted(order, stamp_ns):
-    """The jump :meth:`StampOrder.accept` returns, or the reason it skipped the stamp."""
+    """Return the jump :meth:`StampOrder.accept` gives, or the reason it skipped the stamp."""
     try:
         return order.accept(stamp_ns)
     except SkipFrame as skip:

@@ -82,12 +82,28 @@ _TO_MONO = {
     'bayer_gbrg16': cv2.COLOR_BayerGBRG2GRAY, 'bayer_grbg16': cv2.COLOR_BayerGRBG2GRAY,
     'yuv422': cv2.COLOR_YUV2GRAY_UYVY, 'yuv422_yuy2': cv2.COLOR_YUV2GRAY_YUY2,
 }
-_MONO_AS_IS = ('mono8', '8UC1', 'mono16', '16UC1')
+_MONO_AS_IS = ('mono8', '8UC1', 'mono16')
 
 #: Encodings that :func:`to_rgb8` accepts.
 RGB_CONVERTIBLE_ENCODINGS = tuple(sorted(set(_TO_RGB) | {'rgb8', 'rgb16'}))
 #: Encodings that :func:`to_mono8` accepts.
 MONO_CONVERTIBLE_ENCODINGS = tuple(sorted(set(_TO_MONO) | set(_MONO_AS_IS)))
+
+
+def _refuse_unconvertible(encoding: str, target: str, convertible) -> None:
+    """Raise the ValueError of an encoding that ``target`` cannot be made from.
+
+    ``16UC1`` and ``32FC1`` are depth (REP 118), never a camera picture: the message says so,
+    since a depth topic remapped onto an image topic is the likely cause.
+    """
+    if encoding in convertible:
+        return
+    if encoding in ('16UC1', '32FC1'):
+        raise ValueError(f'{encoding!r} is a depth encoding (REP 118), not a camera image: is a '
+                         'depth topic connected to the image input? (a 16-bit grey camera '
+                         "publishes 'mono16')")
+    raise ValueError(f'cannot convert {encoding!r} to {target}; convertible encodings: '
+                     f'{", ".join(convertible)}')
 
 
 def encoding_spec(encoding: str) -> EncodingSpec:
@@ -274,9 +290,7 @@ def to_rgb8(array_: np.ndarray, encoding: str) -> np.ndarray:
     Raises:
         ValueError: encoding without a colour meaning (e.g. ``32FC1``), or array not matching it.
     """
-    if encoding not in RGB_CONVERTIBLE_ENCODINGS:
-        raise ValueError(f'cannot convert {encoding!r} to rgb8; convertible encodings: '
-                         f'{", ".join(RGB_CONVERTIBLE_ENCODINGS)}')
+    _refuse_unconvertible(encoding, 'rgb8', RGB_CONVERTIBLE_ENCODINGS)
     check_array(array_, encoding)
     array_ = _squeeze_channel(array_)
     if encoding == 'rgb8':
@@ -293,8 +307,9 @@ def to_mono8(array_: np.ndarray, encoding: str) -> np.ndarray:
     """Convert a colour or grey image to (H, W) uint8 grey.
 
     Colour uses OpenCV's luma weights (0.299 R + 0.587 G + 0.114 B), alpha is ignored, Bayer
-    and YUV 4:2:2 are converted by OpenCV, 16-bit data (``mono16``, ``16UC1``, ...) are scaled
-    down by 256. ``mono8``/``8UC1`` input is returned as is.
+    and YUV 4:2:2 are converted by OpenCV, 16-bit data (``mono16``, ``rgb16``, ...) are scaled
+    down by 256. Depth encodings (``16UC1``, ``32FC1``) are refused, as by :func:`to_rgb8`.
+    ``mono8``/``8UC1`` input is returned as is.
 
     Args:
         array_: image as returned by :func:`image_to_numpy` for ``encoding``.
@@ -303,9 +318,7 @@ def to_mono8(array_: np.ndarray, encoding: str) -> np.ndarray:
     Raises:
         ValueError: encoding without a grey meaning (e.g. ``32FC1``), or array not matching it.
     """
-    if encoding not in MONO_CONVERTIBLE_ENCODINGS:
-        raise ValueError(f'cannot convert {encoding!r} to mono8; convertible encodings: '
-                         f'{", ".join(MONO_CONVERTIBLE_ENCODINGS)}')
+    _refuse_unconvertible(encoding, 'mono8', MONO_CONVERTIBLE_ENCODINGS)
     check_array(array_, encoding)
     array_ = _squeeze_channel(array_)
     if encoding in _MONO_AS_IS:

@@ -104,6 +104,7 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
 
+
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
     """Return the VO pipeline of a flat configuration (matchers and ``odometry.*``).
 
