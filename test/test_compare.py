@@ -288,6 +288,15 @@ def test_aggregate_ranks_per_bag_and_counts_failures():
     assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(1.5)
 
 
+def test_tied_configurations_share_their_rank():
+    # identical configurations under two names give identical ATEs: neither is ranked above
+    rows = [_row('a', 'x', 0.2), _row('a', 'x_copy', 0.2), _row('a', 'z', 0.1),
+            _row('b', 'x', 0.3), _row('b', 'x_copy', 0.3), _row('b', 'z', 0.4)]
+    x, x_copy, z = aggregate(rows, ['x', 'x_copy', 'z'])
+    assert x['mean_rank'] == x_copy['mean_rank'] == pytest.approx((2.5 + 1.5) / 2)
+    assert z['mean_rank'] == pytest.approx((1 + 3) / 2)
+
+
 def test_recommendation_states_its_criterion():
     rows = [_row('a', 'ref', 0.2, 10), _row('a', 'new', 0.1, 90),
             _row('b', 'ref', 0.4, 10), _row('b', 'new', 0.2, 90),

@@ -8,7 +8,7 @@ where pyarrow is installed).
 
 * :func:`aggregate`: per configuration, the cells that succeeded and failed, the mean and median
   of each metric over its bags, and its mean rank per bag (1 = the lowest ATE on that bag among
-  the configurations that succeeded there).
+  the configurations that succeeded there; tied configurations share the mean of their places).
 * :func:`recommend`: one plain line with its criterion: the configuration with the lowest
   median ATE over the bags where every configuration succeeded, against the first (reference)
   configuration, with the ratio of the median time per frame.
@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from relperception.atomic_files import atomic_open, write_text_atomic
+from scipy.stats import rankdata
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +55,9 @@ def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
         if row['status'] == 'ok' and _finite(row.get(RANK_METRIC)):
             by_bag.setdefault(row['bag'], []).append(row)
     for bag_rows in by_bag.values():
-        order = sorted(bag_rows, key=lambda r: r[RANK_METRIC])
-        for rank, row in enumerate(order, start=1):
-            ranks[row['config']].append(float(rank))
+        places = rankdata([row[RANK_METRIC] for row in bag_rows], method='average')
+        for place, row in zip(places, bag_rows):
+            ranks[row['config']].append(float(place))
     out = []
     for name in config_names:
         own = [r for r in rows if r['config'] == name]
