@@ -240,6 +240,32 @@ class TestReplay:
         assert any('depth_implausible_range' in e for e in summary['errors'])
         assert summary['num_errors'] > 0
 
+    def test_another_publisher_of_the_inputs_is_refused_before_anything_starts(
+            self, small_bag, tmp_path):
+        """A second replay (or a camera driver) on the same topics would mix its messages in."""
+        _ros_or_skip()
+        import rclpy
+        from rclpy.qos import QoSProfile
+        from relperception.nodes.replay import replay_bag
+        from rosgraph_msgs.msg import Clock
+
+        bag, _ = small_bag
+        namespace = f'/test_{uuid.uuid4().hex[:8]}'
+        earlier = tmp_path / 'summary.json'
+        earlier.write_text(json.dumps({'outputs': {}}))   # an earlier run's summary
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        try:
+            other = rclpy.create_node('other_replay', context=context)
+            other.create_publisher(Clock, f'{namespace}/clock', QoSProfile(depth=10))
+            with pytest.raises(ValueError, match=f'another publisher is on {namespace}/clock'):
+                replay_bag(bag, tmp_path, namespace=namespace, plots=False)
+            other.destroy_node()
+        finally:
+            context.try_shutdown()
+        assert earlier.exists()                      # nothing was removed
+        assert not (tmp_path / live_eval.RECORDED_BAG).exists()
+
     def test_in_process_with_loftr(self, small_bag, tmp_path):
         """``matcher: loftr`` (shipped loftr_lite weights) through the live replay.
 

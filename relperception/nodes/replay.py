@@ -61,6 +61,10 @@ PREFETCH_MESSAGES = 32
 #: Seconds to wait for a node process to exit after SIGINT before it is terminated.
 PROCESS_STOP_TIMEOUT_S = 5.0
 
+#: Seconds the player looks, before any node starts, for another publisher of its inputs or
+#: clock in the ROS domain (another replay, a camera driver): discovery takes a moment.
+FOREIGN_PUBLISHER_DISCOVERY_S = 1.0
+
 _PER_FRAME_OUTPUTS = ('correspondences', 'odom', 'path')
 
 
@@ -350,6 +354,7 @@ class _Player:
 
         classes = {'sensor_msgs/msg/Image': Image, 'sensor_msgs/msg/CameraInfo': CameraInfo,
                    'sensor_msgs/msg/CompressedImage': CompressedImage}
+        self._node = node
         self._plan = plan
         self._rate = float(rate)
         self.publishers = {}
@@ -386,6 +391,19 @@ class _Player:
                 raise RuntimeError('the nodes did not subscribe within '
                                    f'{timeout_s:g} s (topic: matched/expected): ' + ', '.join(
                                        f'{t}: {m}/{e}' for t, (m, e) in missing.items()))
+            time.sleep(0.05)
+
+    def foreign_topics(self, discovery_s: float) -> List[str]:
+        """Return the topics of this player that another publisher also has, sorted.
+
+        Looks for ``discovery_s`` seconds (returns as soon as one is found).
+        """
+        deadline = time.monotonic() + discovery_s
+        while True:
+            foreign = sorted(topic for topic in self._named_publishers()
+                             if self._node.count_publishers(topic) > 1)
+            if foreign or time.monotonic() >= deadline:
+                return foreign
             time.sleep(0.05)
 
     def _named_publishers(self):
@@ -512,7 +530,6 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
         plan = dataclasses.replace(plan, descriptions=[
             d.with_parameter_file(parameter_file) for d in plan.descriptions])
     output_dir.mkdir(parents=True, exist_ok=True)
-    remove_earlier_outputs(output_dir)
 
     saved = {name: os.environ.get(name) for name in (graph.FASTDDS_PROFILE_ENV,
                                                      graph.FASTDDS_PROFILE_ENV_NEW,
@@ -593,8 +610,16 @@ def _run_live(plan: ReplayPlan, config, output_dir: Path, rate: float, separate_
     player: Optional[_Player] = None
     try:
         node = rclpy.create_node('relperception_replay', context=context)
-        recorder = _Recorder(node, plan.output_topics, output_dir / live_eval.RECORDED_BAG)
         player = _Player(node, plan, rate)
+        foreign = player.foreign_topics(FOREIGN_PUBLISHER_DISCOVERY_S)
+        if foreign:
+            raise ValueError(
+                f'another publisher is on {", ".join(foreign)} in this ROS domain '
+                f'(ROS_DOMAIN_ID={os.environ.get("ROS_DOMAIN_ID", "0")}): another replay or a '
+                "camera driver? Its messages would mix with the bag's; give this replay its "
+                'own --namespace, or another ROS_DOMAIN_ID')
+        remove_earlier_outputs(output_dir)   # only once nothing stands in the way
+        recorder = _Recorder(node, plan.output_topics, output_dir / live_eval.RECORDED_BAG)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         spinner = BackgroundSpin(executor, name='relperception-replay-recorder').start()
