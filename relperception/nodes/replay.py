@@ -29,7 +29,9 @@
 
 With a ``namespace`` the inputs are published under ``<namespace><bag topic>``, the nodes run
 in that namespace and ``/clock`` and ``diagnostics`` are moved under it too, so several
-replays on one machine do not hear each other.
+replays on one machine do not hear each other. Before any node starts, another publisher of
+the player's topics in the ROS domain (a replay without its own namespace, a camera driver) is
+refused with that advice (:data:`FOREIGN_PUBLISHER_DISCOVERY_S`).
 """
 
 from __future__ import annotations
