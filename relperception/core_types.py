@@ -49,6 +49,9 @@ DISTORTION_MODELS = {'plumb_bob': 5, 'rational_polynomial': 8, 'equidistant': 4}
 #: (camera_calibration writes them so); a zero vector of any such count means no distortion.
 DISTORTION_COEFFICIENT_COUNTS = {'plumb_bob': (4, 5, 8, 12, 14), 'rational_polynomial': (8,),
                                  'equidistant': (4,)}
+#: Models OpenCV handles with its fisheye functions; not a pinhole even with every coefficient
+#: zero (equidistant: image radius f * theta).
+FISHEYE_MODELS = ('equidistant',)
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,9 @@ class Camera:
 
     @property
     def has_distortion(self) -> bool:
-        return bool(np.any(self.distortion != 0.0))
+        """Whether pixels differ from the ideal pinhole of ``K``: nonzero coefficients, or a
+        fisheye model (whose image radius is ``f * theta`` even with every coefficient 0)."""
+        return self.distortion_model in FISHEYE_MODELS or bool(np.any(self.distortion != 0.0))
 
     def scaled(self, scale: float) -> 'Camera':
         """Return the camera for an image resized by ``scale`` (pixel-centre convention)."""

@@ -266,6 +266,20 @@ class TestCameraModels:
         rays = geometry.normalized_rays(pixels, camera)
         np.testing.assert_allclose(rays[:, :2], points[:, :2] / points[:, 2:], atol=1e-6)
 
+    def test_an_ideal_fisheye_is_not_a_pinhole(self):
+        # equidistant with every coefficient zero: image radius f * theta, not f * tan(theta)
+        camera = Camera(K=_camera().K, width=WIDTH, height=HEIGHT, distortion=np.zeros(4),
+                        distortion_model='equidistant')
+        assert camera.has_distortion
+        points, _ = _scene(seed=7)
+        expected, _ = cv2.fisheye.projectPoints(points.reshape(-1, 1, 3), np.zeros(3),
+                                                np.zeros(3), camera.K, np.zeros(4))
+        pixels = geometry.project(points, camera)
+        np.testing.assert_allclose(pixels, expected.reshape(-1, 2), atol=1e-9)
+        assert np.abs(pixels - geometry.project(points, _camera())).max() > 1.0
+        rays = geometry.normalized_rays(pixels, camera)
+        np.testing.assert_allclose(rays[:, :2], points[:, :2] / points[:, 2:], atol=1e-6)
+
     def test_pnp_on_fisheye_pixels(self):
         camera = self._fisheye()
         points, T_cam1_cam0 = _scene(seed=8)

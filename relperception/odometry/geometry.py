@@ -22,14 +22,11 @@ import logging
 import cv2
 import numpy as np
 
-from relperception.core_types import Camera
+from relperception.core_types import Camera, FISHEYE_MODELS
 from relperception.transforms import check_transform, make_transform
 from relperception.validation import as_rows
 
 logger = logging.getLogger(__name__)
-
-#: Distortion models OpenCV handles with its fisheye functions.
-FISHEYE_MODELS = ('equidistant',)
 
 #: Fewest finite correspondences :func:`relative_pose_essential` works with.
 MIN_POINTS_ESSENTIAL = 8
