@@ -102,6 +102,28 @@ class TestInfer:
         np.testing.assert_allclose(np.load(out2 / f'{images[0].stem}_depth.npy'), depth,
                                    rtol=1e-6, atol=1e-6)
 
+    def test_an_exported_file_keeps_the_untrained_head_record(self, images, models, tmp_path):
+        pytest.importorskip('onnxruntime')
+        export = pytest.importorskip('relperception.pipeline.export')
+        from relperception.models.weights import (load_state_dict_file, save_weights,
+                                                  TRAINED_HEADS_KEY)
+        from relperception.runtime.onnx_metadata import read_metadata
+
+        yaml_path, weights = models['metric']
+        seg_only = save_weights(load_state_dict_file(weights), tmp_path / 'seg.safetensors',
+                                metadata={TRAINED_HEADS_KEY: 'segmentation'})
+        onnx_path = export.export_model(yaml_path, tmp_path / 'seg.onnx', weights=seg_only,
+                                        size=(64, 96))
+        assert read_metadata(onnx_path)[TRAINED_HEADS_KEY] == ['segmentation']
+        for name, options in (('torch', ['--weights', str(seg_only)]),
+                              ('ort', ['--backend', 'onnxruntime', '--onnx', str(onnx_path)])):
+            out = tmp_path / name
+            assert main(['infer', '--config', yaml_path, *options, str(images[0]),
+                         '-o', str(out)]) == 0
+            # the untrained depth head's output is left out by both backends alike
+            assert sorted(p.name for p in out.glob('*.png')) == \
+                [f'{images[0].stem}_labels.png', f'{images[0].stem}_labels_color.png'], name
+
     def test_unreadable_image_gives_exit_code_1(self, images, models, tmp_path):
         broken = tmp_path / 'broken.png'
         broken.write_bytes(b'not a png')

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from relperception.models.preprocess import INPUT_NAME
+from relperception.models.weights import TRAINED_HEADS_KEY
 from relperception.runtime.model_export import round_to_multiple
 import torch
 
@@ -105,15 +106,30 @@ def build_dense_export(config: str, weights: Optional[str] = None,
         raise FileNotFoundError(f'{exc} (or pass --random-weights to export untrained '
                                 f'weights for testing)') from None
     inp = conf.get('input', {})
+    trained_heads = _trained_heads_record(conf, source)
     multiple = max(int(getattr(model, 'size_multiple', 1)), int(inp.get('multiple', 1)), 1)
     with_logits = getattr(model, 'segmentation_head', None) is not None
     metadata = {'kind': 'dense', 'preset': name, 'weights': str(source or 'random'),
                 'depth_mode': conf.get('depth_mode'), 'input': inp,
                 'class_names': conf.get('class_names', []),
                 'model': json.loads(json.dumps(conf.get('model', {}), default=str))}
+    if trained_heads is not None:   # the backends leave untrained heads' outputs out, as torch
+        metadata[TRAINED_HEADS_KEY] = list(trained_heads)
     size = (round_to_multiple(int(inp.get('height', 480)), multiple),
             round_to_multiple(int(inp.get('width', 640)), multiple))
     return {'kind': 'dense', 'module': DenseExportWrapper(model, with_logits),
             'input_names': DENSE_INPUTS, 'output_names': dense_output_names(with_logits),
             'channels': 3, 'size_multiple': multiple, 'default_size': size,
             'metadata': metadata, 'output_shape': depth_shape}
+
+
+def _trained_heads_record(conf: Dict[str, Any],
+                          source: Optional[str]) -> Optional[Tuple[str, ...]]:
+    """Return the heads the exported weights file records as trained (None: no record)."""
+    from relperception.models.weights import read_trained_heads, shipped_weights
+
+    if source is None:
+        return None
+    if source == 'shipped':
+        source = shipped_weights(conf.get('weights') or conf.get('name'))
+    return read_trained_heads(source)

@@ -411,12 +411,13 @@ class DensePipeline:
         output_names: the backend outputs used (``depth`` and possibly ``logits``).
         class_names: the model's class names (empty without segmentation head).
         untrained_heads: the heads (``depth``, ``segmentation``) whose weights were never
-            trained according to the torch weights file's ``trained_heads`` metadata
+            trained according to the weights file's ``trained_heads`` metadata
             (:func:`relperception.models.weights.read_trained_heads`, e.g. ``('depth',)`` for
-            the weights of ``relperception train seg`` from scratch): their outputs are
+            the weights of ``relperception train seg`` from scratch; an exported ONNX file or
+            engine carries the record of the weights it was exported from): their outputs are
             meaningless and a warning says so at construction; ``run`` still returns them
             (callers such as ``relperception infer`` leave them out). Empty for files without
-            that record (e.g. the shipped weights) and for ONNX or injected backends.
+            that record (e.g. official Depth Anything V2 files) and for injected backends.
 
     Raises:
         ValueError: invalid configuration, missing weights / ONNX file, weights that do not fit.
@@ -438,7 +439,7 @@ class DensePipeline:
         self.class_names: List[str] = list(self.model_conf.get('class_names', []) or []) \
             if 'logits' in self.output_names else []
         self.untrained_heads: Tuple[str, ...] = ()
-        if backend is None and self.conf['backend'] == 'torch':
+        if backend is None:
             self.untrained_heads = self._untrained_heads()
         logger.info('dense pipeline: model %s (%s depth%s), backend %s',
                     model_name(self.conf), 'relative' if self.relative else 'metric',
@@ -446,11 +447,21 @@ class DensePipeline:
                     self.conf['backend'])
 
     def _untrained_heads(self) -> Tuple[str, ...]:
-        """Return the output heads the torch weights record as untrained; warn about them."""
-        from relperception.models.weights import read_trained_heads
+        """Return the output heads the weights record as untrained; warn about them.
 
-        path = resolve_weights(self.conf, self.model_conf)
-        trained = read_trained_heads(path)
+        The torch backend reads the weights file's record; an exported file (ONNX metadata,
+        a TensorRT engine's metadata file) carries the record of the weights it was exported
+        from.
+        """
+        from relperception.models.weights import read_trained_heads, TRAINED_HEADS_KEY
+
+        if self.conf['backend'] == 'torch':
+            path = resolve_weights(self.conf, self.model_conf)
+            trained = read_trained_heads(path)
+        else:
+            path = self.conf['onnx_path']
+            record = (getattr(self.backend, 'metadata', None) or {}).get(TRAINED_HEADS_KEY)
+            trained = tuple(record) if isinstance(record, list) else None
         if trained is None:
             return ()
         heads = ('depth',) + (('segmentation',) if self.has_segmentation else ())
