@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip('torch')
 pytest.importorskip('relperception.models.preprocess')
 
-from relperception.cli.infer import collect_images  # noqa: E402
+from relperception.cli.infer import collect_images, output_stems  # noqa: E402
 from relperception.cli.main import main  # noqa: E402
 from relperception.data.synthetic import iter_sequence  # noqa: E402
 from relperception.pipeline.dense_pipeline import DensePipeline  # noqa: E402
@@ -123,6 +123,19 @@ class TestInfer:
             # the untrained depth head's output is left out by both backends alike
             assert sorted(p.name for p in out.glob('*.png')) == \
                 [f'{images[0].stem}_labels.png', f'{images[0].stem}_labels_color.png'], name
+
+    def test_every_input_gets_its_own_outputs(self, images, models, tmp_path):
+        names = [tmp_path / 'in' / name for name in ('a.jpg', 'a.png', 'a_1.png')]
+        names[0].parent.mkdir()
+        for path, size in zip(names, ((40, 30), (72, 56), (48, 32))):
+            cv2.imwrite(str(path), cv2.resize(cv2.imread(str(images[0])), size))
+        assert output_stems(sorted(names)) == ['a', 'a_2', 'a_1']   # a_1 is an input's own
+        yaml_path, weights = models['metric']
+        out = tmp_path / 'out'
+        assert main(['infer', '--config', yaml_path, '--weights', weights, str(names[0].parent),
+                     '-o', str(out)]) == 0
+        shapes = sorted(np.load(path).shape for path in out.glob('*_depth.npy'))
+        assert shapes == [(30, 40), (32, 48), (56, 72)]
 
     def test_unreadable_image_gives_exit_code_1(self, images, models, tmp_path):
         broken = tmp_path / 'broken.png'

@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 from relperception.cli.common import int_at_least
 from relperception.models.presets import preset_for_backbone
@@ -160,24 +160,20 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     failed = done = 0
-    stems: dict = {}
     try:
-        for path in images:
+        for path, stem in zip(images, output_stems(images)):
             try:
                 bgr = read_image_file(path, cv2.IMREAD_COLOR)
                 check_image_size(bgr, path)
-            except ValueError as error:
-                logger.error('%s; skipped', error)
+                rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+                result = pipeline.run(rgb, colors=True)
+            except ValueError as error:   # unreadable, or a size the model cannot take
+                logger.error('%s: %s; skipped', path, error)
                 failed += 1
                 continue
-            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-            result = pipeline.run(rgb, colors=True)
-            stem = path.stem
-            if stem in stems:  # same name in two folders: keep both
-                stems[stem] += 1
-                stem = f'{stem}_{stems[stem]}'
-            else:
-                stems[stem] = 0
+            if stem != path.stem:
+                logger.info('%s: outputs named %s_* (another input has the name %s)', path,
+                            stem, path.stem)
             _write_outputs(output, stem, result, pipeline.relative, write_depth, write_labels)
             done += 1
             logger.info('%s: %dx%d, %.1f ms (inference %.1f ms)', path.name, rgb.shape[1],
@@ -193,6 +189,28 @@ def run(args: argparse.Namespace) -> int:
     logger.info('wrote %d of %d images to %s (%s%s)', done, len(images), output,
                 ', '.join(written), f'; {skipped}' if skipped else '')
     return 1 if failed else 0
+
+
+def output_stems(paths: Sequence[Path]) -> List[str]:
+    """Return one output stem per input path, all different.
+
+    An image keeps its file's stem unless an earlier input took it (same name in two folders,
+    or ``a.jpg`` and ``a.png``); it then gets ``<stem>_<k>`` with the smallest ``k`` that is no
+    other input's stem either.
+    """
+    originals = {Path(path).stem for path in paths}
+    taken: set = set()
+    stems = []
+    for path in paths:
+        stem = Path(path).stem
+        if stem in taken:
+            k = 1
+            while f'{stem}_{k}' in taken or f'{stem}_{k}' in originals:
+                k += 1
+            stem = f'{stem}_{k}'
+        taken.add(stem)
+        stems.append(stem)
+    return stems
 
 
 def _write_outputs(output: Path, stem: str, result, relative: bool, depth: bool = True,
