@@ -189,6 +189,21 @@ class TestPresets:
         path.write_text('mdoel: {}\n')
         with pytest.raises(ValueError, match='unknown keys'):
             load_model_config(path)
+        # misspelt nested keys and values of the wrong kind are refused, naming the key
+        for text, words in (
+                ('input: {interpolaton: linear, hieght: 480}', r"\['input.hieght', "
+                                                               r"'input.interpolaton'\]"),
+                ('model: {max_dept: 10}', 'model.max_dept'),
+                ('input: {std: [.inf, 0.2, 0.2]}', 'input.std needs 3 finite'),
+                ('input: {mean: abc}', 'input.mean needs 3 finite'),
+                ('input: {height: 240.9}', 'input.height must be a whole number'),
+                ('input: [1, 2]', 'input must be a mapping'),
+                ('base: [fast_seg]', 'is not a preset')):
+            path.write_text(f'base: fast_seg\n{text}\n' if 'base' not in text else text)
+            with pytest.raises(ValueError, match=words):
+                load_model_config(path)
+        path.write_text('base: fast_seg\nmodel: {backbone: {context: attention}}\n')
+        assert load_model_config(path)['model']['backbone']['context'] == 'attention'
         with pytest.raises(ValueError, match='unknown model preset'):
             load_model_config('conv_large')
         with pytest.raises(FileNotFoundError):

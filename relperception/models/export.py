@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from relperception.models.preprocess import INPUT_NAME
-from relperception.models.weights import TRAINED_HEADS_KEY
+from relperception.models.trained_heads import TRAINED_HEADS_KEY
 from relperception.runtime.model_export import round_to_multiple
 import torch
 

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -274,12 +275,10 @@ def load_model_config(name_or_yaml: Union[str, Path]) -> Dict[str, Any]:
         logger.info('%s names no base: preset; it is built on %r (write base: PRESET to start '
                     'from another, e.g. fast_seg)', path, YAML_DEFAULT_BASE)
     base = data.pop('base', YAML_DEFAULT_BASE)
-    if base not in PRESETS:
+    if not isinstance(base, str) or base not in PRESETS:
         raise ValueError(f'{path}: base {base!r} is not a preset; choose one of '
                          f'{sorted(PRESETS)}')
-    unknown = sorted(set(data) - set(PRESETS[base]) - {'name'})
-    if unknown:
-        raise ValueError(f'{path}: unknown keys {unknown}')
+    _check_yaml_keys(path, data, PRESETS[base])
     conf = deep_merge(PRESETS[base], data)
     if 'model' in data and 'weights' not in data:
         conf['weights'] = ''  # another architecture: the base's shipped weights do not apply
@@ -289,7 +288,36 @@ def load_model_config(name_or_yaml: Union[str, Path]) -> Dict[str, Any]:
     conf['base'] = base
     if 'depth_mode' in (data.get('model') or {}) and 'depth_mode' not in data:
         conf['depth_mode'] = conf['model']['depth_mode']
-    return _validate(conf)
+    try:
+        return _validate(conf)
+    except ValueError as err:
+        raise ValueError(f'{path}: {err}') from None
+
+
+def _check_yaml_keys(path: Path, data: Dict[str, Any], base: Dict[str, Any]) -> None:
+    """Refuse keys a model YAML file misspells and values of the wrong kind, naming the key.
+
+    Checked: the top-level keys, the keys of ``input`` and of ``model`` (against the base
+    preset and every preset of the same architecture), and that a mapping stays a mapping.
+    """
+    unknown = sorted(set(data) - set(base) - {'name'})
+    if unknown:
+        raise ValueError(f'{path}: unknown keys {unknown}')
+    for key, value in data.items():
+        if isinstance(base.get(key), dict) and not isinstance(value, dict):
+            raise ValueError(f'{path}: {key} must be a mapping (as in the base preset), got '
+                             f'{type(value).__name__}')
+    unknown = sorted(f'input.{k}' for k in set(data.get('input') or {}) - set(base['input']))
+    model = data.get('model') or {}
+    architecture = model.get('architecture', base['model'].get('architecture', 'dense'))
+    known = {'architecture', *base['model']}
+    for preset in PRESETS.values():
+        if preset['model'].get('architecture', 'dense') == architecture:
+            known.update(preset['model'])
+    unknown += sorted(f'model.{k}' for k in set(model) - known)
+    if unknown:
+        raise ValueError(f'{path}: unknown keys {unknown} (misspelt? the base preset has '
+                         f'input: {sorted(base["input"])}, model: {sorted(base["model"])})')
 
 
 def with_input_size(conf: Dict[str, Any], height: int = 0, width: int = 0) -> Dict[str, Any]:
@@ -322,6 +350,17 @@ def _validate(conf: Dict[str, Any]) -> Dict[str, Any]:
     if inp['interpolation'] not in ('area', 'linear', 'cubic'):
         raise ValueError('input.interpolation must be area, linear or cubic, '
                          f'got {inp["interpolation"]!r}')
+    for key in ('height', 'width', 'multiple'):
+        if not isinstance(inp[key], int) or isinstance(inp[key], bool):
+            raise ValueError(f'input.{key} must be a whole number of pixels, got '
+                             f'{inp[key]!r}')
+    for key in ('mean', 'std'):
+        values = inp[key]
+        if not isinstance(values, (list, tuple)) or len(values) != 3 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in values):
+            raise ValueError(f'input.{key} needs 3 finite numbers (one per RGB channel, on '
+                             f'the 0-1 scale), got {values!r}')
     multiple = int(inp['multiple'])
     if multiple < 1 or int(inp['height']) < multiple or int(inp['width']) < multiple:
         raise ValueError(f'input height/width {inp["height"]}x{inp["width"]} must be >= '

@@ -29,6 +29,7 @@ import pickle
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from relperception.atomic_files import atomic_path, write_text_atomic
+from relperception.models.trained_heads import parse_trained_heads, TRAINED_HEADS_KEY
 import safetensors.torch
 import torch
 
@@ -43,13 +44,6 @@ MANIFEST_NAME = 'manifest.json'
 _WRAPPER_KEYS = ('state_dict', 'model', 'model_state_dict', 'module')
 #: Number of keys listed per category in error messages.
 _MAX_LISTED = 12
-#: Safetensors metadata entry listing the dense heads whose weights were trained, comma
-#: separated (e.g. ``'segmentation'`` after ``train seg`` from scratch, ``'depth,segmentation'``
-#: after ``train depth --init <seg weights>``).
-TRAINED_HEADS_KEY = 'trained_heads'
-#: Names of the dense heads in :data:`TRAINED_HEADS_KEY` (``DenseModel.depth_head`` and
-#: ``DenseModel.segmentation_head``).
-HEAD_NAMES = ('depth', 'segmentation')
 
 StateDict = Dict[str, torch.Tensor]
 KeyMap = Union[None, Callable[[str], Optional[str]], Mapping[str, str]]
@@ -329,7 +323,7 @@ def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
         path: a weights file; only ``.safetensors`` files carry metadata.
 
     Returns:
-        The sorted head names (a subset of :data:`HEAD_NAMES`) of the file's
+        The sorted head names (a subset of ``models.trained_heads.HEAD_NAMES``) of the file's
         :data:`TRAINED_HEADS_KEY` entry; ``None`` when the file has no such entry or is no
         safetensors file: such files count as having every head trained.
 
@@ -337,15 +331,7 @@ def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
         FileNotFoundError: ``path`` does not exist.
         ValueError: an unreadable safetensors header, or an entry naming an unknown head.
     """
-    value = read_weights_metadata(path).get(TRAINED_HEADS_KEY)
-    if value is None:
-        return None
-    heads = tuple(sorted({h.strip() for h in value.split(',') if h.strip()}))
-    unknown = [h for h in heads if h not in HEAD_NAMES]
-    if unknown:
-        raise ValueError(f'{path}: metadata {TRAINED_HEADS_KEY}={value!r} names unknown heads '
-                         f'{unknown} (known: {", ".join(HEAD_NAMES)})')
-    return heads
+    return parse_trained_heads(read_weights_metadata(path).get(TRAINED_HEADS_KEY), path)
 
 
 def file_sha256(path: Union[str, Path]) -> str:

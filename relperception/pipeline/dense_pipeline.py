@@ -453,15 +453,17 @@ class DensePipeline:
         a TensorRT engine's metadata file) carries the record of the weights it was exported
         from.
         """
-        from relperception.models.weights import read_trained_heads, TRAINED_HEADS_KEY
+        from relperception.models.trained_heads import parse_trained_heads, TRAINED_HEADS_KEY
 
         if self.conf['backend'] == 'torch':
+            from relperception.models.weights import read_trained_heads
+
             path = resolve_weights(self.conf, self.model_conf)
             trained = read_trained_heads(path)
-        else:
+        else:   # torch-free: the record the export copied into the file's metadata
             path = self.conf['onnx_path']
-            record = (getattr(self.backend, 'metadata', None) or {}).get(TRAINED_HEADS_KEY)
-            trained = tuple(record) if isinstance(record, list) else None
+            metadata = getattr(self.backend, 'metadata', None) or {}
+            trained = parse_trained_heads(metadata.get(TRAINED_HEADS_KEY), path)
         if trained is None:
             return ()
         heads = ('depth',) + (('segmentation',) if self.has_segmentation else ())
