@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 from pathlib import Path
-from typing import Any, Dict, Hashable, Mapping, Optional, Sequence, Union
+import re
+from typing import Any, Dict, Hashable, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 import yaml.composer
@@ -51,6 +52,8 @@ class ParameterSpec:
     max_value: Optional[float] = None
     choices: Optional[Sequence[Any]] = None
     read_only: bool = False
+    #: strings only: a regular expression the whole value must match, and what it means
+    pattern: Optional[Tuple[str, str]] = None
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ``ValueError`` saying why."""
@@ -74,6 +77,8 @@ class ParameterSpec:
         elif kind is str:
             if not isinstance(value, str):
                 raise ValueError(f'{self.name} must be a string, got {value!r}')
+            if self.pattern is not None and not re.fullmatch(self.pattern[0], value):
+                raise ValueError(f'{self.name} must be {self.pattern[1]}, got {value!r}')
         elif kind is list:
             return self._validate_list(value)
         if self.choices is not None and value not in self.choices:
@@ -97,6 +102,9 @@ class ParameterSpec:
             raise ValueError(f'{self.name} must hold integers, got {value!r}')
         return [element(v) for v in value]
 
+
+#: What a device parameter takes (torch's names for the devices this package runs on).
+DEVICE_PATTERN = (r'cpu|cuda(:\d+)?', 'cpu, cuda or cuda:N')
 
 #: Precisions a TensorRT engine is built with (``int8``: from a QDQ ONNX file).
 ENGINE_PRECISIONS = ('fp16', 'fp32', 'int8')
@@ -170,7 +178,8 @@ PARAMETERS = (
                   choices=('torch', 'onnxruntime', 'tensorrt')),
     *_exported_model_specs('loftr'),
     *_engine_specs('loftr'),
-    ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
+    ParameterSpec('loftr.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)',
+                  pattern=DEVICE_PATTERN),
     ParameterSpec('loftr.threshold', 0.2,
                   'coarse matching confidence threshold (kornia default 0.2)', 0.0, 1.0),
     ParameterSpec('loftr.input_width', 0,
@@ -182,7 +191,8 @@ PARAMETERS = (
     ParameterSpec('loftr.max_matches', 0,
                   'at most this many matches per pair: the number of coarse cells refined at '
                   'fine level (the most confident ones); 0 = the preset default (loftr 1024, '
-                  'loftr_lite 512). Baked into an exported ONNX file', 0, 3840),
+                  'loftr_lite 512); with an exported model, the most confident of its '
+                  'matches', 0, 3840),
     ParameterSpec('loftr.compute_dtype', 'float32',
                   'precision of the backbone and coarse transformer with backend torch: '
                   'bfloat16 is faster on CPUs with AVX512-BF16/AMX and changes results at '
@@ -203,7 +213,8 @@ PARAMETERS = (
                   choices=('torch', 'onnxruntime', 'tensorrt')),
     *_exported_model_specs('dense'),
     *_engine_specs('dense'),
-    ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)'),
+    ParameterSpec('dense.device', 'cpu', 'torch device for backend torch (cpu, cuda, cuda:N)',
+                  pattern=DEVICE_PATTERN),
     ParameterSpec('dense.input_width', 0,
                   'network input width (multiple of the backbone stride); 0 = preset default',
                   0, 4096),

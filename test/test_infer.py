@@ -149,7 +149,7 @@ class TestInfer:
         assert (tmp_path / 'out' / f'{images[0].stem}_depth.npy').is_file()
         assert not list((tmp_path / 'out').glob('tiny*'))
 
-    def test_degenerate_arguments(self, images, models, tmp_path):
+    def test_degenerate_arguments(self, images, models, tmp_path, caplog):
         yaml_path, weights = models['metric']
         out = str(tmp_path / 'out')
         # Depth Anything V2 ships no weights: --weights is required.
@@ -159,5 +159,17 @@ class TestInfer:
                      'onnxruntime', str(images[0]), '-o', out]) == 1
         assert main(['infer', '--config', yaml_path, '--weights', weights,
                      str(tmp_path / 'missing.png'), '-o', out]) == 1
+        # settings the chosen backend would ignore are refused
+        onnx_file = tmp_path / 'any.onnx'
+        onnx_file.write_bytes(b'')
+        in_file = tmp_path / 'onnx_in_file.yaml'
+        in_file.write_text(f'dense: {{model: {yaml_path}, onnx_path: {onnx_file}}}\n')
+        for argv, words in ((['--config', str(in_file)], 'read by --backend onnxruntime only'),
+                            (['--config', yaml_path, '--weights', weights, '--backend',
+                              'onnxruntime', '--onnx', str(onnx_file)],
+                             '--weights is read by the torch backend only')):
+            caplog.clear()
+            assert main(['infer', *argv, str(images[0]), '-o', out]) == 1
+            assert words in caplog.text
         with pytest.raises(ValueError, match='no images'):
             collect_images([str(tmp_path)])

@@ -188,6 +188,36 @@ class TestMatchLoFTR:
         assert len(ort[2]) == len(ref[2]) >= 1
         for got, expected in zip(ort, ref):
             np.testing.assert_allclose(got, expected, atol=1e-2)
+        # loftr.max_matches holds for the exported model too: its most confident matches
+        limit = len(ref[2]) // 3
+        limited = tmp_path / 'limited.yaml'
+        limited.write_text(open(params).read() + f'loftr.max_matches: {limit}\n')
+        for name, options in (('torch_k', ['--weights', str(weights)]),
+                              ('ort_k', ['--backend', 'onnxruntime', '--onnx', str(onnx_path)])):
+            assert main(['match', *pair, '--config', 'loftr_lite', '--threshold', '0.0',
+                         '--params', str(limited), *options, '-o', str(tmp_path / name)]) == 0
+        torch_k = _check_outputs(tmp_path / 'torch_k', (HEIGHT, WIDTH), (HEIGHT, WIDTH))
+        ort_k = _check_outputs(tmp_path / 'ort_k', (HEIGHT, WIDTH), (HEIGHT, WIDTH))
+        assert len(ort_k[2]) == len(torch_k[2]) == limit
+        np.testing.assert_allclose(np.sort(ort_k[2]), np.sort(torch_k[2]), atol=1e-4)
+        assert np.sort(ort_k[2])[0] >= np.sort(ref[2])[-limit] - 1e-4   # the most confident
+
+    def test_onnx_options_that_would_be_ignored_are_refused(self, pair, weights, tmp_path,
+                                                            caplog):
+        onnx_file = tmp_path / 'any.onnx'
+        onnx_file.write_bytes(b'')
+        conflicting = tmp_path / 'conflicting.yaml'
+        conflicting.write_text('loftr.preset: loftr\n')
+        for argv, words in (
+                (['--onnx', str(onnx_file)], 'read by --backend onnxruntime only'),
+                (['--backend', 'onnxruntime', '--onnx', str(onnx_file), '--weights',
+                  str(weights)], '--weights is read by the torch backend only'),
+                (['--device', 'banana'], 'loftr.device must be cpu, cuda or cuda:N'),
+                (['--params', str(conflicting)], 'disagree')):
+            caplog.clear()
+            assert main(['match', *pair, '--config', 'loftr_lite', *argv,
+                         '-o', str(tmp_path / 'out')]) == 1, argv
+            assert words in caplog.text, argv
 
     def test_degenerate_onnx_backend_without_file(self, pair, tmp_path, caplog):
         assert main(['match', '--config', 'loftr_lite', '--backend', 'onnxruntime', *pair,

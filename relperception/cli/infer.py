@@ -144,9 +144,13 @@ def run(args: argparse.Namespace) -> int:
             overrides[key] = value
     if args.input_size is not None:
         overrides['dense.input_width'], overrides['dense.input_height'] = args.input_size
-    if args.onnx and overrides.get('dense.backend', 'torch') == 'torch':
-        raise ValueError('--onnx is read by --backend onnxruntime only; add --backend '
-                         'onnxruntime (the torch backend runs the weights)')
+    backend = overrides.get('dense.backend', 'torch')
+    if overrides.get('dense.onnx_path') and backend == 'torch':
+        raise ValueError('--onnx (dense.onnx_path) is read by --backend onnxruntime only; add '
+                         '--backend onnxruntime (the torch backend runs the weights)')
+    if args.weights and backend != 'torch':
+        raise ValueError(f'--weights is read by the torch backend only; the {backend} backend '
+                         'runs the weights exported into --onnx')
     if overrides.get('dense.backend') == 'onnxruntime' and not overrides.get('dense.onnx_path'):
         raise ValueError('--backend onnxruntime needs --onnx FILE (or dense.onnx_path in the '
                          'parameter file)')

@@ -50,9 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument('image0', help='first image file (any format OpenCV reads)')
     parser.add_argument('image1', help='second image file')
-    parser.add_argument('--config', choices=CONFIGS, default='loftr_lite',
-                        help='method: the LoFTR presets loftr / loftr_lite, or ncc '
-                             '(default loftr_lite)')
+    parser.add_argument('--config', choices=CONFIGS,
+                        help='method: the LoFTR presets loftr / loftr_lite, or ncc (default: '
+                             'loftr.preset of --params, else loftr_lite)')
     parser.add_argument('-o', '--output', required=True, help='output folder')
     parser.add_argument('--weights', metavar='FILE',
                         help='LoFTR weights: safetensors, or a kornia/official LoFTR state '
@@ -108,7 +108,7 @@ def matcher_conf(args: argparse.Namespace) -> tuple:
         ValueError: LoFTR-only options with ``--config ncc``, or invalid values.
     """
     from relperception.cli.common import loftr_weight_overrides
-    from relperception.config import load_config, section
+    from relperception.config import load_config, section, SPECS
 
     overrides = {}
     if args.config == 'ncc':
@@ -118,7 +118,12 @@ def matcher_conf(args: argparse.Namespace) -> tuple:
             raise ValueError(f'--{", --".join(given)} only apply to the LoFTR configurations, '
                              'not to --config ncc')
         return 'ncc', section(load_config(args.params), 'ncc')
-    overrides['loftr.preset'] = args.config
+    from_file = load_config(args.params)['loftr.preset']
+    if args.config is not None and from_file != SPECS['loftr.preset'].default \
+            and from_file != args.config:
+        raise ValueError(f'--config {args.config} and loftr.preset {from_file} of --params '
+                         f'{args.params} disagree: give one')
+    overrides['loftr.preset'] = args.config or from_file
     overrides.update(loftr_weight_overrides(args.weights, args.threshold))
     if args.backend is not None:
         overrides['loftr.backend'] = args.backend
@@ -132,6 +137,12 @@ def matcher_conf(args: argparse.Namespace) -> tuple:
     conf = section(config, 'loftr')
     if conf.get('backend') == 'onnxruntime' and not conf.get('onnx_path'):
         raise ValueError('--backend onnxruntime needs --onnx FILE (or loftr.onnx_path)')
+    if conf.get('backend') == 'torch' and conf.get('onnx_path'):
+        raise ValueError('--onnx (loftr.onnx_path) is read by --backend onnxruntime only; add '
+                         '--backend onnxruntime (the torch backend runs the weights)')
+    if conf.get('backend') != 'torch' and args.weights is not None:
+        raise ValueError(f'--weights is read by the torch backend only; the {conf["backend"]} '
+                         'backend runs the weights exported into --onnx')
     return 'loftr', conf
 
 
@@ -198,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
                  keypoints0=np.asarray(matches.keypoints0, np.float32).reshape(-1, 2),
                  keypoints1=np.asarray(matches.keypoints1, np.float32).reshape(-1, 2),
                  confidence=np.asarray(matches.confidence, np.float32).reshape(-1))
-    label = args.config if name == 'loftr' else 'ncc'
+    label = conf['preset'] if name == 'loftr' else 'ncc'
     inliers = fundamental_inliers(matches.keypoints0, matches.keypoints1) if len(matches) \
         else None
     title = f'{label}: {Path(args.image0).name} (left) -> {Path(args.image1).name} (right)'

@@ -246,6 +246,13 @@ class LoFTRMatcher:
         out = self.infer(image0, image1)   # checks the images
         self._check_finite(out)
         keep = out['mask'].astype(bool) & (out['confidence'] > self.threshold)
+        limit = int(self.conf['max_matches'])
+        if self.model is None and limit and keep.sum() > limit:
+            # an exported graph refines its own number of cells: keep the most confident
+            # ``max_matches`` (the cells the torch model refines with fine_topk)
+            ranked = np.flatnonzero(keep)[np.argsort(-out['confidence'][keep], kind='stable')]
+            keep = np.zeros_like(keep)
+            keep[ranked[:limit]] = True
         kp0 = to_original(out['keypoints0'][keep], image0.shape, self.input_size)
         kp1 = to_original(out['keypoints1'][keep], image1.shape, self.input_size)
         conf = np.clip(out['confidence'][keep], 0.0, 1.0)
