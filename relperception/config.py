@@ -417,14 +417,21 @@ def defaults() -> Dict[str, Any]:
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
-    """Flatten nested mappings into dotted keys: ``{'a': {'b': 1}} -> {'a.b': 1}``."""
+    """Flatten nested mappings into dotted keys: ``{'a': {'b': 1}} -> {'a.b': 1}``.
+
+    Raises:
+        ValueError: one key written twice, flat and nested (``a.b: 1`` and ``a: {b: 2}``):
+            which one was meant cannot be told.
+    """
     flat: Dict[str, Any] = {}
     for key, value in tree.items():
         name = f'{prefix}{key}'
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, name + '.'))
-        else:
-            flat[name] = value
+        items = flatten(value, name + '.').items() if isinstance(value, Mapping) \
+            else [(name, value)]
+        for dotted, leaf in items:
+            if dotted in flat:
+                raise ValueError(f'{dotted} is given twice (once flat, once nested): keep one')
+            flat[dotted] = leaf
     return flat
 
 

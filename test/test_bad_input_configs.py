@@ -28,6 +28,8 @@ class TestConfigurationFiles:
         'unknown_key': ('odometry:\n  no_such_key: 1\n', 'unknown parameter'),
         'repeated_key': ('matcher: ncc\nmatcher: loftr\n',
                          "key 'matcher' is given twice in one mapping (line 2"),
+        'flat_and_nested': ('ncc.min_score: 0.5\nncc:\n  min_score: 0.9\n',
+                            'ncc.min_score is given twice (once flat, once nested)'),
         'number_read_as_text': ('ncc:\n  min_score: 5e-1\n',
                                 "reads '5e-1' as text: write 0.5"),
     }
