@@ -127,6 +127,24 @@ class TestTwoStageLoFTRBackend:
         with pytest.raises(FileNotFoundError, match='fine graph'):
             open_loftr_backend('onnxruntime', alone, threshold=0.2)
 
+    def test_graphs_of_two_exports_are_not_paired(self, exported, tmp_path):
+        # the coarse graph of the shipped weights beside the fine graph of random weights
+        _, path = exported
+        spec = build_export_model('loftr_lite', random_weights=True)
+        other = export_loftr_two_stage(spec, tmp_path / 'other.onnx', size=EXPORT_SIZE,
+                                       max_size=(256, 320))
+        mixed = tmp_path / 'mixed' / path.name   # the coarse metadata names its fine file
+        mixed.parent.mkdir()
+        shutil.copy(path, mixed)
+        shutil.copy(fine_graph_path(other), fine_graph_path(mixed))
+        with pytest.raises(ValueError, match='come from different exports'):
+            open_loftr_backend('onnxruntime', mixed, threshold=0.2)
+        # the same weights exported again pair with the first export's graphs
+        again = export_loftr_two_stage(build_export_model('loftr_lite'), tmp_path / 'again.onnx',
+                                       size=EXPORT_SIZE, max_size=(256, 320))
+        shutil.copy(fine_graph_path(again), fine_graph_path(mixed))
+        open_loftr_backend('onnxruntime', mixed, threshold=0.2)
+
     def test_single_graph_is_not_coarse(self, tmp_path):
         spec = build_export_model('loftr_lite', random_weights=True)
         path = export_spec(spec, tmp_path / 'single.onnx', size=EXPORT_SIZE)

@@ -16,6 +16,7 @@ writes the two graphs that :mod:`relperception.matching.loftr.two_stage` runs.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -142,8 +143,12 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
     fine_path = fine_graph_path(output)
     coarse_spec = dict(spec, module=LoFTRCoarseOnnxWrapper(model),
                        output_names=COARSE_OUTPUT_NAMES)
+    # both graphs carry the fingerprint of the weights: a coarse file of one export beside the
+    # fine file of another (e.g. an interrupted re-export) is refused when they are opened
+    fingerprint = weights_fingerprint(model)
     coarse_spec['metadata'] = dict(spec['metadata'], kind='loftr_coarse',
-                                   fine_graph=fine_path.name, fine_topk=int(model.fine_topk))
+                                   fine_graph=fine_path.name, fine_topk=int(model.fine_topk),
+                                   weights_sha256=fingerprint)
     coarse_path = export_spec(coarse_spec, output, 'onnx', size, min_size, max_size,
                               opset=opset)
     size = tuple(size or spec['default_size'])
@@ -161,9 +166,20 @@ def export_loftr_two_stage(spec: Dict[str, Any], output,
     export_onnx(fine_module, tuple(example[n] for n in FINE_INPUT_NAMES), fine_path,
                 FINE_INPUT_NAMES, FINE_OUTPUT_NAMES, dynamic_axes=axes, opset=opset,
                 metadata={'kind': 'loftr_fine', 'preset': spec['metadata'].get('preset'),
-                          'opset': opset, 'fine_topk': int(model.fine_topk)})
+                          'opset': opset, 'fine_topk': int(model.fine_topk),
+                          'weights_sha256': fingerprint})
     _check_fine_graph(fine_module, fine_path, coarse, cells)
     return coarse_path
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """Return the SHA-256 (hex) of a model's state: names, shapes, dtypes and values."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        value = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f'{name}:{tuple(tensor.shape)}:{tensor.dtype};'.encode())
+        digest.update(value.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _check_fine_graph(module: torch.nn.Module, path: Path, coarse: Dict[str, Any],

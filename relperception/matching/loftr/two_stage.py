@@ -98,6 +98,11 @@ class TwoStageLoFTRBackend:
                                     f'`relperception export --two-stage`')
         self.fine = build_backend('onnxruntime', path=fine, device=device, providers=providers,
                                   num_threads=num_threads, allow_spinning=False)
+        pair = (meta.get('weights_sha256'), self.fine.metadata.get('weights_sha256'))
+        if pair[0] != pair[1]:
+            raise ValueError(f'the coarse graph {coarse.path} and the fine graph {fine} come '
+                             'from different exports (their weights fingerprints differ); '
+                             'export both again with `relperception export --two-stage`')
         self.fine_topk = int(meta.get('fine_topk', 0))
         self.threshold = threshold
 
