@@ -571,6 +571,29 @@ class TestReadImageFile:
             read_image_file(tmp_path / 'missing.png')
 
 
+class TestReadDeepImageFiles:
+    def test_a_12_bit_file_keeps_its_contrast(self, tmp_path, caplog):
+        deep = np.random.default_rng(0).integers(0, 4096, (24, 32, 3)).astype(np.uint16)
+        deep[0, 0] = 4095
+        cv2.imwrite(str(tmp_path / 'deep.png'), deep)
+        colour = read_image_file(tmp_path / 'deep.png', cv2.IMREAD_COLOR)
+        np.testing.assert_array_equal(colour, (deep >> 4).astype(np.uint8))   # not deep >> 8
+        assert 'use 12 bits' in caplog.text
+        grey = read_image_file(tmp_path / 'deep.png', cv2.IMREAD_GRAYSCALE)
+        assert grey.dtype == np.uint8 and grey.max() > 200
+        # a file using all 16 bits reads as OpenCV's own conversion
+        deep[0, 0] = 65535
+        cv2.imwrite(str(tmp_path / 'full.png'), deep)
+        for flags in (cv2.IMREAD_COLOR, cv2.IMREAD_GRAYSCALE):
+            np.testing.assert_array_equal(read_image_file(tmp_path / 'full.png', flags),
+                                          cv2.imread(str(tmp_path / 'full.png'), flags))
+
+    def test_a_float_image_is_named_as_such(self, tmp_path):
+        cv2.imwrite(str(tmp_path / 'depth.tiff'), np.ones((24, 32), np.float32))
+        with pytest.raises(ValueError, match='float32 image, not a camera picture'):
+            read_image_file(tmp_path / 'depth.tiff', cv2.IMREAD_COLOR)
+
+
 class TestColorizeDepth:
     def test_shape_dtype_nan_black(self):
         depth = np.linspace(0.5, 5.0, 12 * 16, dtype=np.float32).reshape(12, 16)

@@ -7,12 +7,15 @@ PNG, JPEG and the other formats OpenCV reads and writes.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
 from relperception.imaging.compressed import decode_image_bytes
+
+logger = logging.getLogger(__name__)
 
 
 def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.ndarray:
@@ -24,17 +27,40 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
             ``cv2.IMREAD_GRAYSCALE``: (H, W) uint8, the default: as stored).
 
     Returns:
-        the image array (OpenCV's channel order).
+        the image array (OpenCV's channel order). With ``IMREAD_COLOR`` or
+        ``IMREAD_GRAYSCALE`` a 16-bit file is brought to 8 bits from the range its values
+        use (a 12-bit camera's values 0-4095 become 0-255, not 0-15; a warning says so).
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: an empty, truncated (a JPEG without its end-of-image marker) or
-            undecodable file; the message names it.
+            undecodable file, or (as 8-bit) a floating-point image; the message names it.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'image file not found: {path}')
-    return decode_image_bytes(np.fromfile(path, dtype=np.uint8), str(path), flags)
+    payload = np.fromfile(path, dtype=np.uint8)
+    if flags not in (cv2.IMREAD_COLOR, cv2.IMREAD_GRAYSCALE):
+        return decode_image_bytes(payload, str(path), flags)
+    try:
+        image = decode_image_bytes(payload, str(path), flags | cv2.IMREAD_ANYDEPTH)
+    except ValueError:   # OpenCV cannot convert e.g. a float TIFF: say what the file holds
+        try:
+            image = decode_image_bytes(payload, str(path), cv2.IMREAD_UNCHANGED)
+        except ValueError:
+            image = None
+        if image is None or image.dtype in (np.uint8, np.uint16):
+            raise
+    if image.dtype == np.uint16:
+        bits = max(8, int(image.max()).bit_length())
+        if bits < 16:
+            logger.warning('%s: a 16-bit image whose values use %d bits: scaled to 8 bits from '
+                           'that range', path, bits)
+        return (image >> (bits - 8)).astype(np.uint8)
+    if image.dtype != np.uint8:
+        raise ValueError(f'{path}: a {image.dtype} image, not a camera picture (a depth map '
+                         'or another measurement?); give 8- or 16-bit images')
+    return image
 
 
 def write_image(path: str | Path, image: np.ndarray) -> Path:
