@@ -95,6 +95,16 @@ def deferred_interruptions() -> Iterator[PendingInterruption]:
             signal.signal(signum, old)
 
 
+#: Set by :func:`raise_on_sigterm`'s handler: SIGTERM arrived, whatever became of the
+#: exception (one raised inside an import surfaces as an ImportError).
+_SIGTERM_RECEIVED = threading.Event()
+
+
+def sigterm_received() -> bool:
+    """Return whether SIGTERM arrived since :func:`raise_on_sigterm` was last called."""
+    return _SIGTERM_RECEIVED.is_set()
+
+
 def raise_on_sigterm():
     """Make SIGTERM raise :class:`Terminated` in the main thread.
 
@@ -104,8 +114,10 @@ def raise_on_sigterm():
     """
     if threading.current_thread() is not threading.main_thread():
         return None
+    _SIGTERM_RECEIVED.clear()
 
     def handler(signum, frame):
+        _SIGTERM_RECEIVED.set()
         raise Terminated()
 
     return signal.signal(signal.SIGTERM, handler)

@@ -11,6 +11,7 @@ import logging
 import os
 from pathlib import Path
 import signal
+import time
 import uuid
 
 from bad_input_support import one_clear_line, run_cli, write_bag
@@ -22,7 +23,8 @@ from relperception.cli.main import EXIT_INTERRUPTED, EXIT_TERMINATED, main as cl
 from relperception.config import load_config
 from relperception.imaging import write_image
 from relperception.interruption import (deferred_interruptions, interruption_error,
-                                        interruption_reason, raise_on_sigterm, Terminated)
+                                        interruption_reason, raise_on_sigterm,
+                                        sigterm_received, Terminated)
 import torch
 
 
@@ -107,6 +109,24 @@ class TestDeferredInterruptions:
             assert type(again) is type(error)
         with pytest.raises(ValueError, match='unknown interruption reason'):
             interruption_error('cancelled')
+
+
+class TestSigtermRecord:
+
+    def test_a_sigterm_is_remembered_until_the_next_installation(self):
+        # the CLI reads it to report exit 143 when the Terminated exception was turned into
+        # another (SIGTERM inside an import surfaces as an ImportError)
+        previous = raise_on_sigterm()
+        try:
+            assert not sigterm_received()
+            with pytest.raises(Terminated):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5.0)   # the handler raises in the main thread before this ends
+            assert sigterm_received()
+            raise_on_sigterm()
+            assert not sigterm_received()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 class _Regression(torch.utils.data.Dataset):

@@ -24,7 +24,7 @@ from typing import List, Optional
 import relperception
 import relperception.cli as cli_package
 from relperception.cli.common import check_output_folder
-from relperception.interruption import raise_on_sigterm, Terminated
+from relperception.interruption import raise_on_sigterm, sigterm_received, Terminated
 
 _NOT_VERBS = {'main', 'common', 'seg_adjust'}   # seg_adjust: the `train seg-adjust` task
 
@@ -101,10 +101,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Terminated:
         log.error('terminated (SIGTERM)')
         return EXIT_TERMINATED
-    except (ValueError, OSError, RuntimeError) as exc:
-        log.error('%s', exc, exc_info=args.debug)
-        return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 (the last resort: a bug, said as one)
+    except Exception as exc:  # noqa: BLE001 (sorted below)
+        if sigterm_received():   # e.g. SIGTERM inside an import surfaces as an ImportError
+            log.error('terminated (SIGTERM)')
+            return EXIT_TERMINATED
+        if isinstance(exc, (ValueError, OSError, RuntimeError)):
+            log.error('%s', exc, exc_info=args.debug)
+            return EXIT_BAD_INPUT
         log.error('internal error: %s: %s (run again with --debug for the traceback, and '
                   'please report it)', type(exc).__name__, exc, exc_info=args.debug)
         return EXIT_INTERNAL_ERROR
