@@ -215,6 +215,20 @@ class TestExportVerb:
         assert f'--format {fmt} writes' in caplog.text
         assert not path.exists()
 
+    def test_an_output_folder_or_a_parameter_file_is_refused_up_front(self, tmp_path, caplog):
+        folder = tmp_path / 'models.onnx'
+        folder.mkdir()
+        assert main(['export', '--config', 'conv_small', '--random-weights', '-o',
+                     str(folder)]) == 1
+        assert 'is a folder; name the file to write' in caplog.text
+        params = tmp_path / 'robot.YAML'
+        params.write_text('dense: {model: fast_seg, backend: onnxruntime}\n')
+        caplog.clear()
+        assert main(['export', '--config', str(params), '--random-weights', '-o',
+                     str(tmp_path / 'x.onnx')]) == 1
+        assert 'is a parameter file (dense: ...), not a model file: give its dense.model ' \
+               '(fast_seg)' in caplog.text
+
     def test_missing_weights_exit_1(self, tmp_path, caplog):
         # the paper-size preset ships no weights (users bring official / kornia files)
         if _shipped('loftr'):

@@ -137,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
     size = (args.height, args.width) if args.height is not None else None
     precision = _precision(args)
     suffixes = OUTPUT_SUFFIXES[args.fmt]
+    if Path(args.output).is_dir():
+        raise ValueError(f'-o {args.output} is a folder; name the file to write (e.g. '
+                         f'{Path(args.output) / ("model" + suffixes[0])})')
     if Path(args.output).suffix.lower() not in suffixes:
         raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '
                          f'{args.output} names another kind (a .engine file read as ONNX, or '

@@ -259,7 +259,7 @@ def load_model_config(name_or_yaml: Union[str, Path]) -> Dict[str, Any]:
         conf['name'] = key
         return _validate(conf)
     path = Path(key)
-    if path.suffix not in ('.yaml', '.yml'):
+    if path.suffix.lower() not in ('.yaml', '.yml'):
         raise ValueError(f'unknown model preset {key!r}; choose one of {sorted(PRESETS)} or '
                          'give a .yaml file')
     if not path.is_file():
@@ -301,6 +301,11 @@ def _check_yaml_keys(path: Path, data: Dict[str, Any], base: Dict[str, Any]) -> 
     preset and every preset of the same architecture), and that a mapping stays a mapping.
     """
     unknown = sorted(set(data) - set(base) - {'name'})
+    if 'dense' in unknown:
+        model = data['dense'].get('model') if isinstance(data['dense'], dict) else None
+        raise ValueError(f'{path} is a parameter file (dense: ...), not a model file: give its '
+                         f'dense.model ({model or "a preset name"}) here, or the parameter '
+                         'file to a verb that reads parameter files (infer, eval, run)')
     if unknown:
         raise ValueError(f'{path}: unknown keys {unknown}')
     for key, value in data.items():
