@@ -2,12 +2,13 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Tell a camera's next stamp from an unset one, a duplicate, a glitch or a restarted clock.
 
-One rule for every node that takes camera frames (odometry, matcher, dense): a zero stamp is
-skipped (the header stamp was not set), a stamp not after the last one but within
-:data:`TIME_JUMP_BACK_S` of it is skipped (a duplicate or a frame out of order), and a stamp
-more than :data:`TIME_JUMP_BACK_S` back or :data:`TIME_JUMP_AHEAD_S` ahead is skipped as a glitch
-unless the next frame follows it: two frames on a new time line are a restarted bag or a
-changed clock, and the caller is told so (a node with state starts over on a jump back).
+One rule for every node that takes camera frames (odometry, matcher, dense): a stamp not
+after the last one but within :data:`TIME_JUMP_BACK_S` of it is skipped (a duplicate or a frame
+out of order), and a stamp more than :data:`TIME_JUMP_BACK_S` back or :data:`TIME_JUMP_AHEAD_S`
+ahead is skipped as a glitch unless the next frame follows it: two frames on a new time line
+are a restarted bag or a changed clock, and the caller is told so (a node with state starts
+over on a jump back). A zero stamp (a header stamp that was not set) is such a glitch after
+other frames; as the first frame it is a time origin (KITTI's own times start at 0.0).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ TIME_JUMP_BACK_S = 1.0
 #: A stamp this far (seconds) after the last one is processed only once the next frame
 #: confirms it (a single glitched stamp must not move a node's time).
 TIME_JUMP_AHEAD_S = 10.0
+
+_UNSET = ' (a zero stamp: the header stamp was not set?)'
 
 
 class StampOrder:
@@ -48,11 +51,9 @@ class StampOrder:
             the caller starts over if it keeps state across frames).
 
         Raises:
-            SkipFrame: with the reason, for a zero stamp, a duplicate or out-of-order stamp, or
-                the first frame of an unconfirmed jump.
+            SkipFrame: with the reason, for a duplicate or out-of-order stamp, or the first
+                frame of an unconfirmed jump (a zero stamp after other frames among them).
         """
-        if stamp_ns == 0:
-            raise SkipFrame('stamp is zero (the header stamp was not set)')
         last, candidate = self.last_ns, self._candidate_ns
         self._candidate_ns = None
         if last is None:
@@ -61,7 +62,8 @@ class StampOrder:
         jump_s = (stamp_ns - last) * 1e-9
         if -TIME_JUMP_BACK_S <= jump_s <= TIME_JUMP_AHEAD_S:
             if jump_s <= 0:
-                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)')
+                raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)'
+                                f'{_UNSET if stamp_ns == 0 else ""}')
             self.last_ns = stamp_ns
             return 0.0
         if candidate is not None and 0 < (stamp_ns - candidate) * 1e-9 <= TIME_JUMP_AHEAD_S:
@@ -69,5 +71,5 @@ class StampOrder:
             return jump_s
         self._candidate_ns = stamp_ns
         raise SkipFrame(f'stamp jumped {"back" if jump_s < 0 else "ahead"} by '
-                        f'{abs(jump_s):.3f} s: skipped as a glitch unless the next frame '
-                        'follows it')
+                        f'{abs(jump_s):.3f} s{_UNSET if stamp_ns == 0 else ""}: skipped as a '
+                        'glitch unless the next frame follows it')
