@@ -266,3 +266,20 @@ class TestWithoutTorch:
                for pose in child['vo_node']['poses']]
         assert len(got) == FRAMES
         np.testing.assert_allclose(got, poses, rtol=0, atol=1e-6)
+
+
+def test_a_verb_that_needs_torch_says_what_to_install(tmp_path):
+    """Without torch (a pip-only install), ``match --config loftr_lite`` exits 1 and says so."""
+    from relperception.imaging import write_image
+
+    images = []
+    for index, frame in enumerate(iter_sequence(2, seed=SEED, width=WIDTH, height=HEIGHT)[1]):
+        images.append(str(write_image(tmp_path / f'{index}.png', frame.rgb)))
+    script = ('import sys; sys.path.insert(0, sys.argv[1]); import torch_free_child; '
+              'from relperception.cli.main import main; sys.exit(main(sys.argv[2:]))')
+    done = subprocess.run([sys.executable, '-c', script, str(CHILD.parent), 'match', '--config',
+                           'loftr_lite', *images, '-o', str(tmp_path / 'out')],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert 'this needs torch, which is not installed' in done.stderr
+    assert 'requirements/learned.txt' in done.stderr and 'internal error' not in done.stderr

@@ -37,6 +37,17 @@ EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
+_LEARNED = ('the learned models: pip install torch (from the index that fits the machine, e.g. '
+            'https://download.pytorch.org/whl/cpu) and -r requirements/learned.txt')
+#: Packages a verb may need that a plain ``pip install -e .`` leaves out, and how to get them.
+OPTIONAL_PACKAGES = {
+    'torch': _LEARNED, 'safetensors': _LEARNED, 'onnx': _LEARNED, 'onnxruntime': _LEARNED,
+    'onnxconverter_common': 'pip install onnxconverter-common (FP16/INT8 exports)',
+    'kornia': 'pip install kornia (the LoFTR parity check)',
+    'ray': 'pip install "ray[default]" (compare --ray)',
+    'tensorrt': "NVIDIA's TensorRT wheels for the machine's CUDA (the TensorRT backend)",
+}
+
 _EPILOG = (f'exit codes: {EXIT_OK} done; {EXIT_BAD_INPUT} bad input or setting (one line names '
            f'it); {EXIT_USAGE} malformed command line; {EXIT_INTERNAL_ERROR} internal error '
            f'(run again with --debug for the traceback and report it); {EXIT_INTERRUPTED} '
@@ -107,6 +118,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return EXIT_TERMINATED
         if isinstance(exc, (ValueError, OSError, RuntimeError)):
             log.error('%s', exc, exc_info=args.debug)
+            return EXIT_BAD_INPUT
+        missing = exc.name.partition('.')[0] if isinstance(exc, ModuleNotFoundError) \
+            and exc.name else None
+        if missing in OPTIONAL_PACKAGES:
+            log.error('this needs %s, which is not installed: %s (README, "Installing")',
+                      missing, OPTIONAL_PACKAGES[missing], exc_info=args.debug)
             return EXIT_BAD_INPUT
         log.error('internal error: %s: %s (run again with --debug for the traceback, and '
                   'please report it)', type(exc).__name__, exc, exc_info=args.debug)
