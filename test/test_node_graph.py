@@ -394,7 +394,8 @@ def _nodes_available():
 class TestRunProcess:
 
     @pytest.mark.slow
-    def test_run_starts_the_node_set(self, ros_context):
+    @pytest.mark.parametrize('topics_from', ['options', 'parameter file'])
+    def test_run_starts_the_node_set(self, ros_context, topics_from, tmp_path):
         if not _nodes_available():
             pytest.skip('visual_odometry_node not written yet')
         import rclpy
@@ -404,10 +405,17 @@ class TestRunProcess:
         for name in (graph.FASTDDS_PROFILE_ENV, graph.FASTDDS_PROFILE_ENV_NEW):
             environ.pop(name, None)
         duration_s = 6.0
+        if topics_from == 'options':
+            topics = ['--image-topic', namespace + '/image',
+                      '--camera-info-topic', namespace + '/camera_info']
+        else:   # the topics.* keys eval and replay read
+            params = tmp_path / 'topics.yaml'
+            params.write_text(f'topics:\n  image: {namespace}/image\n'
+                              f'  camera_info: {namespace}/camera_info\n')
+            topics = ['--config', str(params)]
         process = subprocess.Popen(
             [sys.executable, '-m', 'relperception.cli.main', 'run', '--duration',
-             str(duration_s), '--namespace', namespace, '--image-topic', namespace + '/image',
-             '--camera-info-topic', namespace + '/camera_info'],
+             str(duration_s), '--namespace', namespace, *topics],
             cwd=REPO_ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
         node = rclpy.create_node('run_observer', context=ros_context)

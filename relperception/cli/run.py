@@ -34,16 +34,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'default: built-in defaults = config/default.yaml)')
     parser.add_argument('--matcher', choices=('ncc', 'loftr', 'klt', 'orb'), default=None,
                         help="correspondence method (default: the configuration's, ncc)")
-    parser.add_argument('--image-topic', default='/camera/image_raw', metavar='T',
-                        help='camera image topic (default /camera/image_raw)')
-    parser.add_argument('--camera-info-topic', default='/camera/camera_info', metavar='T',
-                        help='CameraInfo topic (default /camera/camera_info)')
-    parser.add_argument('--depth-topic', default='', metavar='T',
+    parser.add_argument('--image-topic', metavar='T',
+                        help='camera image topic (default: topics.image of --config, '
+                             '/camera/image_raw)')
+    parser.add_argument('--camera-info-topic', metavar='T',
+                        help='CameraInfo topic (default: topics.camera_info of --config, '
+                             '/camera/camera_info)')
+    parser.add_argument('--depth-topic', metavar='T',
                         help='depth image topic (16UC1 mm or 32FC1 m) for RGB-D odometry; '
-                             'default: none (monocular)')
-    parser.add_argument('--wheel-odom-topic', default='', metavar='T',
+                             'default: topics.depth of --config where it sets one, else none '
+                             '(monocular)')
+    parser.add_argument('--wheel-odom-topic', metavar='T',
                         help='nav_msgs/Odometry of the base (wheel odometry): the distance '
-                             'between frames is the monocular translation hint; default: none')
+                             'between frames is the monocular translation hint; default: '
+                             'topics.wheel_odometry of --config, none')
     parser.add_argument('--image-transport', choices=('raw', 'compressed'), default='raw',
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
     parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
@@ -83,20 +87,25 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    from relperception.config import load_parameter_file
+    from relperception.config import load_parameter_file, SPECS
     from relperception.nodes import graph
 
     parameter_file = load_parameter_file(args.config)
     config = parameter_file.config
+    # the topics.* of the parameter file, as eval and replay read them; an option wins
+    depth_topic = args.depth_topic
+    if depth_topic is None:   # a bag's depth topic is looked for; live, only one named
+        depth_topic = '' if config['topics.depth'] == SPECS['topics.depth'].default \
+            else config['topics.depth']
     descriptions = graph.node_set(
-        matcher=args.matcher, image_topic=args.image_topic,
-        camera_info_topic=args.camera_info_topic, depth_topic=args.depth_topic,
-        image_transport=args.image_transport, namespace=args.namespace,
-        depth_transport=args.depth_transport,
+        matcher=args.matcher, image_topic=args.image_topic or config['topics.image'],
+        camera_info_topic=args.camera_info_topic or config['topics.camera_info'],
+        depth_topic=depth_topic, image_transport=args.image_transport,
+        namespace=args.namespace, depth_transport=args.depth_transport,
         dense=args.dense or args.dense_depth_to_odometry,
         dense_depth_to_odometry=args.dense_depth_to_odometry,
         correspondences_only=args.correspondences_only,
-        wheel_odom_topic=args.wheel_odom_topic)
+        wheel_odom_topic=args.wheel_odom_topic or config['topics.wheel_odometry'])
     descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
     odometry = graph.launch_odometry_parameters(dict(
         _name_value(text) for text in args.odometry_param))
