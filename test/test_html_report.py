@@ -46,6 +46,24 @@ def test_eval_report_is_self_contained(eval_run):
     assert 'Configuration: the defaults.' in text
 
 
+def test_the_key_figures_say_what_was_scored(tmp_path):
+    from relperception.evaluation.html_report import eval_report, write_report
+
+    summary = {'bag': 'labelled_images', 'mode': 'mono', 'matcher': 'ncc', 'ate_rmse_m': None,
+               'frames_tracked': 39, 'frames_processed': 40, 'timing_median_ms': 70.0,
+               'outputs': {}, 'dense': {
+                   'model': 'fast_seg', 'frames_evaluated': 40, 'depth': None,
+                   'segmentation': {'miou': 0.677, 'pixel_accuracy': 0.927}}}
+    text = write_report(tmp_path, eval_report(summary, tmp_path, 'relperception eval x', {},
+                                              {})).read_text()
+    verdicts = re.findall(r'class="verdict">([^<]*)<', text)
+    assert verdicts == ['dense model fast_seg on 40 frames: segmentation mIoU 67.7 %, pixel '
+                        'accuracy 92.7 %',
+                        'mono visual odometry with ncc: no trajectory scored (no ground-truth '
+                        'poses matched), 39 of 40 frames tracked, 70 ms per frame (median)']
+    assert 'ATE None' not in text
+
+
 def test_pairs_report_and_verdict(tmp_path):
     output = tmp_path / 'pairs'
     assert main(['eval-pairs', '--synthetic', '2', '--synthetic-size', '320', '240',

@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from relperception.cli.common import command_line, write_report_of_interrupted_run
     from relperception.config import defaults, load_config
     from relperception.interruption import INTERRUPTIONS
-    from relperception.evaluation.html_report import eval_report, write_report
+    from relperception.evaluation.html_report import (dense_key_figures, eval_report,
+                                                      write_report)
     from relperception.pipeline.offline_eval import evaluate_bag
 
     if args.dense_stride != 1 and not args.dense:
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         raise
     report = write_report(args.output, eval_report(summary, args.output, command_line(args),
                                                    config, defaults()))
+    if summary.get('dense'):
+        logger.info('%s', dense_key_figures(summary['dense']))
     logger.info('report written to %s (open %s first)', args.output, report)
     if summary['num_errors']:
         logger.warning('%d problem%s met (see summary.json "errors")', summary['num_errors'],

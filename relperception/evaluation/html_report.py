@@ -45,6 +45,26 @@ figcaption{color:#555;font-size:.9em}pre{background:#f6f6f6;padding:8px;overflow
 """
 
 
+def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
+    """Return the dense model's key figures of a run summary in one line ('' without any).
+
+    Args:
+        dense: the summary's ``dense`` entry (``relperception.pipeline.dense_eval``), or None.
+    """
+    if not dense:
+        return ''
+    parts = []
+    segmentation, depth = dense.get('segmentation'), dense.get('depth')
+    if segmentation:
+        parts.append(f'segmentation mIoU {100.0 * segmentation["miou"]:.1f} %, pixel accuracy '
+                     f'{100.0 * segmentation["pixel_accuracy"]:.1f} %')
+    if depth:
+        parts.append(f'depth AbsRel {depth["abs_rel"]:.3f}, delta1 '
+                     f'{100.0 * depth["delta1"]:.1f} %')
+    return (f'dense model {dense.get("model", "?")} on {dense.get("frames_evaluated", 0)} '
+            f'frames: ' + ('; '.join(parts) or 'no ground-truth depth or labels to score'))
+
+
 def _text(value: Any) -> str:
     """Return ``value`` as escaped HTML text, numbers in 4 significant digits."""
     if isinstance(value, bool) or value is None:
@@ -180,12 +200,14 @@ def eval_report(summary: Mapping[str, Any], output_dir: Path, command: Optional[
     live = 'output_topics' in summary
     title = f'{"replay" if live else "eval"}: {Path(str(summary.get("bag", "?"))).name}'
     ate = summary.get('ate_rmse_m')
-    key = (f'{summary.get("mode", "?")} visual odometry with {summary.get("matcher", "?")}: '
-           f'ATE {_text(ate)} m ({summary.get("alignment", "?")}), drift '
-           f'{_text(summary.get("drift_percent"))} %, '
-           f'{summary.get("frames_tracked", "?")} of {summary.get("frames_processed", "?")} '
-           f'frames tracked, {_text(summary.get("timing_median_ms"))} ms per frame (median)')
-    blocks = [paragraph(key, 'verdict')]
+    tracked = (f'{summary.get("frames_tracked", "?")} of {summary.get("frames_processed", "?")} '
+               f'frames tracked, {_text(summary.get("timing_median_ms"))} ms per frame (median)')
+    odometry = f'{summary.get("mode", "?")} visual odometry with {summary.get("matcher", "?")}'
+    key = (f'{odometry}: ATE {_text(ate)} m ({summary.get("alignment", "?")}), drift '
+           f'{_text(summary.get("drift_percent"))} %, {tracked}' if ate is not None else
+           f'{odometry}: no trajectory scored (no ground-truth poses matched), {tracked}')
+    dense = dense_key_figures(summary.get('dense'))
+    blocks = ([paragraph(dense, 'verdict')] if dense else []) + [paragraph(key, 'verdict')]
     if not summary.get('complete', True):
         blocks.append(paragraph('The bag was damaged or processing stopped early: the '
                                 'results are partial.', 'warn'))
