@@ -19,6 +19,7 @@ Each component takes its own section (``section(config, 'ncc')``) as its ``conf`
 from __future__ import annotations
 
 from dataclasses import dataclass
+import difflib
 import math
 from pathlib import Path
 import re
@@ -54,6 +55,8 @@ class ParameterSpec:
     read_only: bool = False
     #: strings only: a regular expression the whole value must match, and what it means
     pattern: Optional[Tuple[str, str]] = None
+    #: integers only: allowed values are ``min_value`` + a multiple of it (2 from 3: odd)
+    step: Optional[int] = None
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ``ValueError`` saying why."""
@@ -87,6 +90,10 @@ class ParameterSpec:
             raise ValueError(f'{self.name} must be >= {self.min_value}, got {value!r}')
         if self.max_value is not None and value > self.max_value:
             raise ValueError(f'{self.name} must be <= {self.max_value}, got {value!r}')
+        if self.step is not None and (value - self.min_value) % self.step:
+            kind = 'odd' if self.step == 2 and self.min_value % 2 else \
+                f'{self.min_value} plus a multiple of {self.step}'
+            raise ValueError(f'{self.name} must be {kind}, got {value!r}')
         return value
 
     def _validate_list(self, value: Any) -> list:
@@ -152,7 +159,8 @@ PARAMETERS = (
                   16, 20000),
     ParameterSpec('ncc.cell_size_px', 32, 'grid cell size for spreading keypoints (pixels)',
                   4, 512),
-    ParameterSpec('ncc.patch_size', 9, 'side of the correlated patch (pixels, odd)', 3, 31),
+    ParameterSpec('ncc.patch_size', 9, 'side of the correlated patch (pixels, odd)', 3, 31,
+                  step=2),
     ParameterSpec('ncc.search_radius_px', 4,
                   'search radius at the coarsest pyramid level (pixels of that level)', 1, 64),
     ParameterSpec('ncc.refine_radius_px', 2,
@@ -445,9 +453,26 @@ def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = N
     config = dict(defaults() if base is None else base)
     for name, value in flatten(overrides).items():
         if name not in SPECS:
-            raise ValueError(f'unknown parameter {name!r}; known: {", ".join(sorted(SPECS))}')
+            raise ValueError(f'unknown parameter {name!r}; {known_keys_hint(name, SPECS)}')
         config[name] = SPECS[name].validate(value)
     return config
+
+
+def known_keys_hint(name: str, known: Sequence[str]) -> str:
+    """Return what to write instead of the unknown key ``name``: the nearest known keys.
+
+    The keys of ``name``'s section when there is no near one (every key when its section is
+    unknown too), so a typo gets a short answer, not the whole schema.
+    """
+    near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.75)
+    if near:
+        return 'did you mean ' + ' or '.join(repr(k) for k in near) + '?'
+    section = name.rpartition('.')[0]
+    same = sorted(k for k in known if section and k.startswith(section + '.'))
+    if same:
+        return f'the {section} keys are: {", ".join(same)}'
+    sections = sorted({k.partition('.')[0] for k in known})
+    return f'known sections and keys: {", ".join(sections)} (every key: config/default.yaml)'
 
 
 #: Largest configuration file read (bytes); parameter files are a few kilobytes.
@@ -612,11 +637,11 @@ def read_parameter_file(tree: Mapping[str, Any]) -> ParameterFile:
                 node_parameters.setdefault(node, {})[name] = local[name].validate(value)
             else:
                 where = 'any node (/**)' if node == ALL_NODES else node
+                hint = known_keys_hint(name, [*SPECS, *local, *ROS_PARAMETERS])
                 raise ValueError(
-                    f'unknown parameter {name!r} for {where}; known: the schema keys '
-                    f'({", ".join(sorted(SPECS))}), the node-local keys '
-                    f'({", ".join(sorted(local))}) and the ROS parameters '
-                    f'({", ".join(ROS_PARAMETERS)}, {", ".join(ROS_PARAMETER_PREFIXES)}*)')
+                    f'unknown parameter {name!r} for {where}; {hint} (node-local keys there: '
+                    f'{", ".join(sorted(local)) or "none"}; ROS parameters: '
+                    f'{", ".join(ROS_PARAMETERS)}, {", ".join(ROS_PARAMETER_PREFIXES)}*)')
     return ParameterFile(validate(schema), node_parameters, ros_parameters)
 
 

@@ -94,7 +94,7 @@ class TestDeclareParameters:
         ('ncc.patch_size', 99, 'out of range'),             # rejected by the range descriptor
         ('ncc.min_score', 1.5, 'out of range'),
         ('matcher', 'sift', 'must be one of'),              # rejected by ParameterSpec.validate
-        ('ncc.patch_size', 8, 'odd'),                       # rejected by the check callback
+        ('ncc.patch_size', 8, 'step: 2'),                   # rejected by the range's step
         ('ncc.patch_size', 'nine', 'type'),                 # rejected by rclpy's type check
     ])
     def test_invalid_change_fails_with_reason(self, make_node, name, value, reason):
@@ -128,8 +128,16 @@ class TestDeclareParameters:
         with pytest.raises(InvalidParameterValueException):
             declare_parameters(node, NAMES)
         node = make_node(parameter_overrides=[Parameter('ncc.patch_size', value=8)])
-        with pytest.raises(ValueError, match='odd'):
-            declare_parameters(node, NAMES, check=check_ncc)
+        with pytest.raises(InvalidParameterValueException):   # even: the range's step
+            declare_parameters(node, NAMES)
+
+        def refuse_orb(config):
+            if config['matcher'] == 'orb':
+                raise ValueError('orb is refused by this check')
+
+        node = make_node(parameter_overrides=[Parameter('matcher', value='orb')])
+        with pytest.raises(ValueError, match='refused by this check'):
+            declare_parameters(node, NAMES, check=refuse_orb)
 
 
 class TestParameterDescriptor:

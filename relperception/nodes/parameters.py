@@ -79,7 +79,8 @@ def parameter_descriptor(spec: ParameterSpec) -> ParameterDescriptor:
         if kind is int:
             low = int(spec.min_value) if spec.min_value is not None else -2**63
             high = int(spec.max_value) if spec.max_value is not None else 2**63 - 1
-            descriptor.integer_range = [IntegerRange(from_value=low, to_value=high, step=0)]
+            descriptor.integer_range = [IntegerRange(from_value=low, to_value=high,
+                                                     step=int(spec.step or 0))]
         elif kind is float:
             low = float(spec.min_value) if spec.min_value is not None else -float('inf')
             high = float(spec.max_value) if spec.max_value is not None else float('inf')
