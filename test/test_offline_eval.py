@@ -240,6 +240,27 @@ class TestEvaluateBag:
         assert with_depth == [0, 1, 2, 4, 6, 8]
         assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
 
+    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(self, tmp_path):
+        """Every depth image refused: RGB-D tracks nothing, nothing is scored as metric."""
+        bag = tmp_path / 'half_size_depth'
+        camera, sequence = iter_sequence(num_frames=8, seed=1, width=WIDTH, height=HEIGHT)
+        with BagWriter(bag) as writer:
+            for frame in sequence:
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                writer.write_image(topics.DEPTH, frame.stamp_ns,
+                                   frame.depth[::2, ::2].copy(), '32FC1')
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['depth_problems'] == {'wrong_size': 8}
+        assert summary['frames_tracked'] == 0 and summary['frames_with_depth'] == 0
+        assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
+        assert 'none metric' in summary['scale_source']
+        assert summary['ate_rmse_m'] is None and summary['rpe_trans_rmse_m'] is None
+        assert not (tmp_path / 'out' / 'trajectory.tum').exists()
+        joined = '\n'.join(summary['errors'])
+        assert 'no frame was tracked' in joined and 'not one of the 8' in joined
+
     def test_truncated_bag(self, synthetic_bag, tmp_path):
         bag = tmp_path / 'truncated'
         shutil.copytree(synthetic_bag, bag)

@@ -239,6 +239,10 @@ class TestReplay:
         assert summary['input_problems']['depth_implausible_range'] == refused
         assert any('depth_implausible_range' in e for e in summary['errors'])
         assert summary['num_errors'] > 0
+        # the node ran monocular on every frame: the summary scores it so, not as metric RGB-D
+        assert summary['node_diagnostics']['visual_odometry_node: tracking']['depth_hits'] == 0
+        assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
+        assert 'none metric' in summary['scale_source']
 
     def test_another_publisher_of_the_inputs_is_refused_before_anything_starts(
             self, small_bag, tmp_path):

@@ -13,8 +13,8 @@ wall-clock time it was published). :func:`evaluate_recording` turns those into t
                            to ``T_world_cam`` through the camera mount, see
                            :func:`camera_poses_from_odom`), in the ground-truth world frame.
 ``groundtruth.tum``        ground truth at the stamps of those poses.
-``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D, Sim(3) monocular) and
-                           ``output_topics``: per output topic ``frames_in``, ``frames_out``,
+``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D with depth, else
+                           Sim(3)) and ``output_topics``: per output topic ``frames_in``, ``frames_out``,
                            ``dropped_frames``, ``latency_ms_median``, ``latency_ms_p95``.
 ``timing.csv``             the ``eval`` columns, one row per recorded ``odom``; in a live run
                            ``process_ms`` is the end-to-end latency (image published -> odom
@@ -47,8 +47,8 @@ import numpy as np
 from relperception.atomic_files import atomic_open
 from relperception.config import load_config
 from relperception.data.bag import BagReader, RawBagMessage
-from relperception.data.input_counters import (DEPTH_PROBLEM_PREFIX, FRAMES_WITHOUT_DEPTH,
-                                               input_counters)
+from relperception.data.input_counters import (DEPTH_HITS, DEPTH_PROBLEM_PREFIX,
+                                               FRAMES_WITHOUT_DEPTH, input_counters)
 from relperception.evaluation.report import write_json
 from relperception.odometry.mount import (
     camera_from_odom,
@@ -279,6 +279,13 @@ def _node_input_problems(diagnostics: Mapping[str, Mapping[str, Any]]) -> dict[s
     return totals
 
 
+def _depth_hits(diagnostics: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """Return the frames that ran with depth, summed over the nodes; None if none says."""
+    hits = [values[DEPTH_HITS] for values in diagnostics.values()
+            if isinstance(values.get(DEPTH_HITS), (int, float))]
+    return int(sum(hits)) if hits else None
+
+
 def _write_latency_csv(path: Path, publish_wall_ns: Mapping[int, int],
                        receipts: Mapping[str, Sequence[tuple[int, int]]],
                        topics: Sequence[str]) -> None:
@@ -319,7 +326,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
             for the trajectory), ``correspondences``, ``path`` (per-frame outputs, counted and
             timed) and ``diagnostics`` (the last status of each node goes into the summary).
         config: flat configuration (``topics.ground_truth_pose``, ``matcher``); None: defaults.
-        mode: ``'rgbd'`` (SE(3) alignment) or ``'mono'`` (Sim(3)), as the nodes ran.
+        mode: ``'rgbd'`` or ``'mono'``, as the nodes ran: SE(3) alignment for ``'rgbd'``
+            unless the nodes' diagnostics say that no frame had depth (``depth_hits`` 0:
+            the odometry ran monocular), Sim(3) otherwise.
         camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw).
         plots: write ``trajectory.png`` and ``errors.png``.
         extra: more entries for the summary (e.g. the replay's rate and process layout).
@@ -374,6 +383,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         if row[0] not in seen:
             seen.add(row[0])
             unique_rows.append(row)
+    # The node falls back to monocular on frames without usable depth: the alignment follows
+    # the depth it used (as far as its diagnostics tell), not the mode of the plan.
+    depth_used = mode == 'rgbd' and _depth_hits(diagnostics) != 0
     rows, poses = [], []
     if unique_rows:
         T_world_cam = camera_poses_from_odom(np.stack([row[2] for row in unique_rows]),
@@ -382,7 +394,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
             sent = publish_times.get(stamp)
             rows.append({'stamp_ns': stamp, 'status': 'tracking',
                          'num_matches': num_matches.get(stamp, -1), 'num_inliers': -1,
-                         'is_keyframe': False, 'depth': mode == 'rgbd',
+                         'is_keyframe': False, 'depth': depth_used,
                          'process_ms': (receipt - sent) / _NS_PER_MS if sent else float('nan'),
                          'decode_ms': 0.0, 'message': ''})
             poses.append(pose)

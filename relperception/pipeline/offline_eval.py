@@ -13,8 +13,9 @@ trajectory against the ground-truth pose topic with evo. It writes into the outp
                      bag has no ground truth. Frames reported ``'lost'`` are left out.
 ``groundtruth.tum``  ground truth interpolated at the stamps of the estimated frames.
 ``summary.json``     metrics (:func:`~relperception.evaluation.trajectory.evaluate_trajectory`,
-                     SE(3) alignment for RGB-D, Sim(3) for monocular), frame counts, timing,
-                     and every error met on the way.
+                     SE(3) alignment for RGB-D, Sim(3) for monocular and for an RGB-D run
+                     in which no frame had usable depth; none when no frame was tracked),
+                     frame counts, timing, and every error met on the way.
 ``timing.csv``       one row per processed frame: stamp, status, matches, inliers, keyframe,
                      depth used, VO processing time (ms) and the part of it spent waiting
                      for the previous keyframe's background work (``keyframe_wait_ms``; ~0
@@ -419,9 +420,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             'dense_failures': assembler.dense_failures,
             'dense_timing_median_ms': percentile(dense_ms, 50),
             'dense_timing_p95_ms': percentile(dense_ms, 95),
-            'scale_source': (f'depth predicted by the dense model {name} ({kind}; RGB-D '
-                             'odometry on predicted depth, SE(3) alignment)'),
         })
+        if summary['metric_depth_used']:
+            summary['scale_source'] = (f'depth predicted by the dense model {name} ({kind}; '
+                                       'RGB-D odometry on predicted depth, SE(3) alignment)')
     if dense_summary is not None:
         summary['dense'] = dense_summary
         summary['outputs'].update(dense_summary.pop('outputs', {}))
