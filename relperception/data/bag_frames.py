@@ -57,6 +57,28 @@ def message_stamp_ns(message) -> int:
     return stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
 
 
+def check_depth_message(message, image_shape):
+    """Decode a depth message (Image or compressedDepth) and apply the odometry's checks.
+
+    Args:
+        message: a bag message (``msg``, ``msgtype``) of a depth topic.
+        image_shape: (height, width) of the colour image the depth belongs to.
+
+    Returns:
+        The :class:`~relperception.imaging.depth_checks.DepthCheck`: the depth in metres, or
+        the problem (one of ``DEPTH_PROBLEMS``; ``undecodable`` for a message that cannot be
+        decoded) and a sentence.
+    """
+    from relperception.data.messages import decode_image_message
+    from relperception.imaging.depth_checks import check_depth, DepthCheck
+
+    try:
+        array, encoding = decode_image_message(message.msg, message.msgtype)
+    except (ValueError, TypeError) as exc:
+        return DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
+    return check_depth(array, encoding, image_shape)
+
+
 def require_topic(bag_topics: Mapping[str, str], topic: str, what: str, bag_path) -> str:
     """Return the topic to read for ``topic`` (or its ``/compressed`` variant).
 
@@ -337,21 +359,13 @@ class FrameAssembler:
         return depth
 
     def _depth_for(self, stamp: int, shape):
-        from relperception.data.messages import decode_image_message
-        from relperception.imaging.depth_checks import check_depth, DepthCheck
-
         message = self._nearest_depth(stamp)
         if message is None:
             self.errors.add(f'image at {stamp} ns: no depth image within '
                             f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms; depth ignored')
             return None
         where = f'{message.topic} for the image at {stamp} ns'
-        try:
-            array, encoding = decode_image_message(message.msg, message.msgtype)
-        except (ValueError, TypeError) as exc:
-            check = DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
-        else:
-            check = check_depth(array, encoding, shape)
+        check = check_depth_message(message, shape)
         if check.depth is None:
             self.depth_problems[check.problem] += 1
             self.errors.add(f'{where}: {check.message}; depth ignored (depth_problems.'
