@@ -305,6 +305,109 @@ class TestEvaluateBag:
                              gt_scale_noise=noise)
 
 
+def _rewrite_ground_truth(source, bag, build):
+    """Copy ``source`` to ``bag`` with each ground-truth pose replaced by ``build``'s message.
+
+    ``build(writer, stamp_ns, header, T_world_cam)`` returns ``(msgtype, msg)``.
+    """
+    with BagReader(source) as reader, BagWriter(bag) as writer:
+        for message in reader.messages():
+            if message.topic == topics.GT_POSE:
+                msgtype, msg = build(writer, message.log_time_ns, message.msg.header,
+                                     transform_from_pose_msg(message.msg))
+                writer.write_message(topics.GT_POSE, msgtype, message.log_time_ns, msg)
+            else:
+                writer.write_message(message.topic, message.msgtype, message.log_time_ns,
+                                     message.msg)
+    return bag
+
+
+def _transform_msg(writer, header, child, T):
+    from relperception.data.messages import pose_fields
+
+    types = writer.typestore.types
+    position, q = pose_fields(T)
+    return types['geometry_msgs/msg/TransformStamped'](
+        header=header, child_frame_id=child, transform=types['geometry_msgs/msg/Transform'](
+            translation=types['geometry_msgs/msg/Vector3'](*map(float, position)),
+            rotation=types['geometry_msgs/msg/Quaternion'](*map(float, q))))
+
+
+def _odometry_msg(writer, header, child, T):
+    from relperception.data.messages import pose_fields
+
+    types = writer.typestore.types
+    position, q = pose_fields(T)
+    zero = types['geometry_msgs/msg/Vector3'](0.0, 0.0, 0.0)
+    pose = types['geometry_msgs/msg/Pose'](types['geometry_msgs/msg/Point'](*map(float, position)),
+                                           types['geometry_msgs/msg/Quaternion'](*map(float, q)))
+    return types['nav_msgs/msg/Odometry'](
+        header=header, child_frame_id=child,
+        pose=types['geometry_msgs/msg/PoseWithCovariance'](pose, np.zeros(36)),
+        twist=types['geometry_msgs/msg/TwistWithCovariance'](
+            types['geometry_msgs/msg/Twist'](zero, zero), np.zeros(36)))
+
+
+class TestGroundTruthFrames:
+    """Ground truth as Odometry / TransformStamped / TFMessage, of the camera or the base."""
+
+    @staticmethod
+    def _read(bag, base_frame='base_link'):
+        from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+        from relperception.data.bag_frames import first_frame_id, read_camera_ground_truth
+        from relperception.data.error_log import ErrorLog
+        from relperception.odometry.mount import camera_mount_transform
+
+        errors = ErrorLog()
+        with BagReader(bag) as reader:
+            stamps, poses, taken_as = read_camera_ground_truth(
+                reader, topics.GT_POSE, errors, first_frame_id(reader, topics.IMAGE),
+                base_frame, camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW))
+        return stamps, poses, taken_as, errors
+
+    def test_base_frame_odometry_is_moved_to_the_camera(self, synthetic_bag, tmp_path):
+        from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+        from relperception.odometry.mount import camera_mount_transform
+        from relperception.transforms import invert_transform
+
+        T_cam_base = invert_transform(camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW))
+        bag = _rewrite_ground_truth(synthetic_bag, tmp_path / 'odom_base', lambda w, t, h, T: (
+            'nav_msgs/msg/Odometry', _odometry_msg(w, h, 'base_link', T @ T_cam_base)))
+        reference = evaluate_bag(synthetic_bag, tmp_path / 'ref', None, max_frames=10,
+                                 progress=False, plots=False)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, max_frames=10, progress=False,
+                               plots=False)
+        assert 'robot base' in summary['ground_truth_frame'] and summary['num_errors'] == 0
+        for key in ('ate_rmse_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_deg', 'drift_percent'):
+            assert summary[key] == pytest.approx(reference[key], rel=1e-6, abs=1e-9), key
+        # the same poses read as the robot's when base_frame_id names another frame: warned
+        _, _, taken_as, errors = self._read(bag, base_frame='chassis')
+        assert 'assumed' in taken_as and errors.count == 1
+        assert "'base_link' of the ground truth is neither" in errors.kept[0]
+
+    def test_transform_stamped_and_tf_message(self, synthetic_bag, tmp_path):
+        stamps, poses, taken_as, errors = self._read(synthetic_bag)
+        assert 'name no child frame' in taken_as and errors.count == 0
+        camera = _rewrite_ground_truth(
+            synthetic_bag, tmp_path / 'transform', lambda w, t, h, T: (
+                'geometry_msgs/msg/TransformStamped',
+                _transform_msg(w, h, topics.CAMERA_FRAME, T)))
+
+        def tf_message(writer, stamp, header, T):   # a base frame 5 m away, then the camera
+            moved = T.copy()
+            moved[0, 3] += 5.0
+            return 'tf2_msgs/msg/TFMessage', writer.typestore.types['tf2_msgs/msg/TFMessage']([
+                _transform_msg(writer, header, 'base_link', moved),
+                _transform_msg(writer, header, topics.CAMERA_FRAME, T)])
+
+        tf = _rewrite_ground_truth(synthetic_bag, tmp_path / 'tf', tf_message)
+        for bag in (camera, tf):
+            got_stamps, got_poses, taken_as, errors = self._read(bag)
+            assert errors.count == 0 and 'that of the images' in taken_as
+            np.testing.assert_array_equal(got_stamps, stamps)
+            np.testing.assert_allclose(got_poses, poses, atol=1e-9)
+
+
 class TestCli:
     def test_eval(self, synthetic_bag, tmp_path):
         output = tmp_path / 'eval'

@@ -8,8 +8,11 @@ depth image of the same header stamp (else the nearest within
 topics may be interleaved either way in a bag. Bad messages (undecodable image, no CameraInfo
 yet, an image of another size than CameraInfo, depth of the wrong size or without one valid
 pixel) go to an :class:`~relperception.data.error_log.ErrorLog` and the frame is skipped or its
-depth ignored. :func:`require_topic`, :func:`resolve_mode` and :func:`read_ground_truth` are the
-other steps every reader of a recording takes (offline evaluation, live replay, frame pairs).
+depth ignored. :func:`require_topic`, :func:`resolve_mode` and :func:`read_camera_ground_truth`
+are the other steps every reader of a recording takes (offline evaluation, live replay, frame
+pairs). Ground truth may be ``PoseStamped``, ``PoseWithCovarianceStamped``, ``nav_msgs/Odometry``,
+``TransformStamped`` or ``tf2_msgs/TFMessage``; poses of the robot base (child frame
+``base_frame_id``) are moved to the camera through the camera mount.
 """
 
 from __future__ import annotations
@@ -124,34 +127,65 @@ def resolve_mode(requested: str, num_depth: int, num_images: int,
     return requested
 
 
-def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
-    """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic.
+def stamped_poses(message) -> list[tuple[int, str, np.ndarray]]:
+    """Return ``(stamp_ns, child_frame_id, T_parent_child)`` of every pose a message holds.
 
-    Poses come in stamp order, one per stamp: a repeated stamp keeps its first pose, and the
-    repeats are reported in ``errors``.
+    ``geometry_msgs/PoseStamped`` and ``PoseWithCovarianceStamped`` hold one pose and name no
+    child frame (``''``); ``nav_msgs/Odometry`` one pose of its ``child_frame_id``;
+    ``geometry_msgs/TransformStamped`` one transform; ``tf2_msgs/TFMessage`` one per
+    transform. Frame ids lose a leading ``/``. A message without a header is stamped with its
+    bag log time.
+
+    Raises:
+        ValueError, AttributeError: a malformed pose or stamp, or another message type.
     """
-    from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+    from relperception.data.messages import (stamp_to_ns, transform_from_pose_msg,
+                                             transform_from_transform_msg)
 
-    stamps, poses = [], []
+    msg = message.msg
+    items = msg.transforms if hasattr(msg, 'transforms') else [msg]
+    poses = []
+    for item in items:
+        header = getattr(item, 'header', None)
+        stamp = stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
+        child = str(getattr(item, 'child_frame_id', '')).lstrip('/')
+        if hasattr(item, 'transform'):
+            poses.append((stamp, child, transform_from_transform_msg(item)))
+        else:
+            poses.append((stamp, child, transform_from_pose_msg(item)))
+    return poses
+
+
+def read_pose_topic(reader, topic: str | None, errors: ErrorLog) -> dict:
+    """Return ``{child_frame_id: (stamps_ns (N,) int64, T_parent_child (N, 4, 4))}``.
+
+    Reads a pose topic of any type :func:`stamped_poses` takes (``''`` is the child of pose
+    messages that name none). Poses of each child come in stamp order, one per stamp: a
+    repeated stamp keeps its first pose, and the repeats are reported in ``errors``.
+    """
+    by_child: dict = {}
     if topic is None:
-        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+        return by_child
     try:
         for message in reader.messages([topic]):
             try:
-                header = getattr(message.msg, 'header', None)
-                stamp = stamp_to_ns(header.stamp) if header is not None else \
-                    message.log_time_ns
-                poses.append(transform_from_pose_msg(message.msg))
-                stamps.append(stamp)
+                for stamp, child, T in stamped_poses(message):
+                    by_child.setdefault(child, ([], []))
+                    by_child[child][0].append(stamp)
+                    by_child[child][1].append(T)
             except (ValueError, AttributeError) as exc:
                 errors.add(f'{topic} at {message.log_time_ns} ns: bad pose ({exc})')
     except Exception as exc:  # noqa: BLE001 - a damaged bag keeps what was read
         errors.add(f'reading ground truth stopped: {type(exc).__name__}: {exc}', logging.ERROR)
-    if not stamps:
-        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
-    stamps = np.asarray(stamps, dtype=np.int64)
+    return {child: _unique_stamps(topic, np.asarray(stamps, dtype=np.int64), np.stack(poses),
+                                  errors)
+            for child, (stamps, poses) in by_child.items()}
+
+
+def _unique_stamps(topic: str, stamps: np.ndarray, poses: np.ndarray, errors: ErrorLog):
+    """Sort poses by stamp and keep the first of each stamp (the repeats are reported)."""
     order = np.argsort(stamps, kind='stable')
-    stamps, poses = stamps[order], np.stack(poses)[order]
+    stamps, poses = stamps[order], poses[order]
     repeated = np.flatnonzero(np.diff(stamps) == 0) + 1
     if len(repeated):
         # the same instant twice: keep the first pose, and say whether the two disagree
@@ -163,6 +197,109 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
         keep[repeated] = False
         stamps, poses = stamps[keep], poses[keep]
     return stamps, poses
+
+
+def _no_poses():
+    return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+
+
+def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
+    """Return (stamps_ns (N,) int64, T_parent_child (N, 4, 4)) of a pose topic.
+
+    Poses come in stamp order, one per stamp: a repeated stamp keeps its first pose, and the
+    repeats are reported in ``errors``. A topic with transforms of several child frames (a TF
+    topic) gives those of the frame with the most poses, and says so in ``errors``; see
+    :func:`read_camera_ground_truth` for the camera's poses.
+    """
+    by_child = read_pose_topic(reader, topic, errors)
+    if not by_child:
+        return _no_poses()
+    child = max(by_child, key=lambda name: len(by_child[name][0]))
+    if len(by_child) > 1:
+        errors.add(f'{topic}: poses of {len(by_child)} child frames '
+                   f'({", ".join(repr(name) for name in sorted(by_child))}); those of '
+                   f'{child!r} are read')
+    return by_child[child]
+
+
+def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
+                             camera_frame: str | None, base_frame: str, T_base_cam):
+    """Return the ground truth as camera poses: ``(stamps_ns, T_world_cam, taken_as)``.
+
+    The child frame of the poses decides (:func:`read_pose_topic`):
+
+    * ``camera_frame`` (the images' ``header.frame_id``): camera poses as they are;
+    * ``base_frame`` (the odometry node's ``base_frame_id``): poses of the robot base, moved to
+      the camera by the mount, ``T_world_cam = T_world_base @ T_base_cam``;
+    * a pose message that names no child frame (``PoseStamped``): camera poses, the
+      convention of the bags relperception writes;
+    * one other child frame: taken as camera poses, with a warning in ``errors``;
+    * several other child frames (a TF topic without the camera or the base): no ground
+      truth, with an error.
+
+    Args:
+        reader: an open :class:`~relperception.data.bag.BagReader`.
+        topic: the ground-truth topic, None for none.
+        errors: where problems are logged and counted.
+        camera_frame: the camera's frame id ('' or None when unknown).
+        base_frame: the robot base's frame id.
+        T_base_cam: (4, 4) camera mount (the camera optical frame in the base frame).
+
+    Returns:
+        stamps (N,) int64, poses (N, 4, 4) and a sentence saying what the poses were taken
+        as (None without ground truth).
+
+    Raises:
+        ValueError: a ``T_base_cam`` that is not a (4, 4) transform.
+    """
+    from relperception.transforms import check_transform
+
+    T_base_cam = check_transform(T_base_cam, 'T_base_cam')
+    camera_frame = (camera_frame or '').lstrip('/')
+    base_frame = str(base_frame).lstrip('/')
+    by_child = read_pose_topic(reader, topic, errors)
+    if not by_child:
+        return (*_no_poses(), None)
+    if camera_frame and camera_frame in by_child:
+        stamps, poses = by_child[camera_frame]
+        taken_as = f'camera poses (child frame {camera_frame!r}, that of the images)'
+        if camera_frame == base_frame:
+            errors.add(f'{topic}: the frame {camera_frame!r} of the images is also the base '
+                       'frame (base_frame_id): the ground truth cannot be told to be of the '
+                       'camera or of the robot; it is taken as the camera poses')
+    elif base_frame in by_child:
+        stamps, poses = by_child[base_frame]
+        poses = poses @ T_base_cam
+        taken_as = (f'robot base poses (child frame {base_frame!r}, base_frame_id) moved to the '
+                    'camera with the camera mount camera_mount_xyz_qxyzw')
+        logger.info('%s: ground truth of the base frame %s: camera poses through the camera '
+                    'mount', topic, base_frame)
+    elif len(by_child) == 1:
+        child, (stamps, poses) = next(iter(by_child.items()))
+        if not child:
+            taken_as = 'camera poses (the pose messages name no child frame)'
+        else:
+            taken_as = f'camera poses (assumed: child frame {child!r} is not known)'
+            errors.add(f'{topic}: the child frame {child!r} of the ground truth is neither '
+                       f'the camera frame {camera_frame or "(unknown)"!r} (frame_id of the '
+                       f'images) nor the base frame {base_frame!r} (base_frame_id): its poses '
+                       'are taken as camera poses; if they are the robot base, set '
+                       'base_frame_id and camera_mount_xyz_qxyzw of visual_odometry_node')
+    else:
+        errors.add(f'{topic}: poses of the child frames '
+                   f'{", ".join(repr(name) for name in sorted(by_child))}, none of them the '
+                   f'camera frame {camera_frame or "(unknown)"!r} or the base frame '
+                   f'{base_frame!r}: no ground truth', logging.ERROR)
+        return (*_no_poses(), None)
+    return stamps, poses, taken_as
+
+
+def first_frame_id(reader, topic: str) -> str | None:
+    """Return the ``header.frame_id`` of the first readable message on ``topic``, or None."""
+    for message in reader.messages([topic]):
+        header = getattr(message.msg, 'header', None)
+        return None if header is None else str(header.frame_id)
+    return None
 
 
 def _same_camera(camera0, camera1) -> bool:

@@ -190,6 +190,24 @@ def transform_from_pose_msg(pose) -> np.ndarray:
     return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
 
 
+def transform_from_transform_msg(transform) -> np.ndarray:
+    """Return the (4, 4) float64 transform of a ``geometry_msgs/Transform`` (metres, xyzw).
+
+    A ``TransformStamped`` (anything with ``transform`` fields down to a Transform) is accepted
+    too; the result is ``T_parent_child`` (``header.frame_id`` <- ``child_frame_id``).
+
+    Raises:
+        ValueError: for a zero or non-finite quaternion or a non-finite translation.
+    """
+    while not hasattr(transform, 'translation') and hasattr(transform, 'transform'):
+        transform = transform.transform
+    p, q = transform.translation, transform.rotation
+    t = np.array([p.x, p.y, p.z], dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f'transform translation must be finite, got {t.tolist()}')
+    return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
+
+
 def pose_fields(T) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(position, q_xyzw)`` of a rigid transform for a ``geometry_msgs/Pose``.
 

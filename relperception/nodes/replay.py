@@ -50,7 +50,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from relperception.config import load_config
+from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
 from relperception.evaluation.report import remove_earlier_outputs
 from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.nodes import graph
@@ -563,8 +563,10 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
                 os.environ[name] = value
 
     mount = live_eval.DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+    base_frame = DEFAULT_BASE_FRAME_ID
     for description in plan.descriptions:
         mount = description.parameters.get('camera_mount_xyz_qxyzw', mount)
+        base_frame = description.parameters.get('base_frame_id', base_frame)
     extra = {'rate': float(rate), 'separate_processes': bool(separate_processes),
              'fastdds_profile': profile, 'namespace': plan.namespace,
              'use_sim_time': bool(use_sim_time), 'input_topics': plan.published_topics,
@@ -572,7 +574,7 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
     summary = live_eval.evaluate_recording(
         bag, output_dir / live_eval.RECORDED_BAG, output_dir / live_eval.PUBLISH_TIMES_CSV,
         output_dir, plan.output_topics, config=config, mode=plan.mode,
-        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra)
+        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra, base_frame_id=base_frame)
     if interrupted is not None:
         raise interrupted
     return summary

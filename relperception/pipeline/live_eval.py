@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 from relperception.atomic_files import atomic_open
-from relperception.config import load_config
+from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
 from relperception.data.bag import BagReader, RawBagMessage
 from relperception.data.input_counters import (DEPTH_HITS, DEPTH_PROBLEM_PREFIX,
                                                FRAMES_WITHOUT_DEPTH, input_counters)
@@ -312,8 +312,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
                        output_topics: Mapping[str, str], config: Mapping[str, Any] | None = None,
                        mode: str = 'rgbd',
                        camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
-                       plots: bool = True, extra: Mapping[str, Any] | None = None
-                       ) -> dict[str, Any]:
+                       plots: bool = True, extra: Mapping[str, Any] | None = None,
+                       base_frame_id: str = DEFAULT_BASE_FRAME_ID) -> dict[str, Any]:
     """Write the ``eval`` report of a live replay and return its summary.
 
     Args:
@@ -329,9 +329,12 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         mode: ``'rgbd'`` or ``'mono'``, as the nodes ran: SE(3) alignment for ``'rgbd'``
             unless the nodes' diagnostics say that no frame had depth (``depth_hits`` 0:
             the odometry ran monocular), Sim(3) otherwise.
-        camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw).
+        camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw); ground
+            truth of the base frame is moved to the camera with it too.
         plots: write ``trajectory.png`` and ``errors.png``.
         extra: more entries for the summary (e.g. the replay's rate and process layout).
+        base_frame_id: the odometry node's base frame: ground truth whose child frame it is
+            holds robot base poses (``summary['ground_truth_frame']`` says what was read).
 
     Returns:
         The summary written to ``summary.json`` (the ``eval`` keys plus ``output_topics``,
@@ -341,7 +344,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         FileNotFoundError: when a bag or the publish-times file is missing.
         ValueError: for an unknown mode or no ``odom`` role.
     """
-    from relperception.data.bag_frames import read_ground_truth
+    from relperception.data.bag_frames import first_frame_id, read_camera_ground_truth
+    from relperception.data.topics import compressed_topic
     from relperception.data.error_log import ErrorLog
     from relperception.evaluation.vo_report import NO_TRAJECTORY_METRICS, write_report
 
@@ -362,8 +366,13 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         if gt_topic is not None and gt_topic not in reader.topics:
             errors.add(f'bag has no ground-truth topic {gt_topic}: {NO_TRAJECTORY_METRICS}')
             gt_topic = None
-        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
-        frames_in_bag = reader.message_counts.get(config['topics.image'], 0)
+        image_topic = config['topics.image']
+        if image_topic not in reader.topics and compressed_topic(image_topic) in reader.topics:
+            image_topic = compressed_topic(image_topic)
+        gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
+            reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
+            camera_mount_transform(camera_mount_xyz_qxyzw))
+        frames_in_bag = reader.message_counts.get(image_topic, 0)
 
     # The player read the input as eval does; damage there makes the run incomplete.
     input_damage = list((extra or {}).get('input_damage') or [])
@@ -429,6 +438,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         'topics': {'image': config['topics.image'], 'camera_info': config['topics.camera_info'],
                    'depth': config['topics.depth'] if mode == 'rgbd' else None,
                    'ground_truth_pose': gt_topic},
+        'ground_truth_frame': gt_frame,
         'output_topics': stats,
         'node_diagnostics': diagnostics,
         'recorded_messages': {topic: len(items) for topic, items in receipts.items()},
