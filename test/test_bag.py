@@ -266,6 +266,37 @@ class TestBagRoundTrip:
             assert len(list(reader.messages([topics.CAMERA_INFO]))) == 3
 
 
+    def test_split_bag_with_a_missing_file_is_incomplete(self, tmp_path, storage):
+        """A split recording whose second file was not copied: read, but not complete."""
+        import yaml
+
+        from relperception.data.synthetic_bag import write_synthetic_bag
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = tmp_path / 'split'
+        write_synthetic_bag(bag, frames=4, width=160, height=120, storage=storage)
+        suffix = '.mcap' if storage == 'mcap' else '.db3'
+        (stored,) = bag.glob(f'*{suffix}')
+        stored.rename(bag / f'split_0{suffix}')
+        metadata = yaml.safe_load((bag / 'metadata.yaml').read_text())
+        info = metadata['rosbag2_bagfile_information']
+        info['relative_file_paths'] = [f'split_0{suffix}', f'split_1{suffix}']
+        info['files'] = [dict(info['files'][0], path=f'split_0{suffix}'),
+                         dict(info['files'][0], path=f'split_1{suffix}')]
+        info['message_count'] *= 2
+        for topic in info['topics_with_message_count']:
+            topic['message_count'] *= 2
+        (bag / 'metadata.yaml').write_text(yaml.safe_dump(metadata))
+        with BagReader(bag) as reader:
+            assert len(list(reader.messages([topics.IMAGE]))) == 4
+            assert reader.storage_damaged
+            assert any(f'split_1{suffix} listed in metadata.yaml is missing' in e
+                       and 'metadata.yaml counts 40 messages' in e for e in reader.errors)
+        summary = evaluate_bag(bag, tmp_path / 'eval', None, progress=False, plots=False)
+        assert summary['frames_processed'] == 4 and summary['complete'] is False
+        assert any(f'split_1{suffix}' in e for e in summary['errors'])
+
+
 class TestCompressedImages:
 
     def test_png_round_trip_exact(self, tmp_path):
