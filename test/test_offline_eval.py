@@ -261,6 +261,50 @@ class TestEvaluateBag:
         joined = '\n'.join(summary['errors'])
         assert 'no frame was tracked' in joined and 'not one of the 8' in joined
 
+    @pytest.mark.parametrize('fps, depth_copies, depth_late_s, image_late_s', [
+        (10.0, 1, 1.0, 0.0),    # depth logged 1 s after its stamp (10 images wait)
+        (30.0, 3, 0.0, 0.4),    # depth at 90 Hz, images logged 0.4 s late (36 depths first)
+    ], ids=['depth_logged_1s_late', 'images_logged_late_depth_90hz'])
+    def test_late_logged_depth_is_paired(self, tmp_path, fps, depth_copies, depth_late_s,
+                                         image_late_s):
+        """Offline, a depth image of exactly the image's stamp is never given up on."""
+        from relperception.imaging.image_encodings import numpy_to_image_fields
+
+        camera, sequence = iter_sequence(num_frames=14, seed=1, width=160, height=120,
+                                         fps=fps)
+        period_ns = round(1e9 / fps / depth_copies)
+        bag = tmp_path / 'late'
+        with BagWriter(bag) as writer:
+            image_type = writer.typestore.types[topics.IMAGE_MSGTYPE]
+            messages = []   # (log time, topic, msgtype, msg), written in log-time order
+
+            def image(stamp, array, encoding):
+                return image_type(header=writer.header(stamp, topics.CAMERA_FRAME),
+                                  **numpy_to_image_fields(array, encoding))
+
+            for frame in sequence:
+                stamp = frame.stamp_ns
+                messages.append((stamp, topics.CAMERA_INFO, None, camera))
+                messages.append((stamp + round(image_late_s * 1e9), topics.IMAGE,
+                                 topics.IMAGE_MSGTYPE, image(stamp, frame.rgb, 'rgb8')))
+                for k in range(depth_copies):
+                    depth_stamp = stamp + k * period_ns
+                    messages.append((depth_stamp + round(depth_late_s * 1e9), topics.DEPTH,
+                                     topics.IMAGE_MSGTYPE,
+                                     image(depth_stamp, frame.depth, '32FC1')))
+                messages.append((stamp, topics.GT_POSE, None, frame.T_world_cam))
+            for log_time, topic, msgtype, msg in sorted(messages, key=lambda m: m[0]):
+                if topic == topics.CAMERA_INFO:
+                    writer.write_camera_info(topic, log_time, msg)
+                elif topic == topics.GT_POSE:
+                    writer.write_pose(topic, log_time, msg)
+                else:
+                    writer.write_message(topic, msgtype, log_time, msg)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['frames_processed'] == 14
+        assert summary['frames_without_depth'] == 0 and summary['num_errors'] == 0
+        assert summary['frames_with_depth'] == 14
+
     def test_truncated_bag(self, synthetic_bag, tmp_path):
         bag = tmp_path / 'truncated'
         shutil.copytree(synthetic_bag, bag)

@@ -4,8 +4,9 @@
 
 :class:`FrameAssembler` pairs every image with the latest ``CameraInfo`` and, for RGB-D, the
 depth image of the same header stamp (else the nearest within
-:data:`DEPTH_PAIRING_TOLERANCE_S`); images wait in a short queue for their depth, since the two
-topics may be interleaved either way in a bag. Bad messages (undecodable image, no CameraInfo
+:data:`DEPTH_PAIRING_TOLERANCE_S`); images wait for their depth, since the two topics may be
+interleaved either way in a bag and either may be logged late: up to :data:`PAIRING_WINDOW_S`
+of bag time (and :data:`MAX_PAIRING_BYTES`), not a fixed number of messages. Bad messages (undecodable image, no CameraInfo
 yet, an image of another size than CameraInfo, depth of the wrong size or without one valid
 pixel) go to an :class:`~relperception.data.error_log.ErrorLog` and the frame is skipped or its
 depth ignored. :func:`require_topic`, :func:`resolve_mode` and :func:`read_camera_ground_truth`
@@ -40,10 +41,13 @@ GT_TOLERANCE_S = 0.02
 GT_MAX_GAP_FACTOR = 5.0
 #: Auto mode runs RGB-D when the bag has at least this many depth images per image.
 AUTO_RGBD_MIN_DEPTH_FRACTION = 0.5
-#: Images waiting for their depth image; older ones are processed without waiting longer.
-MAX_PENDING_IMAGES = 8
-#: Depth messages kept for pairing.
-MAX_BUFFERED_DEPTHS = 32
+#: Offline pairing (eval, ``eval --dense``) keeps an image waiting for its depth image (or
+#: dense ground truth), and keeps depth images for the images to come, until the bag has moved
+#: this far past it in log time (seconds): recordings log depth, or images, late.
+PAIRING_WINDOW_S = 5.0
+#: ... and holds at most this many bytes of message data waiting (images and depth together);
+#: past it the oldest image is processed with what has arrived.
+MAX_PAIRING_BYTES = 1 << 30
 
 _NS_PER_S = 1_000_000_000
 
@@ -58,6 +62,84 @@ def message_stamp_ns(message) -> int:
 
     header = getattr(message.msg, 'header', None)
     return stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
+
+
+def message_nbytes(message) -> int:
+    """Return the size of a bag message's ``data`` field (0 without one)."""
+    data = getattr(message.msg, 'data', None)
+    if data is None:
+        return 0
+    return int(data.nbytes) if hasattr(data, 'nbytes') else len(data)
+
+
+class StampBuffer:
+    """Bag messages kept by header stamp for pairing, bounded by bag log time and bytes.
+
+    Offline, nothing forces a short queue: a message is dropped only once no later image can
+    use it (:meth:`drop_before`) or the bag has moved :data:`PAIRING_WINDOW_S` past it
+    (:meth:`drop_older`).
+    """
+
+    def __init__(self):
+        """Start empty."""
+        self.items: deque = deque()   # (stamp_ns, BagMessage, nbytes), in arrival order
+        self.newest_ns: int | None = None
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        """Return the number of messages kept."""
+        return len(self.items)
+
+    def add(self, stamp: int, message) -> None:
+        """Keep ``message`` (header stamp ``stamp`` ns)."""
+        size = message_nbytes(message)
+        self.items.append((stamp, message, size))
+        self.nbytes += size
+        self.newest_ns = stamp if self.newest_ns is None else max(self.newest_ns, stamp)
+
+    def first(self):
+        """Return ``(stamp_ns, message)`` of the oldest message kept."""
+        stamp, message, _ = self.items[0]
+        return stamp, message
+
+    def popleft(self):
+        """Remove and return ``(stamp_ns, message)`` of the oldest message kept."""
+        stamp, message, size = self.items.popleft()
+        self.nbytes -= size
+        return stamp, message
+
+    def has_exact(self, stamp: int) -> bool:
+        """Whether a message of exactly this stamp is kept."""
+        return any(item[0] == stamp for item in self.items)
+
+    def settled(self, stamp: int, tolerance_ns: int) -> bool:
+        """Whether waiting longer cannot bring a better match for ``stamp``."""
+        return self.has_exact(stamp) or (self.newest_ns is not None
+                                         and self.newest_ns > stamp + tolerance_ns)
+
+    def nearest(self, stamp: int, tolerance_ns: int):
+        """Return the kept message nearest to ``stamp`` within the tolerance, or None."""
+        best = None
+        for item_stamp, message, _ in self.items:
+            gap = abs(item_stamp - stamp)
+            if gap <= tolerance_ns and (best is None or gap < best[0]):
+                best = (gap, message)
+        return None if best is None else best[1]
+
+    def _keep(self, keep) -> None:
+        kept = deque(item for item in self.items if keep(item))
+        self.items = kept
+        self.nbytes = sum(item[2] for item in kept)
+
+    def drop_before(self, stamp: int) -> None:
+        """Forget the messages stamped before ``stamp`` (no later image can use them)."""
+        if self.items and min(item[0] for item in self.items) < stamp:
+            self._keep(lambda item: item[0] >= stamp)
+
+    def drop_older(self, log_time_ns: int) -> None:
+        """Forget the messages logged before ``log_time_ns``."""
+        if self.items and self.items[0][1].log_time_ns < log_time_ns:
+            self._keep(lambda item: item[1].log_time_ns >= log_time_ns)
 
 
 def check_depth_message(message, image_shape):
@@ -343,9 +425,9 @@ class FrameAssembler:
         self.dense_ms: dict[int, float] = {}
         self.dense_failures = 0
         self.camera = None
-        self.pending: deque = deque()           # (stamp_ns, BagMessage) of images
-        self.depths: deque = deque(maxlen=MAX_BUFFERED_DEPTHS)  # (stamp_ns, BagMessage)
-        self.newest_depth_ns: int | None = None
+        self.pending = StampBuffer()            # images, in arrival order
+        self.depths = StampBuffer()
+        self.log_time_ns: int | None = None     # of the newest message added
         self.frames_without_depth = 0
         #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`.
         self.depth_problems: Counter = Counter()
@@ -380,41 +462,45 @@ class FrameAssembler:
             self.errors.add(f'{message.topic}: bad header stamp ({exc})')
             return None
 
+    def _seen(self, message) -> None:
+        log_time = message.log_time_ns
+        self.log_time_ns = log_time if self.log_time_ns is None else \
+            max(self.log_time_ns, log_time)
+
     def add_depth(self, message) -> list:
+        self._seen(message)
         stamp = self._checked_stamp(message)
         if stamp is None:
             return []
-        self.depths.append((stamp, message))
-        self.newest_depth_ns = stamp if self.newest_depth_ns is None else \
-            max(self.newest_depth_ns, stamp)
+        self.depths.add(stamp, message)
         return self._ready()
 
     def add_image(self, message) -> list:
+        self._seen(message)
         stamp = self._checked_stamp(message)
         if stamp is None:
             self.frames_skipped += 1
             return []
-        self.pending.append((stamp, message))
+        self.pending.add(stamp, message)
         return self._ready()
 
     def flush(self) -> list:
         """Return every waiting frame (end of the bag)."""
         return self._ready(final=True)
 
-    def _has_exact_depth(self, stamp: int) -> bool:
-        return any(depth_stamp == stamp for depth_stamp, _ in self.depths)
-
     def _ready(self, final: bool = False) -> list:
         """Return (stamp_ns, frame or None, decode_ms) of the images that need not wait longer."""
         out = []
+        window_ns = round(PAIRING_WINDOW_S * _NS_PER_S)
+        if self.log_time_ns is not None:
+            self.depths.drop_older(self.log_time_ns - window_ns)
         while self.pending:
-            stamp, message = self.pending[0]
-            overflow = len(self.pending) > MAX_PENDING_IMAGES
+            stamp, message = self.pending.first()
+            overflow = (self.log_time_ns - message.log_time_ns > window_ns
+                        or self.pending.nbytes + self.depths.nbytes > MAX_PAIRING_BYTES)
             # The CameraInfo of the first image may follow it in the bag: wait for it.
             has_camera = self.camera is not None
-            has_depth = (not self.use_depth or self._has_exact_depth(stamp)
-                         or (self.newest_depth_ns is not None
-                             and self.newest_depth_ns > stamp + self.tolerance_ns))
+            has_depth = not self.use_depth or self.depths.settled(stamp, self.tolerance_ns)
             done = final or overflow or (has_camera and has_depth)
             if not done:
                 break
@@ -424,14 +510,6 @@ class FrameAssembler:
             elapsed_ms = 1e3 * (time.perf_counter() - start) - self.dense_ms.get(stamp, 0.0)
             out.append((stamp, frame, elapsed_ms))
         return out
-
-    def _nearest_depth(self, stamp: int):
-        best = None
-        for depth_stamp, message in self.depths:
-            gap = abs(depth_stamp - stamp)
-            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
-                best = (gap, message)
-        return None if best is None else best[1]
 
     def _build(self, stamp: int, message):
         from relperception.data.messages import decode_image_message
@@ -496,7 +574,9 @@ class FrameAssembler:
         return depth
 
     def _depth_for(self, stamp: int, shape):
-        message = self._nearest_depth(stamp)
+        message = self.depths.nearest(stamp, self.tolerance_ns)
+        # images come in stamp order: older depth images can serve none of the next ones
+        self.depths.drop_before(stamp - self.tolerance_ns)
         if message is None:
             self.errors.add(f'image at {stamp} ns: no depth image within '
                             f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms; depth ignored')

@@ -22,7 +22,7 @@ ignored and counted). The output folder receives ``dense_samples/{depth,labels}_
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping
 import logging
 from pathlib import Path
@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from relperception.config import section
 from relperception.data.bag_frames import (check_depth_message, DEPTH_PAIRING_TOLERANCE_S,
-                                           MAX_BUFFERED_DEPTHS, message_stamp_ns)
+                                           MAX_PAIRING_BYTES, message_stamp_ns,
+                                           PAIRING_WINDOW_S, StampBuffer)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.vo_report import percentile
 
@@ -40,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 #: Sample strips written per kind (depth, labels) by the dense evaluation.
 DENSE_SAMPLES = 3
-#: Images waiting for their dense ground truth; older ones are evaluated with what arrived.
-_MAX_PENDING_DENSE = 8
 
 _NS_PER_S = 1_000_000_000
 
@@ -66,44 +65,50 @@ def build_dense_depth(config: Mapping[str, Any]):
 
 
 class _DenseGroundTruth:
-    """Pairs sampled images with the ground-truth depth / label images of the same stamp."""
+    """Pairs sampled images with the ground-truth depth / label images of the same stamp.
+
+    Bounded as the odometry's pairing is (:class:`~relperception.data.bag_frames.StampBuffer`):
+    by bag log time (:data:`PAIRING_WINDOW_S`) and bytes, not by a count of messages.
+    """
 
     def __init__(self, topics: Mapping[str, str | None]):
         self.topics = {kind: topic for kind, topic in topics.items() if topic}
-        self.buffers = {kind: deque(maxlen=MAX_BUFFERED_DEPTHS) for kind in self.topics}
-        self.newest = dict.fromkeys(self.topics)
-        self.pending: deque = deque()
+        self.buffers = {kind: StampBuffer() for kind in self.topics}
+        self.pending = StampBuffer()
+        self.log_time_ns: int | None = None
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
+    def seen(self, message) -> None:
+        """Note the log time of a message read from the bag."""
+        log_time = message.log_time_ns
+        self.log_time_ns = log_time if self.log_time_ns is None else \
+            max(self.log_time_ns, log_time)
+
     def add_ground_truth(self, kind: str, stamp: int, message) -> None:
-        self.buffers[kind].append((stamp, message))
-        newest = self.newest[kind]
-        self.newest[kind] = stamp if newest is None else max(newest, stamp)
-
-    def _settled(self, kind: str, stamp: int) -> bool:
-        newest = self.newest[kind]
-        return (any(s == stamp for s, _ in self.buffers[kind])
-                or (newest is not None and newest > stamp + self.tolerance_ns))
-
-    def _nearest(self, kind: str, stamp: int):
-        best = None
-        for gt_stamp, message in self.buffers[kind]:
-            gap = abs(gt_stamp - stamp)
-            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
-                best = (gap, message)
-        return None if best is None else best[1]
+        self.buffers[kind].add(stamp, message)
 
     def ready(self, final: bool = False) -> list:
         """Return ``(stamp, image message, {kind: gt message or None})`` of settled images."""
         out = []
+        window_ns = round(PAIRING_WINDOW_S * _NS_PER_S)
+        if self.log_time_ns is not None:
+            for buffer in self.buffers.values():
+                buffer.drop_older(self.log_time_ns - window_ns)
         while self.pending:
-            stamp, message = self.pending[0]
-            settled = all(self._settled(kind, stamp) for kind in self.topics)
-            if not (final or settled or len(self.pending) > _MAX_PENDING_DENSE):
+            stamp, message = self.pending.first()
+            settled = all(self.buffers[kind].settled(stamp, self.tolerance_ns)
+                          for kind in self.topics)
+            held = self.pending.nbytes + sum(b.nbytes for b in self.buffers.values())
+            overflow = (self.log_time_ns - message.log_time_ns > window_ns
+                        or held > MAX_PAIRING_BYTES)
+            if not (final or settled or overflow):
                 break
             self.pending.popleft()
-            out.append((stamp, message, {kind: self._nearest(kind, stamp)
+            out.append((stamp, message, {kind: self.buffers[kind].nearest(stamp,
+                                                                          self.tolerance_ns)
                                          for kind in self.topics}))
+            for buffer in self.buffers.values():
+                buffer.drop_before(stamp - self.tolerance_ns)
         return out
 
 
@@ -292,11 +297,12 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
             except ValueError as exc:
                 errors.add(f'{message.topic}: bad header stamp ({exc})')
                 continue
+            pairing.seen(message)
             if message.topic == image_topic:
                 if max_frames is not None and images_seen >= int(max_frames):
                     break
                 if images_seen % stride == 0:
-                    pairing.pending.append((stamp, message))
+                    pairing.pending.add(stamp, message)
                 images_seen += 1
                 bar.update(1)
             else:
