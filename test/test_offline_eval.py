@@ -305,6 +305,22 @@ class TestEvaluateBag:
         assert summary['frames_without_depth'] == 0 and summary['num_errors'] == 0
         assert summary['frames_with_depth'] == 14
 
+    def test_compressed_depth_topic_is_found_next_to_the_depth_topic(self, tmp_path):
+        """Only <topics.depth>/compressedDepth recorded: read as /compressed is for images."""
+        camera, sequence = iter_sequence(num_frames=6, seed=1, width=160, height=120)
+        bag = tmp_path / 'cdepth'
+        with BagWriter(bag) as writer:
+            for frame in sequence:
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                millimetres = np.round(np.nan_to_num(frame.depth) * 1000.0).astype(np.uint16)
+                writer.write_compressed_image(topics.DEPTH + '/compressedDepth', frame.stamp_ns,
+                                              millimetres, '16UC1', fmt='compressedDepth')
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['frames_with_depth'] == 6
+        assert summary['topics']['depth'] == topics.DEPTH + '/compressedDepth'
+
     def test_truncated_bag(self, synthetic_bag, tmp_path):
         bag = tmp_path / 'truncated'
         shutil.copytree(synthetic_bag, bag)

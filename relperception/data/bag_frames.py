@@ -188,6 +188,26 @@ def require_topic(bag_topics: Mapping[str, str], topic: str, what: str, bag_path
                      f'configuration); its topics: {listing or "none"}')
 
 
+def find_depth_topic(bag_topics: Mapping[str, str], topic: str | None) -> str | None:
+    """Return ``topic``, else its ``/compressedDepth`` variant, if the bag has it; else None.
+
+    As :func:`require_topic` falls back to an image topic's ``/compressed`` variant, a bag
+    recorded with ``compressed_depth_image_transport`` only is read from
+    ``<topic>/compressedDepth``. None (logged) when the bag has neither, or ``topic`` is empty.
+    """
+    from relperception.data.topics import compressed_depth_topic
+
+    if not topic:
+        return None
+    if topic in bag_topics:
+        return topic
+    if compressed_depth_topic(topic) in bag_topics:
+        logger.info('reading %s (the bag has no %s)', compressed_depth_topic(topic), topic)
+        return compressed_depth_topic(topic)
+    logger.info('bag has no depth topic %s', topic)
+    return None
+
+
 def resolve_mode(requested: str, num_depth: int, num_images: int,
                  depth_topic: str | None) -> str:
     """Return 'rgbd' or 'mono'; 'auto' is RGB-D when at least half the images have depth.

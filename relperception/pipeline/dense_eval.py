@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from relperception.config import section
 from relperception.data.bag_frames import (check_depth_message, DEPTH_PAIRING_TOLERANCE_S,
-                                           MAX_PAIRING_BYTES, message_stamp_ns,
-                                           PAIRING_WINDOW_S, StampBuffer)
+                                           find_depth_topic, MAX_PAIRING_BYTES,
+                                           message_stamp_ns, PAIRING_WINDOW_S, StampBuffer)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.vo_report import percentile
 
@@ -113,10 +113,11 @@ class _DenseGroundTruth:
 
 
 def _dense_topics(reader, config: Mapping[str, Any]) -> dict:
-    depth_topic = config['topics.ground_truth_depth'] or config['topics.depth'] or None
-    labels_topic = config['topics.ground_truth_labels'] or None
     present = reader.topics
-    return {'depth': depth_topic if depth_topic in present else None,
+    depth_topic = find_depth_topic(present, config['topics.ground_truth_depth']
+                                   or config['topics.depth'] or None)
+    labels_topic = config['topics.ground_truth_labels'] or None
+    return {'depth': depth_topic,
             'labels': labels_topic if labels_topic in present else None}
 
 

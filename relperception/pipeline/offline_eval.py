@@ -73,9 +73,9 @@ from typing import Any
 import numpy as np
 from relperception.config import (DEFAULT_BASE_FRAME_ID, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
                                   load_config)
-from relperception.data.bag_frames import (first_frame_id, FrameAssembler, GT_TOLERANCE_S,
-                                           MODES, read_camera_ground_truth, read_ground_truth,
-                                           require_topic, resolve_mode)
+from relperception.data.bag_frames import (find_depth_topic, first_frame_id, FrameAssembler,
+                                           GT_TOLERANCE_S, MODES, read_camera_ground_truth,
+                                           read_ground_truth, require_topic, resolve_mode)
 from relperception.data.error_log import ErrorLog
 from relperception.data.topics import GROUND_TRUTH_KEY
 from relperception.evaluation.report import remove_earlier_outputs, write_json
@@ -262,15 +262,13 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag_path)
         info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info',
                                    bag_path)
-        depth_topic = config['topics.depth'] or None
+        depth_topic = find_depth_topic(bag_topics, config['topics.depth'])
         num_depth = counts.get(depth_topic, 0) if depth_topic is not None else 0
-        if depth_topic is not None and depth_topic not in bag_topics:
-            logger.info('bag has no depth topic %s', depth_topic)
         if dense_depth is not None:
             resolved = 'rgbd'  # every frame gets predicted depth
         else:
             resolved = resolve_mode(requested, num_depth, counts.get(image_topic, 0),
-                                    depth_topic)
+                                    depth_topic or config['topics.depth'] or None)
         gt_topic = config['topics.ground_truth_pose'] or None
         if gt_topic is not None and gt_topic not in bag_topics:
             logger.warning('bag has no ground-truth topic %s: %s will be computed%s', gt_topic,
