@@ -105,9 +105,11 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         scale_source = 'depth (metric RGB-D)'
     elif resolved == 'rgbd':
         scale_source = NO_DEPTH_USED
-        errors.add(f'mode rgbd, but not one of the {len(rows)} processed frames had a usable '
-                   'depth image (see depth_problems and frames_without_depth): nothing is '
-                   'metric, the trajectory is aligned with Sim(3)', logging.ERROR)
+        if rows:
+            errors.add(f'mode rgbd, but not one of the {len(rows)} processed frames had a '
+                       'usable depth image (see depth_problems and frames_without_depth): '
+                       'nothing is metric, the trajectory is aligned with Sim(3)',
+                       logging.ERROR)
     elif gt_scale:
         scale_source = ('ground-truth distance between consecutive frames (benchmark option '
                         '--gt-scale; not available to a real monocular system); the ATE is '
