@@ -98,18 +98,18 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     process_ms = [row['process_ms'] for row in rows]
     tracking_ms = [row['process_ms'] - row.get('keyframe_wait_ms', 0.0) for row in rows]
     frames_with_depth = sum(bool(row['depth']) for row in rows)
-    # The depth that was actually used decides, not the mode chosen from the topics.
+    # The depth that was actually used decides, not the mode chosen from the topics (a run
+    # that processed no frame keeps the description of its mode).
     metric_depth = resolved == 'rgbd' and frames_with_depth > 0
-    alignment = 'se3' if metric_depth else 'sim3'
-    if metric_depth:
+    rgbd = resolved == 'rgbd' and (metric_depth or not rows)
+    alignment = 'se3' if rgbd else 'sim3'
+    if rgbd:
         scale_source = 'depth (metric RGB-D)'
     elif resolved == 'rgbd':
         scale_source = NO_DEPTH_USED
-        if rows:
-            errors.add(f'mode rgbd, but not one of the {len(rows)} processed frames had a '
-                       'usable depth image (see depth_problems and frames_without_depth): '
-                       'nothing is metric, the trajectory is aligned with Sim(3)',
-                       logging.ERROR)
+        errors.add(f'mode rgbd, but not one of the {len(rows)} processed frames had a usable '
+                   'depth image (see depth_problems and frames_without_depth): nothing is '
+                   'metric, the trajectory is aligned with Sim(3)', logging.ERROR)
     elif gt_scale:
         scale_source = ('ground-truth distance between consecutive frames (benchmark option '
                         '--gt-scale; not available to a real monocular system); the ATE is '
