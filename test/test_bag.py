@@ -297,7 +297,6 @@ class TestBagRoundTrip:
             assert reader.message_counts[topics.GT_POSE] == 3
             assert len(list(reader.messages([topics.CAMERA_INFO]))) == 3
 
-
     def test_split_bag_with_a_missing_file_is_incomplete(self, tmp_path, storage):
         """A split recording whose second file was not copied: read, but not complete."""
         import yaml

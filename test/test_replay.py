@@ -278,8 +278,8 @@ class TestReplay:
         assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
         assert 'none metric' in summary['scale_source']
 
-    def test_compressed_depth_bag_is_replayed_with_its_depth(self, compressed_depth_bag,
-                                                            tmp_path):
+    def test_compressed_depth_bag_is_replayed_with_its_depth(
+            self, compressed_depth_bag, tmp_path):
         _ros_or_skip()
         from relperception.nodes.replay import replay_bag
 

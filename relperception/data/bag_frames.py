@@ -6,14 +6,15 @@
 depth image of the same header stamp (else the nearest within
 :data:`DEPTH_PAIRING_TOLERANCE_S`); images wait for their depth, since the two topics may be
 interleaved either way in a bag and either may be logged late: up to :data:`PAIRING_WINDOW_S`
-of bag time (and :data:`MAX_PAIRING_BYTES`), not a fixed number of messages. Bad messages (undecodable image, no CameraInfo
-yet, an image of another size than CameraInfo, depth of the wrong size or without one valid
-pixel) go to an :class:`~relperception.data.error_log.ErrorLog` and the frame is skipped or its
-depth ignored. :func:`require_topic`, :func:`resolve_mode` and :func:`read_camera_ground_truth`
-are the other steps every reader of a recording takes (offline evaluation, live replay, frame
-pairs). Ground truth may be ``PoseStamped``, ``PoseWithCovarianceStamped``, ``nav_msgs/Odometry``,
-``TransformStamped`` or ``tf2_msgs/TFMessage``; poses of the robot base (child frame
-``base_frame_id``) are moved to the camera through the camera mount.
+of bag time (and :data:`MAX_PAIRING_BYTES`), not a fixed number of messages. Bad messages
+(undecodable image, no CameraInfo yet, an image of another size than CameraInfo, depth of the
+wrong size or without one valid pixel) go to an :class:`~relperception.data.error_log.ErrorLog`
+and the frame is skipped or its depth ignored. :func:`require_topic`, :func:`resolve_mode` and
+:func:`read_camera_ground_truth` are the other steps every reader of a recording takes (offline
+evaluation, live replay, frame pairs). Ground truth may be ``PoseStamped``,
+``PoseWithCovarianceStamped``, ``nav_msgs/Odometry``, ``TransformStamped`` or
+``tf2_msgs/TFMessage``; poses of the robot base (child frame ``base_frame_id``) are moved to
+the camera through the camera mount.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ wall-clock time it was published). :func:`evaluate_recording` turns those into t
                            :func:`camera_poses_from_odom`), in the ground-truth world frame.
 ``groundtruth.tum``        ground truth at the stamps of those poses.
 ``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D with depth, else
-                           Sim(3)) and ``output_topics``: per output topic ``frames_in``, ``frames_out``,
-                           ``dropped_frames``, ``latency_ms_median``, ``latency_ms_p95``.
+                           Sim(3)) and ``output_topics``: per output topic ``frames_in``,
+                           ``frames_out``, ``dropped_frames``, ``latency_ms_median``,
+                           ``latency_ms_p95``.
 ``timing.csv``             the ``eval`` columns, one row per recorded ``odom``; in a live run
                            ``process_ms`` is the end-to-end latency (image published -> odom
                            received) and ``decode_ms`` is 0.
