@@ -332,6 +332,9 @@ SPECS: Dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 #: x forward (REP 103 body), the default mount of the odometry node.
 DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 
+#: The robot body frame of ``visual_odometry_node`` (``base_frame_id``, REP 105).
+DEFAULT_BASE_FRAME_ID = 'base_link'
+
 #: Where ``visual_odometry_node`` takes its camera mount from (``camera_mount_source``): ``tf``
 #: looks up ``base_frame_id <- image header.frame_id`` (falling back to the parameter),
 #: ``parameter`` uses ``camera_mount_xyz_qxyzw``.
@@ -350,7 +353,7 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
             _IMAGE_TRANSPORT,
             ParameterSpec('odom_frame_id', 'odom', 'frame of the odometry (header.frame_id)',
                           read_only=True),
-            ParameterSpec('base_frame_id', 'base_link', 'body frame (child_frame_id)',
+            ParameterSpec('base_frame_id', DEFAULT_BASE_FRAME_ID, 'body frame (child_frame_id)',
                           read_only=True),
             ParameterSpec('camera_mount_xyz_qxyzw', list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
                           'camera optical frame in the base frame: x y z (m) qx qy qz qw; the '

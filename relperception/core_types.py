@@ -119,8 +119,11 @@ class Camera:
 
     @property
     def has_distortion(self) -> bool:
-        """Whether pixels differ from the ideal pinhole of ``K``: nonzero coefficients, or a
-        fisheye model (whose image radius is ``f * theta`` even with every coefficient 0)."""
+        """Whether pixels differ from the ideal pinhole of ``K``.
+
+        They do with nonzero coefficients, or with a fisheye model (whose image radius is
+        ``f * theta`` even with every coefficient 0).
+        """
         return self.distortion_model in FISHEYE_MODELS or bool(np.any(self.distortion != 0.0))
 
     def scaled(self, scale: float) -> 'Camera':

@@ -156,6 +156,38 @@ class TestCameraInfoConversion:
         with pytest.raises(ValueError):
             camera_from_camera_info(SimpleNamespace(**fields))
 
+    def test_binning_and_roi_give_the_camera_of_the_published_image(self):
+        """REP 104: K of the full sensor, the image binned 2x2 and/or cropped to the ROI."""
+        fields = camera_info_fields(_camera())
+        K = _camera().K
+        roi = SimpleNamespace(x_offset=160, y_offset=120, width=320, height=240)
+        binned = camera_from_camera_info(SimpleNamespace(**{**fields, 'binning_x': 2,
+                                                            'binning_y': 2}))
+        assert (binned.width, binned.height) == (320, 240)
+        np.testing.assert_allclose(binned.K[:2], K[:2] / 2.0)
+        cropped = camera_from_camera_info(SimpleNamespace(**fields, roi=roi))
+        assert (cropped.width, cropped.height) == (320, 240)
+        np.testing.assert_allclose(cropped.K[:2, 2], K[:2, 2] - [160, 120])
+        assert cropped.K[0, 0] == K[0, 0]
+        both = camera_from_camera_info(SimpleNamespace(**{**fields, 'binning_x': 2,
+                                                          'binning_y': 2}, roi=roi))
+        assert (both.width, both.height) == (160, 120)
+        np.testing.assert_allclose(both.K[:2, 2], (K[:2, 2] - [160, 120]) / 2.0)
+        # the same pixel seen in the full image and in the binned crop
+        point = np.array([0.3, -0.2, 2.0])
+        full, small = K @ point, both.K @ point
+        np.testing.assert_allclose(small[:2] / small[2], (full[:2] / full[2] - [160, 120]) / 2)
+        outside = SimpleNamespace(x_offset=400, y_offset=0, width=320, height=240)
+        with pytest.raises(ValueError, match='roi 320x240 at .400, 0. reaches outside'):
+            camera_from_camera_info(SimpleNamespace(**fields, roi=outside))
+
+    def test_zero_k_with_a_projection_matrix_names_rectified_input(self):
+        fields = camera_info_fields(_camera())
+        fields['k'] = np.zeros(9)
+        with pytest.raises(ValueError, match='use rectified_input'):
+            camera_from_camera_info(SimpleNamespace(**fields))
+        assert camera_from_camera_info(SimpleNamespace(**fields), rectified=True).K[0, 0] > 0
+
     @pytest.mark.parametrize('fx', [100.0, 40_000.0])   # 145 deg (a wide lens), a 1 deg zoom
     def test_wide_and_narrow_lenses_are_plausible(self, fx):
         fields = camera_info_fields(_camera())
@@ -264,6 +296,36 @@ class TestBagRoundTrip:
         with BagReader(files[0]) as reader:
             assert reader.message_counts[topics.GT_POSE] == 3
             assert len(list(reader.messages([topics.CAMERA_INFO]))) == 3
+
+    def test_split_bag_with_a_missing_file_is_incomplete(self, tmp_path, storage):
+        """A split recording whose second file was not copied: read, but not complete."""
+        import yaml
+
+        from relperception.data.synthetic_bag import write_synthetic_bag
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        bag = tmp_path / 'split'
+        write_synthetic_bag(bag, frames=4, width=160, height=120, storage=storage)
+        suffix = '.mcap' if storage == 'mcap' else '.db3'
+        (stored,) = bag.glob(f'*{suffix}')
+        stored.rename(bag / f'split_0{suffix}')
+        metadata = yaml.safe_load((bag / 'metadata.yaml').read_text())
+        info = metadata['rosbag2_bagfile_information']
+        info['relative_file_paths'] = [f'split_0{suffix}', f'split_1{suffix}']
+        info['files'] = [dict(info['files'][0], path=f'split_0{suffix}'),
+                         dict(info['files'][0], path=f'split_1{suffix}')]
+        info['message_count'] *= 2
+        for topic in info['topics_with_message_count']:
+            topic['message_count'] *= 2
+        (bag / 'metadata.yaml').write_text(yaml.safe_dump(metadata))
+        with BagReader(bag) as reader:
+            assert len(list(reader.messages([topics.IMAGE]))) == 4
+            assert reader.storage_damaged
+            assert any(f'split_1{suffix} listed in metadata.yaml is missing' in e
+                       and 'metadata.yaml counts 40 messages' in e for e in reader.errors)
+        summary = evaluate_bag(bag, tmp_path / 'eval', None, progress=False, plots=False)
+        assert summary['frames_processed'] == 4 and summary['complete'] is False
+        assert any(f'split_1{suffix}' in e for e in summary['errors'])
 
 
 class TestCompressedImages:

@@ -317,6 +317,42 @@ class TestOfflineDenseEvaluation:
         assert summary['frames_processed'] == 5        # the VO report is unchanged
         assert summary['num_errors'] == 0
 
+    def test_ground_truth_the_odometry_refuses_is_not_scored(self, models, tmp_path):
+        """Byte-swapped or millimetre ground-truth depth and colour labels: refused, counted."""
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.imaging.image_encodings import numpy_to_image_fields
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, sequence = iter_sequence(2, seed=1, width=WIDTH, height=HEIGHT)
+        bag = tmp_path / 'bag'
+        with BagWriter(bag) as writer:
+            image_type = writer.typestore.types[topics.IMAGE_MSGTYPE]
+            for index, frame in enumerate(sequence):
+                stamp = frame.stamp_ns
+                writer.write_camera_info(topics.CAMERA_INFO, stamp, camera)
+                writer.write_image(topics.IMAGE, stamp, frame.rgb, 'rgb8')
+                if index == 0:   # little-endian millimetres flagged big-endian
+                    millimetres = np.nan_to_num(frame.depth * 1000.0).astype(np.uint16)
+                    fields = numpy_to_image_fields(millimetres, '16UC1')
+                    fields['is_bigendian'] = 1
+                else:            # millimetres labelled 32FC1 (metres)
+                    fields = numpy_to_image_fields(frame.depth * 1000.0, '32FC1')
+                writer.write_message(topics.DEPTH, topics.IMAGE_MSGTYPE, stamp, image_type(
+                    header=writer.header(stamp, topics.CAMERA_FRAME), **fields))
+                palette = np.array([(128, 64, 128, 255), (0, 0, 192, 255)] * 128, np.uint8)
+                writer.write_image(topics.GT_LABELS, stamp, palette[frame.labels], 'bgra8')
+        summary = evaluate_bag(bag, tmp_path / 'out', tiny_config(*models['conv']),
+                               mode='mono', progress=False, plots=False, dense=True)
+        dense = summary['dense']
+        assert dense['frames_evaluated'] == 2
+        assert dense['depth_refused'] == {'byte_swapped': 1, 'implausible_range': 1}
+        assert dense['depth'] is None          # nothing scored against refused depth
+        assert dense['labels_refused'] == 2 and dense['segmentation'] is None
+        joined = '\n'.join(summary['errors'])
+        assert 'looks byte-swapped' in joined and 'millimetres labelled 32FC1' in joined
+        assert 'bgra8 has 4 channels' in joined
+
     def test_relative_model_is_aligned_and_bad_setups_are_reported(self, models, tmp_path):
         from relperception.data.synthetic_bag import write_synthetic_bag
         from relperception.pipeline.offline_eval import evaluate_bag

@@ -194,7 +194,7 @@ class TestImageToNumpy:
         ({'width': 0}, 'empty image'),
         ({'step': WIDTH * 3 - 1}, 'smaller than one row'),
         ({'data': b'\x00' * (WIDTH * 3 * HEIGHT - 1)}, 'expected step'),
-        ({'data': b'\x00' * (WIDTH * 3 * HEIGHT + 1)}, 'expected step'),
+        ({'data': b'\x00' * (WIDTH * 3 * HEIGHT + 1)}, '1 bytes more than step . height'),
         ({'data': [0] * (WIDTH * 3 * HEIGHT)}, 'image data must be'),
         ({'data': np.zeros(WIDTH * 3 * HEIGHT, dtype=np.int16)}, 'uint8'),
         ({'data': np.zeros((HEIGHT, WIDTH * 3), dtype=np.uint8)}, '1-D'),
@@ -289,6 +289,22 @@ class TestToRgb8:
         yuyv = uyvy[:, :, ::-1].copy()
         np.testing.assert_allclose(to_rgb8(yuyv, 'yuv422_yuy2').astype(int), expected, atol=1)
         assert np.abs(to_rgb8(yuyv, 'yuv422').astype(int) - expected).max() > 10  # order matters
+
+    def test_jazzy_yuv_names_are_the_same_layouts(self):
+        rng = np.random.default_rng(0)
+        packed = rng.integers(16, 235, (4, 6, 2), dtype=np.uint8)
+        for alias, name in (('uyvy', 'yuv422'), ('yuyv', 'yuv422_yuy2')):
+            np.testing.assert_array_equal(to_rgb8(packed, alias), to_rgb8(packed, name))
+            np.testing.assert_array_equal(to_mono8(packed, alias), to_mono8(packed, name))
+            message = message_from_fields(numpy_to_image_fields(packed, name), encoding=alias)
+            np.testing.assert_array_equal(image_to_numpy(message), packed)
+
+    @pytest.mark.parametrize('encoding', ['yuv422', 'yuv422_yuy2', 'uyvy', 'yuyv'])
+    def test_odd_width_yuv422_is_a_value_error(self, encoding):
+        odd = np.zeros((4, 5, 2), np.uint8)
+        for convert in (to_rgb8, to_mono8):
+            with pytest.raises(ValueError, match='needs an even width'):
+                convert(odd, encoding)
 
     @pytest.mark.parametrize('array_, encoding', [
         (np.zeros((4, 4), np.float32), '32FC1'),

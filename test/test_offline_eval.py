@@ -240,6 +240,87 @@ class TestEvaluateBag:
         assert with_depth == [0, 1, 2, 4, 6, 8]
         assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
 
+    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(self, tmp_path):
+        """Every depth image refused: RGB-D tracks nothing, nothing is scored as metric."""
+        bag = tmp_path / 'half_size_depth'
+        camera, sequence = iter_sequence(num_frames=8, seed=1, width=WIDTH, height=HEIGHT)
+        with BagWriter(bag) as writer:
+            for frame in sequence:
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                writer.write_image(topics.DEPTH, frame.stamp_ns,
+                                   frame.depth[::2, ::2].copy(), '32FC1')
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['depth_problems'] == {'wrong_size': 8}
+        assert summary['frames_tracked'] == 0 and summary['frames_with_depth'] == 0
+        assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
+        assert 'none metric' in summary['scale_source']
+        assert summary['ate_rmse_m'] is None and summary['rpe_trans_rmse_m'] is None
+        assert not (tmp_path / 'out' / 'trajectory.tum').exists()
+        joined = '\n'.join(summary['errors'])
+        assert 'no frame was tracked' in joined and 'not one of the 8' in joined
+
+    @pytest.mark.parametrize('fps, depth_copies, depth_late_s, image_late_s', [
+        (10.0, 1, 1.0, 0.0),    # depth logged 1 s after its stamp (10 images wait)
+        (30.0, 3, 0.0, 0.4),    # depth at 90 Hz, images logged 0.4 s late (36 depths first)
+    ], ids=['depth_logged_1s_late', 'images_logged_late_depth_90hz'])
+    def test_late_logged_depth_is_paired(self, tmp_path, fps, depth_copies, depth_late_s,
+                                         image_late_s):
+        """Offline, a depth image of exactly the image's stamp is never given up on."""
+        from relperception.imaging.image_encodings import numpy_to_image_fields
+
+        camera, sequence = iter_sequence(num_frames=14, seed=1, width=160, height=120,
+                                         fps=fps)
+        period_ns = round(1e9 / fps / depth_copies)
+        bag = tmp_path / 'late'
+        with BagWriter(bag) as writer:
+            image_type = writer.typestore.types[topics.IMAGE_MSGTYPE]
+            messages = []   # (log time, topic, msgtype, msg), written in log-time order
+
+            def image(stamp, array, encoding):
+                return image_type(header=writer.header(stamp, topics.CAMERA_FRAME),
+                                  **numpy_to_image_fields(array, encoding))
+
+            for frame in sequence:
+                stamp = frame.stamp_ns
+                messages.append((stamp, topics.CAMERA_INFO, None, camera))
+                messages.append((stamp + round(image_late_s * 1e9), topics.IMAGE,
+                                 topics.IMAGE_MSGTYPE, image(stamp, frame.rgb, 'rgb8')))
+                for k in range(depth_copies):
+                    depth_stamp = stamp + k * period_ns
+                    messages.append((depth_stamp + round(depth_late_s * 1e9), topics.DEPTH,
+                                     topics.IMAGE_MSGTYPE,
+                                     image(depth_stamp, frame.depth, '32FC1')))
+                messages.append((stamp, topics.GT_POSE, None, frame.T_world_cam))
+            for log_time, topic, msgtype, msg in sorted(messages, key=lambda m: m[0]):
+                if topic == topics.CAMERA_INFO:
+                    writer.write_camera_info(topic, log_time, msg)
+                elif topic == topics.GT_POSE:
+                    writer.write_pose(topic, log_time, msg)
+                else:
+                    writer.write_message(topic, msgtype, log_time, msg)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['frames_processed'] == 14
+        assert summary['frames_without_depth'] == 0 and summary['num_errors'] == 0
+        assert summary['frames_with_depth'] == 14
+
+    def test_compressed_depth_topic_is_found_next_to_the_depth_topic(self, tmp_path):
+        """Only <topics.depth>/compressedDepth recorded: read as /compressed is for images."""
+        camera, sequence = iter_sequence(num_frames=6, seed=1, width=160, height=120)
+        bag = tmp_path / 'cdepth'
+        with BagWriter(bag) as writer:
+            for frame in sequence:
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                millimetres = np.round(np.nan_to_num(frame.depth) * 1000.0).astype(np.uint16)
+                writer.write_compressed_image(topics.DEPTH + '/compressedDepth', frame.stamp_ns,
+                                              millimetres, '16UC1', fmt='compressedDepth')
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        assert summary['mode'] == 'rgbd' and summary['frames_with_depth'] == 6
+        assert summary['topics']['depth'] == topics.DEPTH + '/compressedDepth'
+
     def test_truncated_bag(self, synthetic_bag, tmp_path):
         bag = tmp_path / 'truncated'
         shutil.copytree(synthetic_bag, bag)
@@ -282,6 +363,109 @@ class TestEvaluateBag:
             with pytest.raises(ValueError, match='gt_scale_noise'):
                 evaluate_bag(synthetic_bag, tmp_path, None, mode='mono', gt_scale=True,
                              gt_scale_noise=noise)
+
+
+def _rewrite_ground_truth(source, bag, build):
+    """Copy ``source`` to ``bag`` with each ground-truth pose replaced by ``build``'s message.
+
+    ``build(writer, stamp_ns, header, T_world_cam)`` returns ``(msgtype, msg)``.
+    """
+    with BagReader(source) as reader, BagWriter(bag) as writer:
+        for message in reader.messages():
+            if message.topic == topics.GT_POSE:
+                msgtype, msg = build(writer, message.log_time_ns, message.msg.header,
+                                     transform_from_pose_msg(message.msg))
+                writer.write_message(topics.GT_POSE, msgtype, message.log_time_ns, msg)
+            else:
+                writer.write_message(message.topic, message.msgtype, message.log_time_ns,
+                                     message.msg)
+    return bag
+
+
+def _transform_msg(writer, header, child, T):
+    from relperception.data.messages import pose_fields
+
+    types = writer.typestore.types
+    position, q = pose_fields(T)
+    return types['geometry_msgs/msg/TransformStamped'](
+        header=header, child_frame_id=child, transform=types['geometry_msgs/msg/Transform'](
+            translation=types['geometry_msgs/msg/Vector3'](*map(float, position)),
+            rotation=types['geometry_msgs/msg/Quaternion'](*map(float, q))))
+
+
+def _odometry_msg(writer, header, child, T):
+    from relperception.data.messages import pose_fields
+
+    types = writer.typestore.types
+    position, q = pose_fields(T)
+    zero = types['geometry_msgs/msg/Vector3'](0.0, 0.0, 0.0)
+    pose = types['geometry_msgs/msg/Pose'](types['geometry_msgs/msg/Point'](*map(float, position)),
+                                           types['geometry_msgs/msg/Quaternion'](*map(float, q)))
+    return types['nav_msgs/msg/Odometry'](
+        header=header, child_frame_id=child,
+        pose=types['geometry_msgs/msg/PoseWithCovariance'](pose, np.zeros(36)),
+        twist=types['geometry_msgs/msg/TwistWithCovariance'](
+            types['geometry_msgs/msg/Twist'](zero, zero), np.zeros(36)))
+
+
+class TestGroundTruthFrames:
+    """Ground truth as Odometry / TransformStamped / TFMessage, of the camera or the base."""
+
+    @staticmethod
+    def _read(bag, base_frame='base_link'):
+        from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+        from relperception.data.bag_frames import first_frame_id, read_camera_ground_truth
+        from relperception.data.error_log import ErrorLog
+        from relperception.odometry.mount import camera_mount_transform
+
+        errors = ErrorLog()
+        with BagReader(bag) as reader:
+            stamps, poses, taken_as = read_camera_ground_truth(
+                reader, topics.GT_POSE, errors, first_frame_id(reader, topics.IMAGE),
+                base_frame, camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW))
+        return stamps, poses, taken_as, errors
+
+    def test_base_frame_odometry_is_moved_to_the_camera(self, synthetic_bag, tmp_path):
+        from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+        from relperception.odometry.mount import camera_mount_transform
+        from relperception.transforms import invert_transform
+
+        T_cam_base = invert_transform(camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW))
+        bag = _rewrite_ground_truth(synthetic_bag, tmp_path / 'odom_base', lambda w, t, h, T: (
+            'nav_msgs/msg/Odometry', _odometry_msg(w, h, 'base_link', T @ T_cam_base)))
+        reference = evaluate_bag(synthetic_bag, tmp_path / 'ref', None, max_frames=10,
+                                 progress=False, plots=False)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, max_frames=10, progress=False,
+                               plots=False)
+        assert 'robot base' in summary['ground_truth_frame'] and summary['num_errors'] == 0
+        for key in ('ate_rmse_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_deg', 'drift_percent'):
+            assert summary[key] == pytest.approx(reference[key], rel=1e-6, abs=1e-9), key
+        # the same poses read as the robot's when base_frame_id names another frame: warned
+        _, _, taken_as, errors = self._read(bag, base_frame='chassis')
+        assert 'assumed' in taken_as and errors.count == 1
+        assert "'base_link' of the ground truth is neither" in errors.kept[0]
+
+    def test_transform_stamped_and_tf_message(self, synthetic_bag, tmp_path):
+        stamps, poses, taken_as, errors = self._read(synthetic_bag)
+        assert 'name no child frame' in taken_as and errors.count == 0
+        camera = _rewrite_ground_truth(
+            synthetic_bag, tmp_path / 'transform', lambda w, t, h, T: (
+                'geometry_msgs/msg/TransformStamped',
+                _transform_msg(w, h, topics.CAMERA_FRAME, T)))
+
+        def tf_message(writer, stamp, header, T):   # a base frame 5 m away, then the camera
+            moved = T.copy()
+            moved[0, 3] += 5.0
+            return 'tf2_msgs/msg/TFMessage', writer.typestore.types['tf2_msgs/msg/TFMessage']([
+                _transform_msg(writer, header, 'base_link', moved),
+                _transform_msg(writer, header, topics.CAMERA_FRAME, T)])
+
+        tf = _rewrite_ground_truth(synthetic_bag, tmp_path / 'tf', tf_message)
+        for bag in (camera, tf):
+            got_stamps, got_poses, taken_as, errors = self._read(bag)
+            assert errors.count == 0 and 'that of the images' in taken_as
+            np.testing.assert_array_equal(got_stamps, stamps)
+            np.testing.assert_allclose(got_poses, poses, atol=1e-9)
 
 
 class TestCli:

@@ -38,6 +38,25 @@ def small_bag(tmp_path_factory):
     return bag, offline
 
 
+@pytest.fixture(scope='module')
+def compressed_depth_bag(tmp_path_factory):
+    """Write a 12-frame 160x120 bag whose depth is only on <depth>/compressedDepth."""
+    from relperception.data.synthetic import iter_sequence
+    from relperception.data.topics import compressed_depth_topic
+
+    camera, frames = iter_sequence(num_frames=12, seed=5, width=160, height=120, fps=10.0)
+    bag = tmp_path_factory.mktemp('replay_cdepth') / 'bag'
+    with BagWriter(bag) as writer:
+        for frame in frames:
+            writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+            writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+            millimetres = np.round(np.nan_to_num(frame.depth) * 1000.0).astype(np.uint16)
+            writer.write_compressed_image(compressed_depth_topic(topics.DEPTH), frame.stamp_ns,
+                                          millimetres, '16UC1', fmt='compressedDepth')
+            writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+    return bag
+
+
 def _ros_or_skip():
     pytest.importorskip('rclpy')
     from relperception.nodes import graph
@@ -176,6 +195,21 @@ class TestPlanReplay:
         assert f'depth_in:=/iso{topics.DEPTH}' in command and '__ns:=/iso' in command
         assert command[-2:] == ['--params-file', 'params.yaml']
 
+    def test_compressed_depth_topic_is_subscribed_as_compressed_depth(self,
+                                                                      compressed_depth_bag):
+        """Found next to topics.depth (as /compressed is for images), or named directly."""
+        from relperception.config import load_config
+        from relperception.nodes.replay import plan_replay
+
+        stored = topics.DEPTH + '/compressedDepth'
+        for config in (load_config(), load_config(overrides={'topics.depth': stored})):
+            plan = plan_replay(compressed_depth_bag, config, namespace='/cd')
+            assert plan.mode == 'rgbd' and plan.input_topics['depth'] == stored
+            assert plan.published_topics[stored] == '/cd' + stored
+            odometry, = plan.descriptions
+            assert odometry.parameters['depth_transport'] == 'compressedDepth'
+            assert odometry.remappings['depth_in/compressedDepth'] == '/cd' + stored
+
     def test_without_depth_runs_mono(self, small_bag):
         from relperception.config import load_config
         from relperception.nodes.replay import plan_replay
@@ -239,6 +273,22 @@ class TestReplay:
         assert summary['input_problems']['depth_implausible_range'] == refused
         assert any('depth_implausible_range' in e for e in summary['errors'])
         assert summary['num_errors'] > 0
+        # the node ran monocular on every frame: the summary scores it so, not as metric RGB-D
+        assert summary['node_diagnostics']['visual_odometry_node: tracking']['depth_hits'] == 0
+        assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
+        assert 'none metric' in summary['scale_source']
+
+    def test_compressed_depth_bag_is_replayed_with_its_depth(
+            self, compressed_depth_bag, tmp_path):
+        _ros_or_skip()
+        from relperception.nodes.replay import replay_bag
+
+        summary = replay_bag(compressed_depth_bag, tmp_path / 'out', plots=False,
+                             namespace=f'/test_{uuid.uuid4().hex[:8]}', startup_s=10.0)
+        diagnostics = summary['node_diagnostics']['visual_odometry_node: tracking']
+        assert diagnostics['depth_hits'] >= 8 and summary['depth_problems'] == {}
+        assert summary['metric_depth_used'] is True and summary['alignment'] == 'se3'
+        assert summary['ate_rmse_m'] is not None and summary['ate_rmse_m'] < 0.05
 
     def test_another_publisher_of_the_inputs_is_refused_before_anything_starts(
             self, small_bag, tmp_path):

@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate the bag, write the report and log the key metrics; 1 if nothing was tracked."""
     from relperception.cli.common import command_line, write_report_of_interrupted_run
-    from relperception.config import defaults, load_config
+    from relperception.config import (DEFAULT_BASE_FRAME_ID, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+                                      defaults, load_parameter_file)
     from relperception.interruption import INTERRUPTIONS
     from relperception.evaluation.html_report import (dense_key_figures, eval_report,
                                                       write_report)
@@ -70,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.gt_scale and args.mode == 'rgbd':
         raise ValueError('--gt-scale gives monocular odometry its scale; --mode rgbd takes it '
                          'from the depth images (use --mode mono)')
-    config = load_config(args.config)
+    parameter_file = load_parameter_file(args.config)
+    config = parameter_file.config
+    # the odometry node's frames: ground truth of the robot base is moved to the camera
+    odometry = parameter_file.for_node('visual_odometry_node')
     try:
         summary = evaluate_bag(args.bag, args.output, config, mode=args.mode,
                                max_frames=args.max_frames, progress=not args.no_progress,
@@ -78,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
                                dense=args.dense, dense_stride=args.dense_stride,
                                depth_source=args.depth_from,
                                gt_scale_noise=args.gt_scale_noise,
-                               rectified_input=args.rectified_input)
+                               rectified_input=args.rectified_input,
+                               camera_mount_xyz_qxyzw=odometry.get(
+                                   'camera_mount_xyz_qxyzw', DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
+                               base_frame_id=odometry.get('base_frame_id',
+                                                          DEFAULT_BASE_FRAME_ID))
     except INTERRUPTIONS:
         write_report_of_interrupted_run(args.output, command_line(args), config)
         raise

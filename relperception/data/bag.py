@@ -12,8 +12,10 @@ back to a sequential scan of the intact records (``salvage=True``) and yields ev
 before the damage, recording the damage in ``reader.errors``. A SQLite 3 bag whose database is
 damaged is read by rosbags up to the damage (or not at all, when rosbags cannot open it), then
 row by row with Python's ``sqlite3``: every row that can still be read is yielded, in time
-order, and the unreadable ones are counted. ``reader.storage_damaged`` is True whenever any of
-this happened.
+order, and the unreadable ones are counted. A split bag (``ros2 bag record --max-bag-size``)
+whose ``metadata.yaml`` lists a storage file that is missing is read from the file that is
+left, and the missing file is named in ``reader.errors``. ``reader.storage_damaged`` is True
+whenever any of this happened.
 """
 
 from __future__ import annotations
@@ -465,6 +467,21 @@ def _register_bag_types(typestore, connections) -> None:
         typestore.register({k: v for k, v in missing.items() if k not in typestore.types})
 
 
+def _metadata_files(path: Path) -> tuple[list[str], int | None]:
+    """Return the storage files a bag folder's ``metadata.yaml`` lists and its message count.
+
+    ``([], None)`` when the file is missing or unreadable (nothing can be compared then).
+    """
+    try:
+        info = yaml.safe_load((path / 'metadata.yaml').read_text(encoding='utf-8'))
+        info = info['rosbag2_bagfile_information']
+        names = [str(name) for name in info.get('relative_file_paths') or []]
+        count = info.get('message_count')
+        return names, int(count) if count is not None else None
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError):
+        return [], None
+
+
 def _refuse_special_files(path: Path) -> None:
     """Raise ValueError when the bag, or a file of a bag directory, is not a regular file.
 
@@ -572,9 +589,22 @@ class BagReader:
             reader.open()
         except Exception:  # noqa: BLE001 - the storage itself is damaged: salvage decides
             return None
-        note = (f'{path}: cannot open the bag through its metadata.yaml ({_describe(cause)}); '
-                f'read {files[0].name} directly')
-        logger.warning('%s', note)
+        listed, expected = _metadata_files(path)
+        missing = [name for name in listed if not (path / name).is_file()]
+        if missing:
+            # a split recording (--max-bag-size) with a file not copied: what is left is read,
+            # and the bag is incomplete
+            self.storage_damaged = True
+            held = sum(int(conn.msgcount) for conn in reader.connections)
+            counted = f'{expected} messages' if expected is not None else 'more messages'
+            note = (f'{path}: storage file {", ".join(missing)} listed in metadata.yaml is '
+                    f'missing: the bag is incomplete; read {files[0].name} alone ({held} '
+                    f'messages; metadata.yaml counts {counted})')
+            logger.error('%s', note)
+        else:
+            note = (f'{path}: cannot open the bag through its metadata.yaml '
+                    f'({_describe(cause)}); read {files[0].name} directly')
+            logger.warning('%s', note)
         self.errors.append(note)
         return reader
 

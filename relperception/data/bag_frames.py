@@ -4,12 +4,17 @@
 
 :class:`FrameAssembler` pairs every image with the latest ``CameraInfo`` and, for RGB-D, the
 depth image of the same header stamp (else the nearest within
-:data:`DEPTH_PAIRING_TOLERANCE_S`); images wait in a short queue for their depth, since the two
-topics may be interleaved either way in a bag. Bad messages (undecodable image, no CameraInfo
-yet, an image of another size than CameraInfo, depth of the wrong size or without one valid
-pixel) go to an :class:`~relperception.data.error_log.ErrorLog` and the frame is skipped or its
-depth ignored. :func:`require_topic`, :func:`resolve_mode` and :func:`read_ground_truth` are the
-other steps every reader of a recording takes (offline evaluation, live replay, frame pairs).
+:data:`DEPTH_PAIRING_TOLERANCE_S`); images wait for their depth, since the two topics may be
+interleaved either way in a bag and either may be logged late: up to :data:`PAIRING_WINDOW_S`
+of bag time (and :data:`MAX_PAIRING_BYTES`), not a fixed number of messages. Bad messages
+(undecodable image, no CameraInfo yet, an image of another size than CameraInfo, depth of the
+wrong size or without one valid pixel) go to an :class:`~relperception.data.error_log.ErrorLog`
+and the frame is skipped or its depth ignored. :func:`require_topic`, :func:`resolve_mode` and
+:func:`read_camera_ground_truth` are the other steps every reader of a recording takes (offline
+evaluation, live replay, frame pairs). Ground truth may be ``PoseStamped``,
+``PoseWithCovarianceStamped``, ``nav_msgs/Odometry``, ``TransformStamped`` or
+``tf2_msgs/TFMessage``; poses of the robot base (child frame ``base_frame_id``) are moved to
+the camera through the camera mount.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ GT_TOLERANCE_S = 0.02
 GT_MAX_GAP_FACTOR = 5.0
 #: Auto mode runs RGB-D when the bag has at least this many depth images per image.
 AUTO_RGBD_MIN_DEPTH_FRACTION = 0.5
-#: Images waiting for their depth image; older ones are processed without waiting longer.
-MAX_PENDING_IMAGES = 8
-#: Depth messages kept for pairing.
-MAX_BUFFERED_DEPTHS = 32
+#: Offline pairing (eval, ``eval --dense``) keeps an image waiting for its depth image (or
+#: dense ground truth), and keeps depth images for the images to come, until the bag has moved
+#: this far past it in log time (seconds): recordings log depth, or images, late.
+PAIRING_WINDOW_S = 5.0
+#: ... and holds at most this many bytes of message data waiting (images and depth together);
+#: past it the oldest image is processed with what has arrived.
+MAX_PAIRING_BYTES = 1 << 30
 
 _NS_PER_S = 1_000_000_000
 
@@ -55,6 +63,106 @@ def message_stamp_ns(message) -> int:
 
     header = getattr(message.msg, 'header', None)
     return stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
+
+
+def message_nbytes(message) -> int:
+    """Return the size of a bag message's ``data`` field (0 without one)."""
+    data = getattr(message.msg, 'data', None)
+    if data is None:
+        return 0
+    return int(data.nbytes) if hasattr(data, 'nbytes') else len(data)
+
+
+class StampBuffer:
+    """Bag messages kept by header stamp for pairing, bounded by bag log time and bytes.
+
+    Offline, nothing forces a short queue: a message is dropped only once no later image can
+    use it (:meth:`drop_before`) or the bag has moved :data:`PAIRING_WINDOW_S` past it
+    (:meth:`drop_older`).
+    """
+
+    def __init__(self):
+        """Start empty."""
+        self.items: deque = deque()   # (stamp_ns, BagMessage, nbytes), in arrival order
+        self.newest_ns: int | None = None
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        """Return the number of messages kept."""
+        return len(self.items)
+
+    def add(self, stamp: int, message) -> None:
+        """Keep ``message`` (header stamp ``stamp`` ns)."""
+        size = message_nbytes(message)
+        self.items.append((stamp, message, size))
+        self.nbytes += size
+        self.newest_ns = stamp if self.newest_ns is None else max(self.newest_ns, stamp)
+
+    def first(self):
+        """Return ``(stamp_ns, message)`` of the oldest message kept."""
+        stamp, message, _ = self.items[0]
+        return stamp, message
+
+    def popleft(self):
+        """Remove and return ``(stamp_ns, message)`` of the oldest message kept."""
+        stamp, message, size = self.items.popleft()
+        self.nbytes -= size
+        return stamp, message
+
+    def has_exact(self, stamp: int) -> bool:
+        """Whether a message of exactly this stamp is kept."""
+        return any(item[0] == stamp for item in self.items)
+
+    def settled(self, stamp: int, tolerance_ns: int) -> bool:
+        """Whether waiting longer cannot bring a better match for ``stamp``."""
+        return self.has_exact(stamp) or (self.newest_ns is not None
+                                         and self.newest_ns > stamp + tolerance_ns)
+
+    def nearest(self, stamp: int, tolerance_ns: int):
+        """Return the kept message nearest to ``stamp`` within the tolerance, or None."""
+        best = None
+        for item_stamp, message, _ in self.items:
+            gap = abs(item_stamp - stamp)
+            if gap <= tolerance_ns and (best is None or gap < best[0]):
+                best = (gap, message)
+        return None if best is None else best[1]
+
+    def _keep(self, keep) -> None:
+        kept = deque(item for item in self.items if keep(item))
+        self.items = kept
+        self.nbytes = sum(item[2] for item in kept)
+
+    def drop_before(self, stamp: int) -> None:
+        """Forget the messages stamped before ``stamp`` (no later image can use them)."""
+        if self.items and min(item[0] for item in self.items) < stamp:
+            self._keep(lambda item: item[0] >= stamp)
+
+    def drop_older(self, log_time_ns: int) -> None:
+        """Forget the messages logged before ``log_time_ns``."""
+        if self.items and self.items[0][1].log_time_ns < log_time_ns:
+            self._keep(lambda item: item[1].log_time_ns >= log_time_ns)
+
+
+def check_depth_message(message, image_shape):
+    """Decode a depth message (Image or compressedDepth) and apply the odometry's checks.
+
+    Args:
+        message: a bag message (``msg``, ``msgtype``) of a depth topic.
+        image_shape: (height, width) of the colour image the depth belongs to.
+
+    Returns:
+        The :class:`~relperception.imaging.depth_checks.DepthCheck`: the depth in metres, or
+        the problem (one of ``DEPTH_PROBLEMS``; ``undecodable`` for a message that cannot be
+        decoded) and a sentence.
+    """
+    from relperception.data.messages import decode_image_message
+    from relperception.imaging.depth_checks import check_depth, DepthCheck
+
+    try:
+        array, encoding = decode_image_message(message.msg, message.msgtype)
+    except (ValueError, TypeError) as exc:
+        return DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
+    return check_depth(array, encoding, image_shape)
 
 
 def require_topic(bag_topics: Mapping[str, str], topic: str, what: str, bag_path) -> str:
@@ -81,6 +189,26 @@ def require_topic(bag_topics: Mapping[str, str], topic: str, what: str, bag_path
                      f'configuration); its topics: {listing or "none"}')
 
 
+def find_depth_topic(bag_topics: Mapping[str, str], topic: str | None) -> str | None:
+    """Return ``topic``, else its ``/compressedDepth`` variant, if the bag has it; else None.
+
+    As :func:`require_topic` falls back to an image topic's ``/compressed`` variant, a bag
+    recorded with ``compressed_depth_image_transport`` only is read from
+    ``<topic>/compressedDepth``. None (logged) when the bag has neither, or ``topic`` is empty.
+    """
+    from relperception.data.topics import compressed_depth_topic
+
+    if not topic:
+        return None
+    if topic in bag_topics:
+        return topic
+    if compressed_depth_topic(topic) in bag_topics:
+        logger.info('reading %s (the bag has no %s)', compressed_depth_topic(topic), topic)
+        return compressed_depth_topic(topic)
+    logger.info('bag has no depth topic %s', topic)
+    return None
+
+
 def resolve_mode(requested: str, num_depth: int, num_images: int,
                  depth_topic: str | None) -> str:
     """Return 'rgbd' or 'mono'; 'auto' is RGB-D when at least half the images have depth.
@@ -102,34 +230,65 @@ def resolve_mode(requested: str, num_depth: int, num_images: int,
     return requested
 
 
-def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
-    """Return (stamps_ns (N,) int64, T_world_cam (N, 4, 4)) of the ground-truth topic.
+def stamped_poses(message) -> list[tuple[int, str, np.ndarray]]:
+    """Return ``(stamp_ns, child_frame_id, T_parent_child)`` of every pose a message holds.
 
-    Poses come in stamp order, one per stamp: a repeated stamp keeps its first pose, and the
-    repeats are reported in ``errors``.
+    ``geometry_msgs/PoseStamped`` and ``PoseWithCovarianceStamped`` hold one pose and name no
+    child frame (``''``); ``nav_msgs/Odometry`` one pose of its ``child_frame_id``;
+    ``geometry_msgs/TransformStamped`` one transform; ``tf2_msgs/TFMessage`` one per
+    transform. Frame ids lose a leading ``/``. A message without a header is stamped with its
+    bag log time.
+
+    Raises:
+        ValueError, AttributeError: a malformed pose or stamp, or another message type.
     """
-    from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+    from relperception.data.messages import (stamp_to_ns, transform_from_pose_msg,
+                                             transform_from_transform_msg)
 
-    stamps, poses = [], []
+    msg = message.msg
+    items = msg.transforms if hasattr(msg, 'transforms') else [msg]
+    poses = []
+    for item in items:
+        header = getattr(item, 'header', None)
+        stamp = stamp_to_ns(header.stamp) if header is not None else message.log_time_ns
+        child = str(getattr(item, 'child_frame_id', '')).lstrip('/')
+        if hasattr(item, 'transform'):
+            poses.append((stamp, child, transform_from_transform_msg(item)))
+        else:
+            poses.append((stamp, child, transform_from_pose_msg(item)))
+    return poses
+
+
+def read_pose_topic(reader, topic: str | None, errors: ErrorLog) -> dict:
+    """Return ``{child_frame_id: (stamps_ns (N,) int64, T_parent_child (N, 4, 4))}``.
+
+    Reads a pose topic of any type :func:`stamped_poses` takes (``''`` is the child of pose
+    messages that name none). Poses of each child come in stamp order, one per stamp: a
+    repeated stamp keeps its first pose, and the repeats are reported in ``errors``.
+    """
+    by_child: dict = {}
     if topic is None:
-        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+        return by_child
     try:
         for message in reader.messages([topic]):
             try:
-                header = getattr(message.msg, 'header', None)
-                stamp = stamp_to_ns(header.stamp) if header is not None else \
-                    message.log_time_ns
-                poses.append(transform_from_pose_msg(message.msg))
-                stamps.append(stamp)
+                for stamp, child, T in stamped_poses(message):
+                    by_child.setdefault(child, ([], []))
+                    by_child[child][0].append(stamp)
+                    by_child[child][1].append(T)
             except (ValueError, AttributeError) as exc:
                 errors.add(f'{topic} at {message.log_time_ns} ns: bad pose ({exc})')
     except Exception as exc:  # noqa: BLE001 - a damaged bag keeps what was read
         errors.add(f'reading ground truth stopped: {type(exc).__name__}: {exc}', logging.ERROR)
-    if not stamps:
-        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
-    stamps = np.asarray(stamps, dtype=np.int64)
+    return {child: _unique_stamps(topic, np.asarray(stamps, dtype=np.int64), np.stack(poses),
+                                  errors)
+            for child, (stamps, poses) in by_child.items()}
+
+
+def _unique_stamps(topic: str, stamps: np.ndarray, poses: np.ndarray, errors: ErrorLog):
+    """Sort poses by stamp and keep the first of each stamp (the repeats are reported)."""
     order = np.argsort(stamps, kind='stable')
-    stamps, poses = stamps[order], np.stack(poses)[order]
+    stamps, poses = stamps[order], poses[order]
     repeated = np.flatnonzero(np.diff(stamps) == 0) + 1
     if len(repeated):
         # the same instant twice: keep the first pose, and say whether the two disagree
@@ -141,6 +300,109 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
         keep[repeated] = False
         stamps, poses = stamps[keep], poses[keep]
     return stamps, poses
+
+
+def _no_poses():
+    return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+
+
+def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
+    """Return (stamps_ns (N,) int64, T_parent_child (N, 4, 4)) of a pose topic.
+
+    Poses come in stamp order, one per stamp: a repeated stamp keeps its first pose, and the
+    repeats are reported in ``errors``. A topic with transforms of several child frames (a TF
+    topic) gives those of the frame with the most poses, and says so in ``errors``; see
+    :func:`read_camera_ground_truth` for the camera's poses.
+    """
+    by_child = read_pose_topic(reader, topic, errors)
+    if not by_child:
+        return _no_poses()
+    child = max(by_child, key=lambda name: len(by_child[name][0]))
+    if len(by_child) > 1:
+        errors.add(f'{topic}: poses of {len(by_child)} child frames '
+                   f'({", ".join(repr(name) for name in sorted(by_child))}); those of '
+                   f'{child!r} are read')
+    return by_child[child]
+
+
+def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
+                             camera_frame: str | None, base_frame: str, T_base_cam):
+    """Return the ground truth as camera poses: ``(stamps_ns, T_world_cam, taken_as)``.
+
+    The child frame of the poses decides (:func:`read_pose_topic`):
+
+    * ``camera_frame`` (the images' ``header.frame_id``): camera poses as they are;
+    * ``base_frame`` (the odometry node's ``base_frame_id``): poses of the robot base, moved to
+      the camera by the mount, ``T_world_cam = T_world_base @ T_base_cam``;
+    * a pose message that names no child frame (``PoseStamped``): camera poses, the
+      convention of the bags relperception writes;
+    * one other child frame: taken as camera poses, with a warning in ``errors``;
+    * several other child frames (a TF topic without the camera or the base): no ground
+      truth, with an error.
+
+    Args:
+        reader: an open :class:`~relperception.data.bag.BagReader`.
+        topic: the ground-truth topic, None for none.
+        errors: where problems are logged and counted.
+        camera_frame: the camera's frame id ('' or None when unknown).
+        base_frame: the robot base's frame id.
+        T_base_cam: (4, 4) camera mount (the camera optical frame in the base frame).
+
+    Returns:
+        stamps (N,) int64, poses (N, 4, 4) and a sentence saying what the poses were taken
+        as (None without ground truth).
+
+    Raises:
+        ValueError: a ``T_base_cam`` that is not a (4, 4) transform.
+    """
+    from relperception.transforms import check_transform
+
+    T_base_cam = check_transform(T_base_cam, 'T_base_cam')
+    camera_frame = (camera_frame or '').lstrip('/')
+    base_frame = str(base_frame).lstrip('/')
+    by_child = read_pose_topic(reader, topic, errors)
+    if not by_child:
+        return (*_no_poses(), None)
+    if camera_frame and camera_frame in by_child:
+        stamps, poses = by_child[camera_frame]
+        taken_as = f'camera poses (child frame {camera_frame!r}, that of the images)'
+        if camera_frame == base_frame:
+            errors.add(f'{topic}: the frame {camera_frame!r} of the images is also the base '
+                       'frame (base_frame_id): the ground truth cannot be told to be of the '
+                       'camera or of the robot; it is taken as the camera poses')
+    elif base_frame in by_child:
+        stamps, poses = by_child[base_frame]
+        poses = poses @ T_base_cam
+        taken_as = (f'robot base poses (child frame {base_frame!r}, base_frame_id) moved to the '
+                    'camera with the camera mount camera_mount_xyz_qxyzw')
+        logger.info('%s: ground truth of the base frame %s: camera poses through the camera '
+                    'mount', topic, base_frame)
+    elif len(by_child) == 1:
+        child, (stamps, poses) = next(iter(by_child.items()))
+        if not child:
+            taken_as = 'camera poses (the pose messages name no child frame)'
+        else:
+            taken_as = f'camera poses (assumed: child frame {child!r} is not known)'
+            errors.add(f'{topic}: the child frame {child!r} of the ground truth is neither '
+                       f'the camera frame {camera_frame or "(unknown)"!r} (frame_id of the '
+                       f'images) nor the base frame {base_frame!r} (base_frame_id): its poses '
+                       'are taken as camera poses; if they are the robot base, set '
+                       'base_frame_id and camera_mount_xyz_qxyzw of visual_odometry_node')
+    else:
+        errors.add(f'{topic}: poses of the child frames '
+                   f'{", ".join(repr(name) for name in sorted(by_child))}, none of them the '
+                   f'camera frame {camera_frame or "(unknown)"!r} or the base frame '
+                   f'{base_frame!r}: no ground truth', logging.ERROR)
+        return (*_no_poses(), None)
+    return stamps, poses, taken_as
+
+
+def first_frame_id(reader, topic: str) -> str | None:
+    """Return the ``header.frame_id`` of the first readable message on ``topic``, or None."""
+    for message in reader.messages([topic]):
+        header = getattr(message.msg, 'header', None)
+        return None if header is None else str(header.frame_id)
+    return None
 
 
 def _same_camera(camera0, camera1) -> bool:
@@ -184,9 +446,9 @@ class FrameAssembler:
         self.dense_ms: dict[int, float] = {}
         self.dense_failures = 0
         self.camera = None
-        self.pending: deque = deque()           # (stamp_ns, BagMessage) of images
-        self.depths: deque = deque(maxlen=MAX_BUFFERED_DEPTHS)  # (stamp_ns, BagMessage)
-        self.newest_depth_ns: int | None = None
+        self.pending = StampBuffer()            # images, in arrival order
+        self.depths = StampBuffer()
+        self.log_time_ns: int | None = None     # of the newest message added
         self.frames_without_depth = 0
         #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`.
         self.depth_problems: Counter = Counter()
@@ -221,41 +483,45 @@ class FrameAssembler:
             self.errors.add(f'{message.topic}: bad header stamp ({exc})')
             return None
 
+    def _seen(self, message) -> None:
+        log_time = message.log_time_ns
+        self.log_time_ns = log_time if self.log_time_ns is None else \
+            max(self.log_time_ns, log_time)
+
     def add_depth(self, message) -> list:
+        self._seen(message)
         stamp = self._checked_stamp(message)
         if stamp is None:
             return []
-        self.depths.append((stamp, message))
-        self.newest_depth_ns = stamp if self.newest_depth_ns is None else \
-            max(self.newest_depth_ns, stamp)
+        self.depths.add(stamp, message)
         return self._ready()
 
     def add_image(self, message) -> list:
+        self._seen(message)
         stamp = self._checked_stamp(message)
         if stamp is None:
             self.frames_skipped += 1
             return []
-        self.pending.append((stamp, message))
+        self.pending.add(stamp, message)
         return self._ready()
 
     def flush(self) -> list:
         """Return every waiting frame (end of the bag)."""
         return self._ready(final=True)
 
-    def _has_exact_depth(self, stamp: int) -> bool:
-        return any(depth_stamp == stamp for depth_stamp, _ in self.depths)
-
     def _ready(self, final: bool = False) -> list:
         """Return (stamp_ns, frame or None, decode_ms) of the images that need not wait longer."""
         out = []
+        window_ns = round(PAIRING_WINDOW_S * _NS_PER_S)
+        if self.log_time_ns is not None:
+            self.depths.drop_older(self.log_time_ns - window_ns)
         while self.pending:
-            stamp, message = self.pending[0]
-            overflow = len(self.pending) > MAX_PENDING_IMAGES
+            stamp, message = self.pending.first()
+            overflow = (self.log_time_ns - message.log_time_ns > window_ns
+                        or self.pending.nbytes + self.depths.nbytes > MAX_PAIRING_BYTES)
             # The CameraInfo of the first image may follow it in the bag: wait for it.
             has_camera = self.camera is not None
-            has_depth = (not self.use_depth or self._has_exact_depth(stamp)
-                         or (self.newest_depth_ns is not None
-                             and self.newest_depth_ns > stamp + self.tolerance_ns))
+            has_depth = not self.use_depth or self.depths.settled(stamp, self.tolerance_ns)
             done = final or overflow or (has_camera and has_depth)
             if not done:
                 break
@@ -265,14 +531,6 @@ class FrameAssembler:
             elapsed_ms = 1e3 * (time.perf_counter() - start) - self.dense_ms.get(stamp, 0.0)
             out.append((stamp, frame, elapsed_ms))
         return out
-
-    def _nearest_depth(self, stamp: int):
-        best = None
-        for depth_stamp, message in self.depths:
-            gap = abs(depth_stamp - stamp)
-            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
-                best = (gap, message)
-        return None if best is None else best[1]
 
     def _build(self, stamp: int, message):
         from relperception.data.messages import decode_image_message
@@ -337,21 +595,15 @@ class FrameAssembler:
         return depth
 
     def _depth_for(self, stamp: int, shape):
-        from relperception.data.messages import decode_image_message
-        from relperception.imaging.depth_checks import check_depth, DepthCheck
-
-        message = self._nearest_depth(stamp)
+        message = self.depths.nearest(stamp, self.tolerance_ns)
+        # images come in stamp order: older depth images can serve none of the next ones
+        self.depths.drop_before(stamp - self.tolerance_ns)
         if message is None:
             self.errors.add(f'image at {stamp} ns: no depth image within '
                             f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms; depth ignored')
             return None
         where = f'{message.topic} for the image at {stamp} ns'
-        try:
-            array, encoding = decode_image_message(message.msg, message.msgtype)
-        except (ValueError, TypeError) as exc:
-            check = DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
-        else:
-            check = check_depth(array, encoding, shape)
+        check = check_depth_message(message, shape)
         if check.depth is None:
             self.depth_problems[check.problem] += 1
             self.errors.add(f'{where}: {check.message}; depth ignored (depth_problems.'

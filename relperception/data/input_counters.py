@@ -16,6 +16,8 @@ from relperception.imaging.depth_checks import DEPTH_PROBLEMS
 CAMERA_INFO_REFUSED = 'camera_info_refused'
 #: frames that ran without depth while depth arrives (none near, or refused).
 FRAMES_WITHOUT_DEPTH = 'frames_without_depth'
+#: frames that ran with a depth image (not a refused input: reported beside the counters).
+DEPTH_HITS = 'depth_hits'
 #: frames whose model output held NaN or infinite values.
 FRAMES_WITH_NONFINITE_OUTPUT = 'frames_with_nonfinite_output'
 #: model rebuilds (after a parameter change) that failed; the previous model kept serving.

@@ -95,19 +95,58 @@ def _check_plausible_intrinsics(K: np.ndarray, width: int, height: int) -> None:
                          f'fx ({K[0, 0]:g} px)')
 
 
+def _binned_roi_camera(msg, K: np.ndarray, width: int, height: int):
+    """Return ``(K, width, height)`` of the image a CameraInfo's binning and ROI describe.
+
+    REP 104, as ``image_geometry`` does: the calibration is of the full-resolution sensor;
+    the image is the region of interest (all zeros: the whole sensor), binned by
+    ``binning_x`` x ``binning_y`` (0 or 1: none). The principal point moves by the ROI
+    offset, then the matrix and the size are divided by the binning. The distortion applies
+    to normalised coordinates and is unchanged.
+
+    Raises:
+        ValueError: a region of interest outside the sensor, or one smaller than a bin.
+    """
+    bin_x = max(int(getattr(msg, 'binning_x', 0) or 0), 1)
+    bin_y = max(int(getattr(msg, 'binning_y', 0) or 0), 1)
+    roi = getattr(msg, 'roi', None)
+    x0 = y0 = 0
+    roi_width, roi_height = width, height
+    if roi is not None and int(roi.width) > 0 and int(roi.height) > 0:
+        x0, y0 = int(roi.x_offset), int(roi.y_offset)
+        roi_width, roi_height = int(roi.width), int(roi.height)
+        if x0 + roi_width > width or y0 + roi_height > height:
+            raise ValueError(f'CameraInfo roi {roi_width}x{roi_height} at ({x0}, {y0}) '
+                             f'reaches outside the {width}x{height} sensor')
+    if (bin_x, bin_y, x0, y0, roi_width, roi_height) == (1, 1, 0, 0, width, height):
+        return K, width, height
+    if roi_width < bin_x or roi_height < bin_y:
+        raise ValueError(f'CameraInfo roi {roi_width}x{roi_height} is smaller than the binning '
+                         f'{bin_x}x{bin_y}')
+    K = K.copy()
+    K[0, 2] -= x0
+    K[1, 2] -= y0
+    K[0, :] /= bin_x
+    K[1, :] /= bin_y
+    return K, roi_width // bin_x, roi_height // bin_y
+
+
 def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
 
     Reads ``k`` (9 values, row-major 3x3, pixels), ``d``, ``distortion_model``, ``width`` and
     ``height``. An empty ``d`` means no distortion. With ``rectified`` (images that are
     already rectified, e.g. ``image_rect``), the camera matrix is the left 3x3 block of ``p``
-    and ``d`` is ignored: the image has no distortion left.
+    and ``d`` is ignored: the image has no distortion left. ``binning_x``/``binning_y`` and
+    ``roi`` (REP 104) are applied: the camera is that of the binned region of interest, as
+    published by a driver that bins or crops its sensor.
 
     Raises:
         ValueError: for an all-zero or malformed K (the "uncalibrated" CameraInfo), a zero image
             size, a principal point outside the image, a field of view outside
             :data:`FIELD_OF_VIEW_RANGE_DEG`, fx / fy beyond :data:`MAX_FOCAL_ASPECT` or a skew
-            beyond :data:`MAX_SKEW_RATIO` of fx, a distortion model that is not handled
+            beyond :data:`MAX_SKEW_RATIO` of fx, a region of interest outside the image, a
+            distortion model that is not handled
             (:data:`relperception.core_types.DISTORTION_MODELS`) or a distortion vector whose
             length does not fit the model.
     """
@@ -124,7 +163,11 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     if k.shape != (9,):
         raise ValueError(f'CameraInfo.k must have 9 values, got {k.shape[0]}')
     if not np.any(k):
-        raise ValueError('CameraInfo.k is all zeros: the camera is not calibrated')
+        p = np.asarray(getattr(msg, 'p', ()), dtype=np.float64).reshape(-1)
+        hint = (': its p is set, so if the images are rectified (image_rect) use '
+                'rectified_input (eval --rectified-input, the rectified_input parameter)'
+                if p.shape == (12,) and np.any(p) else ': the camera is not calibrated')
+        raise ValueError(f'CameraInfo.k is all zeros{hint}')
     K = k.reshape(3, 3)
     if not (np.isfinite(K).all() and K[0, 0] > 0 and K[1, 1] > 0):
         raise ValueError(f'CameraInfo camera matrix is singular or not finite: {K.tolist()}')
@@ -132,6 +175,7 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
         raise ValueError(f'principal point ({K[0, 2]}, {K[1, 2]}) lies outside the '
                          f'{width}x{height} image')
     _check_plausible_intrinsics(K, width, height)
+    K, width, height = _binned_roi_camera(msg, K, width, height)
     if rectified:
         return Camera(K=K, width=width, height=height)
     model = str(msg.distortion_model or 'plumb_bob')
@@ -187,6 +231,24 @@ def transform_from_pose_msg(pose) -> np.ndarray:
     t = np.array([p.x, p.y, p.z], dtype=np.float64)
     if not np.all(np.isfinite(t)):
         raise ValueError(f'pose position must be finite, got {t.tolist()}')
+    return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
+
+
+def transform_from_transform_msg(transform) -> np.ndarray:
+    """Return the (4, 4) float64 transform of a ``geometry_msgs/Transform`` (metres, xyzw).
+
+    A ``TransformStamped`` (anything with ``transform`` fields down to a Transform) is accepted
+    too; the result is ``T_parent_child`` (``header.frame_id`` <- ``child_frame_id``).
+
+    Raises:
+        ValueError: for a zero or non-finite quaternion or a non-finite translation.
+    """
+    while not hasattr(transform, 'translation') and hasattr(transform, 'transform'):
+        transform = transform.transform
+    p, q = transform.translation, transform.rotation
+    t = np.array([p.x, p.y, p.z], dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f'transform translation must be finite, got {t.tolist()}')
     return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
 
 

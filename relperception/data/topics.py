@@ -35,6 +35,15 @@ def compressed_topic(topic: str) -> str:
     return topic.rstrip('/') + '/compressed'
 
 
+#: Suffix of the ``compressed_depth_image_transport`` topic of a depth topic.
+COMPRESSED_DEPTH_SUFFIX = '/compressedDepth'
+
+
+def compressed_depth_topic(topic: str) -> str:
+    """Return the ``image_transport`` name of the compressedDepth variant of ``topic``."""
+    return topic.rstrip('/') + COMPRESSED_DEPTH_SUFFIX
+
+
 #: ``metadata.yaml`` ``custom_data`` key where a converter states the ground truth it found
 #: (the poses file, or ``none``).
 GROUND_TRUTH_KEY = 'relperception.ground_truth'

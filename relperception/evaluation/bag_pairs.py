@@ -48,11 +48,13 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
         ValueError: bad arguments, unreadable bag, missing image / CameraInfo / ground-truth
             topic (the message lists the bag's topics).
     """
-    from relperception.config import load_config
+    from relperception.config import (DEFAULT_BASE_FRAME_ID, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+                                      load_config)
     from relperception.data.bag import BagReader
-    from relperception.data.bag_frames import (FrameAssembler, GT_MAX_GAP_FACTOR,
-                                               GT_TOLERANCE_S, read_ground_truth,
-                                               require_topic)
+    from relperception.data.bag_frames import (first_frame_id, FrameAssembler,
+                                               GT_MAX_GAP_FACTOR, GT_TOLERANCE_S,
+                                               read_camera_ground_truth, require_topic)
+    from relperception.odometry.mount import camera_mount_transform
     from relperception.data.error_log import ErrorLog
 
     gaps = check_gaps(gaps)
@@ -72,7 +74,10 @@ def pairs_from_bag(bag_path, gaps: Iterable[int] = (1,),
                                    bag_path)
         gt_topic = require_topic(topics, config['topics.ground_truth_pose'],
                                  'ground_truth_pose', bag_path)
-        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
+        # the odometry node's default frames: ground truth of base_link is moved to the camera
+        gt_stamps, gt_poses, _ = read_camera_ground_truth(
+            reader, gt_topic, errors, first_frame_id(reader, image_topic),
+            DEFAULT_BASE_FRAME_ID, camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW))
         if len(gt_stamps) == 0:
             raise ValueError(f'bag {bag_path} has no readable ground-truth pose on {gt_topic}')
         assembler = FrameAssembler(False, errors)

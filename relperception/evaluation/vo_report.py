@@ -27,7 +27,8 @@ from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
                                                  PER_POSE_KEY, summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
-from relperception.odometry.vo import MAP_SCALE_SOURCES
+from relperception.odometry.vo import (MAP_SCALE_SOURCES, STATUS_REINITIALIZED,
+                                       STATUS_TRACKING)
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,21 @@ METRIC_KEYS = ('ate_rmse_m', 'ate_mean_m', 'ate_median_m', 'ate_max_m', 'rpe_tra
 #: :data:`METRIC_KEYS` (the dense scores need the depth and label topics, not the poses).
 NO_TRAJECTORY_METRICS = 'no trajectory metrics (ATE, RPE, drift, scale)'
 
+#: ``scale_source`` of an RGB-D run in which no frame had usable depth.
+NO_DEPTH_USED = ('none metric: RGB-D was chosen but no depth image was usable, so no frame '
+                 'had metric depth; Sim(3) alignment')
+
 _NS_PER_S = 1_000_000_000
+
+
+def _estimated(row: Mapping[str, Any]) -> bool:
+    """Whether a frame's pose was estimated by tracking (not held at a (re)initialisation).
+
+    A re-initialised frame that relocalised carries the scale source of its estimate; one
+    re-initialised from scratch, like the first frame, only holds the last pose.
+    """
+    return row['status'] == STATUS_TRACKING or (
+        row['status'] == STATUS_REINITIALIZED and bool(row.get('scale_source')))
 
 
 def write_timing_csv(path: Path, rows: list) -> None:
@@ -82,9 +97,19 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     statuses = [row['status'] for row in rows]
     process_ms = [row['process_ms'] for row in rows]
     tracking_ms = [row['process_ms'] - row.get('keyframe_wait_ms', 0.0) for row in rows]
-    alignment = 'se3' if resolved == 'rgbd' else 'sim3'
-    if resolved == 'rgbd':
+    frames_with_depth = sum(bool(row['depth']) for row in rows)
+    # The depth that was actually used decides, not the mode chosen from the topics (a run
+    # that processed no frame keeps the description of its mode).
+    metric_depth = resolved == 'rgbd' and frames_with_depth > 0
+    rgbd = resolved == 'rgbd' and (metric_depth or not rows)
+    alignment = 'se3' if rgbd else 'sim3'
+    if rgbd:
         scale_source = 'depth (metric RGB-D)'
+    elif resolved == 'rgbd':
+        scale_source = NO_DEPTH_USED
+        errors.add(f'mode rgbd, but not one of the {len(rows)} processed frames had a usable '
+                   'depth image (see depth_problems and frames_without_depth): nothing is '
+                   'metric, the trajectory is aligned with Sim(3)', logging.ERROR)
     elif gt_scale:
         scale_source = ('ground-truth distance between consecutive frames (benchmark option '
                         '--gt-scale; not available to a real monocular system); the ATE is '
@@ -102,6 +127,8 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'scale_source': scale_source,
         'frames_processed': len(rows),
         'frames_tracked': sum(s == 'tracking' for s in statuses),
+        'frames_with_depth': frames_with_depth,
+        'metric_depth_used': metric_depth,
         'frames_lost': sum(s == 'lost' for s in statuses),
         'reinitializations': sum(s == 'reinitialized' for s in statuses),
         'keyframes': sum(bool(row['is_keyframe']) for row in rows),
@@ -127,8 +154,10 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
     poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
     summary['outputs'] = {}
-    if len(stamps) == 0:
-        errors.add('no frame was tracked; no trajectory written', logging.ERROR)
+    if not any(_estimated(row) for row in rows):
+        placeholders = f' ({len(keep)} initialised at a held pose)' if keep else ''
+        errors.add(f'no frame was tracked{placeholders}; no trajectory written, '
+                   f'{NO_TRAJECTORY_METRICS}', logging.ERROR)
         return summary
     gt_at_frames, valid = (interpolate_poses(gt_stamps, gt_poses, stamps, GT_TOLERANCE_S,
                                              GT_MAX_GAP_FACTOR)

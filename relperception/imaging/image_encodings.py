@@ -8,7 +8,11 @@ an ``array.array('B')``), rosbags messages (``data`` is a 1-D ``np.uint8`` array
 objects (``data`` may also be ``bytes``, ``bytearray`` or a ``memoryview``).
 
 Encoding names follow ``sensor_msgs/image_encodings.hpp`` (REP 118 for depth): ``mono16`` and
-``16UC1`` depth images hold millimetres, ``32FC1`` depth images hold metres.
+``16UC1`` depth images hold millimetres, ``32FC1`` depth images hold metres. Jazzy's ``uyvy`` and
+``yuyv`` are the layouts of ``yuv422`` and ``yuv422_yuy2`` (:data:`ENCODING_ALIASES`). Data must
+be exactly ``step * height`` bytes, as cv_bridge's C++ ``toCvCopy`` requires (its Python
+``imgmsg_to_cv2`` ignores trailing bytes; an image with them is refused here, with a message
+that counts them).
 """
 
 from __future__ import annotations
@@ -51,7 +55,14 @@ def _build_specs() -> dict[str, EncodingSpec]:
     return specs
 
 
+#: Other names of the same layouts: ROS 2 Jazzy's ``sensor_msgs/image_encodings`` names
+#: UYVY and YUYV 4:2:2 ``uyvy`` / ``yuyv``, and keeps ``yuv422`` / ``yuv422_yuy2`` (deprecated).
+ENCODING_ALIASES = {'uyvy': 'yuv422', 'yuyv': 'yuv422_yuy2'}
+#: YUV 4:2:2 encodings: two pixels share their U and V samples, so the width must be even.
+YUV422_ENCODINGS = ('yuv422', 'yuv422_yuy2', *ENCODING_ALIASES)
+
 _SPECS: dict[str, EncodingSpec] = _build_specs()
+_SPECS.update({alias: _SPECS[name] for alias, name in ENCODING_ALIASES.items()})
 
 #: Every encoding that :func:`image_to_numpy` and :func:`numpy_to_image_fields` accept.
 SUPPORTED_ENCODINGS = tuple(_SPECS)
@@ -83,6 +94,8 @@ _TO_MONO = {
     'yuv422': cv2.COLOR_YUV2GRAY_UYVY, 'yuv422_yuy2': cv2.COLOR_YUV2GRAY_YUY2,
 }
 _MONO_AS_IS = ('mono8', '8UC1', 'mono16')
+for _table in (_TO_RGB, _TO_MONO):
+    _table.update({alias: _table[name] for alias, name in ENCODING_ALIASES.items()})
 
 #: Encodings that :func:`to_rgb8` accepts.
 RGB_CONVERTIBLE_ENCODINGS = tuple(sorted(set(_TO_RGB) | {'rgb8', 'rgb16'}))
@@ -192,6 +205,12 @@ def image_to_numpy(msg) -> np.ndarray:
     if step % itemsize:
         raise ValueError(f'step {step} is not a multiple of the {encoding} element size '
                          f'{itemsize}')
+    if buffer.size > step * height:
+        # cv_bridge (C++, what image_transport and image_pipeline use) refuses it too
+        raise ValueError(
+            f'image data has {buffer.size - step * height} bytes more than step * height = '
+            f'{step} * {height} = {step * height} (trailing bytes after the last row, or a '
+            'wrong step or height)')
     if buffer.size != step * height:
         raise ValueError(
             f'image data has {buffer.size} bytes, expected step * height = {step} * {height} '
@@ -265,6 +284,13 @@ def numpy_to_image_fields(array_: np.ndarray, encoding: str) -> dict:
     }
 
 
+def _check_yuv422_width(array_: np.ndarray, encoding: str) -> None:
+    """Raise ValueError for a YUV 4:2:2 image of odd width (OpenCV cannot convert it)."""
+    if encoding in YUV422_ENCODINGS and array_.shape[1] % 2:
+        raise ValueError(f'{encoding} (YUV 4:2:2) needs an even width: pairs of pixels share '
+                         f'their chroma, got width {array_.shape[1]}')
+
+
 def _squeeze_channel(array_: np.ndarray) -> np.ndarray:
     return array_[:, :, 0] if array_.ndim == 3 and array_.shape[2] == 1 else array_
 
@@ -292,6 +318,7 @@ def to_rgb8(array_: np.ndarray, encoding: str) -> np.ndarray:
     """
     _refuse_unconvertible(encoding, 'rgb8', RGB_CONVERTIBLE_ENCODINGS)
     check_array(array_, encoding)
+    _check_yuv422_width(array_, encoding)
     array_ = _squeeze_channel(array_)
     if encoding == 'rgb8':
         return array_
@@ -320,6 +347,7 @@ def to_mono8(array_: np.ndarray, encoding: str) -> np.ndarray:
     """
     _refuse_unconvertible(encoding, 'mono8', MONO_CONVERTIBLE_ENCODINGS)
     check_array(array_, encoding)
+    _check_yuv422_width(array_, encoding)
     array_ = _squeeze_channel(array_)
     if encoding in _MONO_AS_IS:
         return _to_uint8(array_)

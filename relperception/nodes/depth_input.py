@@ -29,7 +29,7 @@ from rclpy.qos import qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
 from relperception.core_types import Camera
-from relperception.data.input_counters import FRAMES_WITHOUT_DEPTH
+from relperception.data.input_counters import DEPTH_HITS, FRAMES_WITHOUT_DEPTH
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
 from relperception.nodes.lost_messages import LostMessages
@@ -258,7 +258,7 @@ class DepthSync:
         hits, misses = self.hits - self._reported[0], self.misses - self._reported[1]
         self._reported = (self.hits, self.misses)
         rate = misses / (hits + misses) if hits + misses else 0.0
-        values = {'depth_hits': str(self.hits), FRAMES_WITHOUT_DEPTH: str(self.misses),
+        values = {DEPTH_HITS: str(self.hits), FRAMES_WITHOUT_DEPTH: str(self.misses),
                   'depth_miss_rate': f'{rate:.3f}'}
         if rate > self.max_miss_rate:
             return (LEVEL_WARN, f'{rate:.0%} of the frames had no usable depth image (more '

@@ -50,7 +50,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from relperception.config import load_config
+from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
 from relperception.evaluation.report import remove_earlier_outputs
 from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.nodes import graph
@@ -120,8 +120,9 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
         ValueError: unreadable bag, missing image or CameraInfo topic, rgbd without depth.
     """
     from relperception.data.bag import BagReader
-    from relperception.data.topics import compressed_topic
-    from relperception.data.bag_frames import require_topic, resolve_mode
+    from relperception.data.bag_frames import find_depth_topic, require_topic, resolve_mode
+    from relperception.data.topics import (COMPRESSED_DEPTH_SUFFIX, COMPRESSED_IMAGE_MSGTYPE,
+                                           compressed_depth_topic, compressed_topic)
 
     bag = Path(bag)
     namespace = graph.normalize_namespace(namespace)
@@ -130,12 +131,10 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
         counts = reader.message_counts
     image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag)
     info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
-    depth_topic = config['topics.depth'] or None
-    if depth_topic is not None and depth_topic not in bag_topics:
-        logger.info('bag has no depth topic %s', depth_topic)   # as eval says it
-    num_depth = counts.get(depth_topic, 0) if depth_topic in bag_topics else 0
+    depth_topic = find_depth_topic(bag_topics, config['topics.depth'])   # as eval does
+    num_depth = counts.get(depth_topic, 0) if depth_topic is not None else 0
     mode = resolve_mode(str(config['odometry.mode']), num_depth, counts.get(image_topic, 0),
-                        depth_topic)
+                        depth_topic or config['topics.depth'] or None)
     transport = 'raw'
     if image_topic != config['topics.image'] and image_topic == compressed_topic(
             config['topics.image']):
@@ -148,11 +147,17 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
         input_topics['wheel_odom'] = wheel_topic
     published = {topic: _prefixed(namespace, topic) for topic in input_topics.values()}
     base_image = config['topics.image'] if transport == 'compressed' else image_topic
+    depth_transport, base_depth = 'raw', depth_topic
+    if mode == 'rgbd' and bag_topics[depth_topic] == COMPRESSED_IMAGE_MSGTYPE:
+        # compressed_depth_image_transport: the node subscribes <depth_in>/compressedDepth
+        depth_transport = 'compressedDepth'
+        base_depth = depth_topic.removesuffix(COMPRESSED_DEPTH_SUFFIX)
+        published[depth_topic] = compressed_depth_topic(_prefixed(namespace, base_depth))
     descriptions = graph.node_set(
         matcher=config['matcher'], image_topic=_prefixed(namespace, base_image),
         camera_info_topic=published[info_topic],
-        depth_topic=published[depth_topic] if mode == 'rgbd' else '',
-        image_transport=transport, namespace=namespace,
+        depth_topic=_prefixed(namespace, base_depth) if mode == 'rgbd' else '',
+        image_transport=transport, namespace=namespace, depth_transport=depth_transport,
         wheel_odom_topic=published.get(wheel_topic, ''))
     # the recording is scored with camera_mount_xyz_qxyzw: the node uses that mount, not TF
     descriptions = [dataclasses.replace(d, parameters={**d.parameters,
@@ -563,8 +568,10 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
                 os.environ[name] = value
 
     mount = live_eval.DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
+    base_frame = DEFAULT_BASE_FRAME_ID
     for description in plan.descriptions:
         mount = description.parameters.get('camera_mount_xyz_qxyzw', mount)
+        base_frame = description.parameters.get('base_frame_id', base_frame)
     extra = {'rate': float(rate), 'separate_processes': bool(separate_processes),
              'fastdds_profile': profile, 'namespace': plan.namespace,
              'use_sim_time': bool(use_sim_time), 'input_topics': plan.published_topics,
@@ -572,7 +579,7 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
     summary = live_eval.evaluate_recording(
         bag, output_dir / live_eval.RECORDED_BAG, output_dir / live_eval.PUBLISH_TIMES_CSV,
         output_dir, plan.output_topics, config=config, mode=plan.mode,
-        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra)
+        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra, base_frame_id=base_frame)
     if interrupted is not None:
         raise interrupted
     return summary

@@ -5,7 +5,11 @@
 :func:`evaluate_dense` runs :class:`~relperception.pipeline.dense_pipeline.DensePipeline` (the
 ``dense.*`` configuration) on every ``stride``-th image of a bag that has a ground-truth depth
 topic ``topics.ground_truth_depth`` (default: ``topics.depth``) and/or a label topic
-``topics.ground_truth_labels``. Depth is scored with :mod:`relperception.evaluation.depth` (a
+``topics.ground_truth_labels``. Ground-truth depth passes the odometry's depth checks first
+(:func:`~relperception.data.bag_frames.check_depth_message`: wrong size, byte-swapped, no valid
+pixel, implausible range such as millimetres labelled ``32FC1``); a refused image is not scored
+and is counted by problem in ``depth_refused``. Depth is scored with
+:mod:`relperception.evaluation.depth` (a
 metric model as predicted; a relative model after a per-image least-squares scale and shift fit
 in inverse depth, the MiDaS / Depth Anything protocol) and labels with
 :mod:`relperception.evaluation.segmentation` (ground-truth ids the model does not have are
@@ -18,7 +22,7 @@ ignored and counted). The output folder receives ``dense_samples/{depth,labels}_
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter
 from collections.abc import Mapping
 import logging
 from pathlib import Path
@@ -27,8 +31,9 @@ from typing import Any
 
 import numpy as np
 from relperception.config import section
-from relperception.data.bag_frames import (DEPTH_PAIRING_TOLERANCE_S, MAX_BUFFERED_DEPTHS,
-                                           message_stamp_ns)
+from relperception.data.bag_frames import (check_depth_message, DEPTH_PAIRING_TOLERANCE_S,
+                                           find_depth_topic, MAX_PAIRING_BYTES,
+                                           message_stamp_ns, PAIRING_WINDOW_S, StampBuffer)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.vo_report import percentile
 
@@ -36,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 #: Sample strips written per kind (depth, labels) by the dense evaluation.
 DENSE_SAMPLES = 3
-#: Images waiting for their dense ground truth; older ones are evaluated with what arrived.
-_MAX_PENDING_DENSE = 8
 
 _NS_PER_S = 1_000_000_000
 
@@ -62,52 +65,59 @@ def build_dense_depth(config: Mapping[str, Any]):
 
 
 class _DenseGroundTruth:
-    """Pairs sampled images with the ground-truth depth / label images of the same stamp."""
+    """Pairs sampled images with the ground-truth depth / label images of the same stamp.
+
+    Bounded as the odometry's pairing is (:class:`~relperception.data.bag_frames.StampBuffer`):
+    by bag log time (:data:`PAIRING_WINDOW_S`) and bytes, not by a count of messages.
+    """
 
     def __init__(self, topics: Mapping[str, str | None]):
         self.topics = {kind: topic for kind, topic in topics.items() if topic}
-        self.buffers = {kind: deque(maxlen=MAX_BUFFERED_DEPTHS) for kind in self.topics}
-        self.newest = dict.fromkeys(self.topics)
-        self.pending: deque = deque()
+        self.buffers = {kind: StampBuffer() for kind in self.topics}
+        self.pending = StampBuffer()
+        self.log_time_ns: int | None = None
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
+    def seen(self, message) -> None:
+        """Note the log time of a message read from the bag."""
+        log_time = message.log_time_ns
+        self.log_time_ns = log_time if self.log_time_ns is None else \
+            max(self.log_time_ns, log_time)
+
     def add_ground_truth(self, kind: str, stamp: int, message) -> None:
-        self.buffers[kind].append((stamp, message))
-        newest = self.newest[kind]
-        self.newest[kind] = stamp if newest is None else max(newest, stamp)
-
-    def _settled(self, kind: str, stamp: int) -> bool:
-        newest = self.newest[kind]
-        return (any(s == stamp for s, _ in self.buffers[kind])
-                or (newest is not None and newest > stamp + self.tolerance_ns))
-
-    def _nearest(self, kind: str, stamp: int):
-        best = None
-        for gt_stamp, message in self.buffers[kind]:
-            gap = abs(gt_stamp - stamp)
-            if gap <= self.tolerance_ns and (best is None or gap < best[0]):
-                best = (gap, message)
-        return None if best is None else best[1]
+        self.buffers[kind].add(stamp, message)
 
     def ready(self, final: bool = False) -> list:
         """Return ``(stamp, image message, {kind: gt message or None})`` of settled images."""
         out = []
+        window_ns = round(PAIRING_WINDOW_S * _NS_PER_S)
+        if self.log_time_ns is not None:
+            for buffer in self.buffers.values():
+                buffer.drop_older(self.log_time_ns - window_ns)
         while self.pending:
-            stamp, message = self.pending[0]
-            settled = all(self._settled(kind, stamp) for kind in self.topics)
-            if not (final or settled or len(self.pending) > _MAX_PENDING_DENSE):
+            stamp, message = self.pending.first()
+            settled = all(self.buffers[kind].settled(stamp, self.tolerance_ns)
+                          for kind in self.topics)
+            held = self.pending.nbytes + sum(b.nbytes for b in self.buffers.values())
+            overflow = (self.log_time_ns - message.log_time_ns > window_ns
+                        or held > MAX_PAIRING_BYTES)
+            if not (final or settled or overflow):
                 break
             self.pending.popleft()
-            out.append((stamp, message, {kind: self._nearest(kind, stamp)
+            out.append((stamp, message, {kind: self.buffers[kind].nearest(stamp,
+                                                                          self.tolerance_ns)
                                          for kind in self.topics}))
+            for buffer in self.buffers.values():
+                buffer.drop_before(stamp - self.tolerance_ns)
         return out
 
 
 def _dense_topics(reader, config: Mapping[str, Any]) -> dict:
-    depth_topic = config['topics.ground_truth_depth'] or config['topics.depth'] or None
-    labels_topic = config['topics.ground_truth_labels'] or None
     present = reader.topics
-    return {'depth': depth_topic if depth_topic in present else None,
+    depth_topic = find_depth_topic(present, config['topics.ground_truth_depth']
+                                   or config['topics.depth'] or None)
+    labels_topic = config['topics.ground_truth_labels'] or None
+    return {'depth': depth_topic,
             'labels': labels_topic if labels_topic in present else None}
 
 
@@ -136,6 +146,9 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         JSON-able dict: ``model``, ``relative``, ``depth_alignment``, ``topics``,
         ``frames_evaluated``, ``depth`` (:class:`DepthMetricsAccumulator` result or None),
         ``segmentation`` (:meth:`ConfusionMatrix.summary` or None), ``unknown_gt_label_pixels``,
+        ``depth_refused`` (ground-truth depth images refused by the odometry's checks,
+        :func:`~relperception.imaging.depth_checks.check_depth`, by problem),
+        ``labels_refused`` (label images that are not single-channel class ids),
         ``timing_median_ms`` / ``timing_p95_ms`` and ``outputs`` (file names). With neither
         ground-truth topic in the bag, or a model that cannot be built, the dict says why in
         ``skipped`` and the error log has the reason.
@@ -143,7 +156,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
     from relperception.data.messages import decode_image_message
     from relperception.evaluation.depth import align_inverse_depth, DepthMetricsAccumulator
     from relperception.evaluation.segmentation import ConfusionMatrix
-    from relperception.imaging.image_encodings import depth_to_metres, to_rgb8
+    from relperception.imaging.image_encodings import to_rgb8
     from relperception.pipeline.dense_pipeline import DensePipeline, model_name
 
     topics = _dense_topics(reader, config)
@@ -176,6 +189,9 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         num_classes = len(names) if names else None
         confusion = ('pending', names, num_classes)
     unknown_labels = 0
+    # ground-truth depth refused by the odometry's checks, by problem (DEPTH_PROBLEMS)
+    depth_refused: Counter = Counter()
+    labels_refused = 0
     timings: list = []
     written = {'depth': 0, 'labels': 0}
     sample_dir = output_dir / 'dense_samples'
@@ -206,7 +222,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         written[kind] += 1
 
     def evaluate(stamp: int, message, gt: dict) -> None:
-        nonlocal confusion, unknown_labels
+        nonlocal confusion, unknown_labels, labels_refused
         where = f'{message.topic} at {stamp} ns'
         try:
             array, encoding = decode_image_message(message.msg, message.msgtype)
@@ -218,32 +234,42 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         timings.append(out.timing_ms['total'])
         result['frames_evaluated'] += 1
         if gt.get('depth') is not None:
-            try:
-                gt_array, gt_encoding = decode_image_message(gt['depth'].msg,
-                                                             gt['depth'].msgtype)
-                gt_depth = depth_to_metres(gt_array, gt_encoding)
-                if gt_depth.shape != rgb.shape[:2]:
-                    raise ValueError(f'ground-truth depth is {gt_depth.shape[1]}x'
-                                     f'{gt_depth.shape[0]}, image {rgb.shape[1]}x'
-                                     f'{rgb.shape[0]}')
-                if pipeline.relative:
-                    pred, _, _ = align_inverse_depth(out.raw_depth, gt_depth,
-                                                     min_depth=min_depth, max_depth=max_depth)
-                else:
-                    pred = out.raw_depth
-                depth_acc.update(pred, gt_depth)
-                write_sample('depth', rgb, pred, gt_depth, stamp)
-            except ValueError as exc:
-                errors.add(f'{where}: depth not scored ({exc})')
+            check = check_depth_message(gt['depth'], rgb.shape[:2])
+            if check.depth is None:
+                depth_refused[check.problem] += 1
+                errors.add(f"{gt['depth'].topic} for the image at {stamp} ns: ground-truth "
+                           f'depth refused ({check.message}); depth not scored '
+                           f'(dense.depth_refused.{check.problem})')
+            else:
+                gt_depth = check.depth
+                try:
+                    if pipeline.relative:
+                        pred, _, _ = align_inverse_depth(out.raw_depth, gt_depth,
+                                                         min_depth=min_depth,
+                                                         max_depth=max_depth)
+                    else:
+                        pred = out.raw_depth
+                    depth_acc.update(pred, gt_depth)
+                    write_sample('depth', rgb, pred, gt_depth, stamp)
+                except ValueError as exc:
+                    errors.add(f'{where}: depth not scored ({exc})')
         elif topics['depth']:
             errors.add(f'{where}: no ground-truth depth within '
                        f'{DEPTH_PAIRING_TOLERANCE_S * 1e3:.0f} ms')
         if out.labels is not None and gt.get('labels') is not None:
             try:
-                gt_array, _ = decode_image_message(gt['labels'].msg, gt['labels'].msgtype)
+                gt_array, gt_encoding = decode_image_message(gt['labels'].msg,
+                                                             gt['labels'].msgtype)
                 gt_labels = np.asarray(gt_array)
-                if gt_labels.ndim == 3:
+                if gt_labels.ndim == 3 and gt_labels.shape[2] == 1:
                     gt_labels = gt_labels[..., 0]
+                elif gt_labels.ndim == 3:
+                    labels_refused += 1
+                    errors.add(f"{gt['labels'].topic} for the image at {stamp} ns: label "
+                               f'image refused: {gt_encoding} has {gt_labels.shape[2]} '
+                               'channels (a colour palette?); labels must be single-channel '
+                               'class ids (mono8, 8UC1, mono16, 16UC1); labels not scored')
+                    return
                 if gt_labels.shape != out.labels.shape or gt_labels.dtype.kind not in 'iu':
                     raise ValueError(f'ground-truth labels are {gt_labels.dtype} '
                                      f'{gt_labels.shape}, prediction {out.labels.shape}')
@@ -272,11 +298,12 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
             except ValueError as exc:
                 errors.add(f'{message.topic}: bad header stamp ({exc})')
                 continue
+            pairing.seen(message)
             if message.topic == image_topic:
                 if max_frames is not None and images_seen >= int(max_frames):
                     break
                 if images_seen % stride == 0:
-                    pairing.pending.append((stamp, message))
+                    pairing.pending.add(stamp, message)
                 images_seen += 1
                 bar.update(1)
             else:
@@ -292,6 +319,16 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         bar.close()
     if depth_acc.num_images or depth_acc.num_skipped:
         result['depth'] = depth_acc.compute()
+    result['depth_refused'] = dict(depth_refused)
+    result['labels_refused'] = labels_refused
+    if labels_refused:
+        errors.add(f"{labels_refused} label images on {topics['labels']} were refused (not "
+                   'single-channel class ids): segmentation not scored on them', logging.ERROR)
+    if depth_refused:
+        errors.add(f'{sum(depth_refused.values())} ground-truth depth images on '
+                   f"{topics['depth']} were refused by the odometry's depth checks and not "
+                   f"scored: {', '.join(f'{k} {v}' for k, v in depth_refused.items())}",
+                   logging.ERROR)
     if isinstance(confusion, ConfusionMatrix):
         result['segmentation'] = confusion.summary()
         if plots and confusion.total:

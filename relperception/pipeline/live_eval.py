@@ -13,9 +13,10 @@ wall-clock time it was published). :func:`evaluate_recording` turns those into t
                            to ``T_world_cam`` through the camera mount, see
                            :func:`camera_poses_from_odom`), in the ground-truth world frame.
 ``groundtruth.tum``        ground truth at the stamps of those poses.
-``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D, Sim(3) monocular) and
-                           ``output_topics``: per output topic ``frames_in``, ``frames_out``,
-                           ``dropped_frames``, ``latency_ms_median``, ``latency_ms_p95``.
+``summary.json``           the ``eval`` keys (SE(3) alignment for RGB-D with depth, else
+                           Sim(3)) and ``output_topics``: per output topic ``frames_in``,
+                           ``frames_out``, ``dropped_frames``, ``latency_ms_median``,
+                           ``latency_ms_p95``.
 ``timing.csv``             the ``eval`` columns, one row per recorded ``odom``; in a live run
                            ``process_ms`` is the end-to-end latency (image published -> odom
                            received) and ``decode_ms`` is 0.
@@ -45,10 +46,10 @@ from typing import Any
 
 import numpy as np
 from relperception.atomic_files import atomic_open
-from relperception.config import load_config
+from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
 from relperception.data.bag import BagReader, RawBagMessage
-from relperception.data.input_counters import (DEPTH_PROBLEM_PREFIX, FRAMES_WITHOUT_DEPTH,
-                                               input_counters)
+from relperception.data.input_counters import (DEPTH_HITS, DEPTH_PROBLEM_PREFIX,
+                                               FRAMES_WITHOUT_DEPTH, input_counters)
 from relperception.evaluation.report import write_json
 from relperception.odometry.mount import (
     camera_from_odom,
@@ -279,6 +280,13 @@ def _node_input_problems(diagnostics: Mapping[str, Mapping[str, Any]]) -> dict[s
     return totals
 
 
+def _depth_hits(diagnostics: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """Return the frames that ran with depth, summed over the nodes; None if none says."""
+    hits = [values[DEPTH_HITS] for values in diagnostics.values()
+            if isinstance(values.get(DEPTH_HITS), (int, float))]
+    return int(sum(hits)) if hits else None
+
+
 def _write_latency_csv(path: Path, publish_wall_ns: Mapping[int, int],
                        receipts: Mapping[str, Sequence[tuple[int, int]]],
                        topics: Sequence[str]) -> None:
@@ -305,8 +313,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
                        output_topics: Mapping[str, str], config: Mapping[str, Any] | None = None,
                        mode: str = 'rgbd',
                        camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
-                       plots: bool = True, extra: Mapping[str, Any] | None = None
-                       ) -> dict[str, Any]:
+                       plots: bool = True, extra: Mapping[str, Any] | None = None,
+                       base_frame_id: str = DEFAULT_BASE_FRAME_ID) -> dict[str, Any]:
     """Write the ``eval`` report of a live replay and return its summary.
 
     Args:
@@ -319,10 +327,15 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
             for the trajectory), ``correspondences``, ``path`` (per-frame outputs, counted and
             timed) and ``diagnostics`` (the last status of each node goes into the summary).
         config: flat configuration (``topics.ground_truth_pose``, ``matcher``); None: defaults.
-        mode: ``'rgbd'`` (SE(3) alignment) or ``'mono'`` (Sim(3)), as the nodes ran.
-        camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw).
+        mode: ``'rgbd'`` or ``'mono'``, as the nodes ran: SE(3) alignment for ``'rgbd'``
+            unless the nodes' diagnostics say that no frame had depth (``depth_hits`` 0:
+            the odometry ran monocular), Sim(3) otherwise.
+        camera_mount_xyz_qxyzw: the odometry node's camera mount (x y z qx qy qz qw); ground
+            truth of the base frame is moved to the camera with it too.
         plots: write ``trajectory.png`` and ``errors.png``.
         extra: more entries for the summary (e.g. the replay's rate and process layout).
+        base_frame_id: the odometry node's base frame: ground truth whose child frame it is
+            holds robot base poses (``summary['ground_truth_frame']`` says what was read).
 
     Returns:
         The summary written to ``summary.json`` (the ``eval`` keys plus ``output_topics``,
@@ -332,7 +345,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         FileNotFoundError: when a bag or the publish-times file is missing.
         ValueError: for an unknown mode or no ``odom`` role.
     """
-    from relperception.data.bag_frames import read_ground_truth
+    from relperception.data.bag_frames import first_frame_id, read_camera_ground_truth
+    from relperception.data.topics import compressed_topic
     from relperception.data.error_log import ErrorLog
     from relperception.evaluation.vo_report import NO_TRAJECTORY_METRICS, write_report
 
@@ -353,8 +367,13 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         if gt_topic is not None and gt_topic not in reader.topics:
             errors.add(f'bag has no ground-truth topic {gt_topic}: {NO_TRAJECTORY_METRICS}')
             gt_topic = None
-        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
-        frames_in_bag = reader.message_counts.get(config['topics.image'], 0)
+        image_topic = config['topics.image']
+        if image_topic not in reader.topics and compressed_topic(image_topic) in reader.topics:
+            image_topic = compressed_topic(image_topic)
+        gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
+            reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
+            camera_mount_transform(camera_mount_xyz_qxyzw))
+        frames_in_bag = reader.message_counts.get(image_topic, 0)
 
     # The player read the input as eval does; damage there makes the run incomplete.
     input_damage = list((extra or {}).get('input_damage') or [])
@@ -374,6 +393,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         if row[0] not in seen:
             seen.add(row[0])
             unique_rows.append(row)
+    # The node falls back to monocular on frames without usable depth: the alignment follows
+    # the depth it used (as far as its diagnostics tell), not the mode of the plan.
+    depth_used = mode == 'rgbd' and _depth_hits(diagnostics) != 0
     rows, poses = [], []
     if unique_rows:
         T_world_cam = camera_poses_from_odom(np.stack([row[2] for row in unique_rows]),
@@ -382,7 +404,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
             sent = publish_times.get(stamp)
             rows.append({'stamp_ns': stamp, 'status': 'tracking',
                          'num_matches': num_matches.get(stamp, -1), 'num_inliers': -1,
-                         'is_keyframe': False, 'depth': mode == 'rgbd',
+                         'is_keyframe': False, 'depth': depth_used,
                          'process_ms': (receipt - sent) / _NS_PER_MS if sent else float('nan'),
                          'decode_ms': 0.0, 'message': ''})
             poses.append(pose)
@@ -417,6 +439,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         'topics': {'image': config['topics.image'], 'camera_info': config['topics.camera_info'],
                    'depth': config['topics.depth'] if mode == 'rgbd' else None,
                    'ground_truth_pose': gt_topic},
+        'ground_truth_frame': gt_frame,
         'output_topics': stats,
         'node_diagnostics': diagnostics,
         'recorded_messages': {topic: len(items) for topic, items in receipts.items()},

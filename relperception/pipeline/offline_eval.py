@@ -13,8 +13,9 @@ trajectory against the ground-truth pose topic with evo. It writes into the outp
                      bag has no ground truth. Frames reported ``'lost'`` are left out.
 ``groundtruth.tum``  ground truth interpolated at the stamps of the estimated frames.
 ``summary.json``     metrics (:func:`~relperception.evaluation.trajectory.evaluate_trajectory`,
-                     SE(3) alignment for RGB-D, Sim(3) for monocular), frame counts, timing,
-                     and every error met on the way.
+                     SE(3) alignment for RGB-D, Sim(3) for monocular and for an RGB-D run
+                     in which no frame had usable depth; none when no frame was tracked),
+                     frame counts, timing, and every error met on the way.
 ``timing.csv``       one row per processed frame: stamp, status, matches, inliers, keyframe,
                      depth used, VO processing time (ms) and the part of it spent waiting
                      for the previous keyframe's background work (``keyframe_wait_ms``; ~0
@@ -62,7 +63,7 @@ written; ``summary['complete']`` is then False and the damage is in ``summary['e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import logging
 from pathlib import Path
 import sys
@@ -70,8 +71,10 @@ import time
 from typing import Any
 
 import numpy as np
-from relperception.config import load_config
-from relperception.data.bag_frames import (FrameAssembler, GT_TOLERANCE_S, MODES,
+from relperception.config import (DEFAULT_BASE_FRAME_ID, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+                                  load_config)
+from relperception.data.bag_frames import (find_depth_topic, first_frame_id, FrameAssembler,
+                                           GT_TOLERANCE_S, MODES, read_camera_ground_truth,
                                            read_ground_truth, require_topic, resolve_mode)
 from relperception.data.error_log import ErrorLog
 from relperception.data.topics import GROUND_TRUTH_KEY
@@ -81,6 +84,7 @@ from relperception.evaluation.vo_report import (log_summary, NO_TRAJECTORY_METRI
                                                 percentile, write_report)
 from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.odometry.map_tracker import SCALE_JUMP_FACTOR
+from relperception.odometry.mount import camera_mount_transform
 from relperception.pipeline.dense_eval import build_dense_depth, DENSE_SAMPLES, evaluate_dense
 
 logger = logging.getLogger(__name__)
@@ -110,10 +114,9 @@ def _gt_step_norm(gt_stamps, gt_poses, stamp0: int, stamp1: int) -> float | None
     return float(np.linalg.norm(poses[1][:3, 3] - poses[0][:3, 3]))
 
 
-def _wheel_hints(reader, topic: str, bag_topics, gt_scale: bool, errors):
+def _wheel_hints(reader, topic: str, bag_topics, gt_scale: bool, errors, T_base_cam):
     """Return the ``WheelHints`` of the bag's wheel odometry topic, or None without one."""
-    from relperception.config import DEFAULT_CAMERA_MOUNT_XYZ_QXYZW, NODE_LOCAL_SPECS
-    from relperception.odometry.mount import camera_mount_transform
+    from relperception.config import NODE_LOCAL_SPECS
     from relperception.odometry.wheel_hints import WheelHints
 
     if not topic:
@@ -125,9 +128,9 @@ def _wheel_hints(reader, topic: str, bag_topics, gt_scale: bool, errors):
         logger.info('--gt-scale: the ground-truth steps are the hints, not %s', topic)
         return None
     stamps, poses = read_ground_truth(reader, topic, errors)
-    # The node's defaults: the camera centre at the base origin, its largest pose gap.
+    # The node's largest pose gap and speed.
     specs = NODE_LOCAL_SPECS['visual_odometry_node']
-    hints = WheelHints(camera_mount_transform(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
+    hints = WheelHints(T_base_cam,
                        max_gap_s=specs['wheel_odom_max_gap_s'].default,
                        max_poses=max(2, len(stamps)),
                        max_speed_mps=specs['wheel_odom_max_speed_mps'].default)
@@ -172,7 +175,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  dense_samples: int = DENSE_SAMPLES,
                  depth_source: str = 'bag',
                  gt_scale_noise: tuple[float, float] | None = None,
-                 rectified_input: bool = False) -> dict[str, Any]:
+                 rectified_input: bool = False,
+                 camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
+                 base_frame_id: str = DEFAULT_BASE_FRAME_ID) -> dict[str, Any]:
     """Run the VO pipeline over a bag, score it against ground truth and write a report.
 
     Args:
@@ -201,6 +206,13 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             repeat), like wheel odometry with a calibration error and per-step noise.
         rectified_input: the bag's images are already rectified: the camera is CameraInfo's
             ``p`` without distortion (the node's ``rectified_input`` parameter).
+        camera_mount_xyz_qxyzw: the camera optical frame in the robot base frame (the odometry
+            node's parameter): ground truth of the base frame is moved to the camera with it,
+            and wheel odometry hints are read through it.
+        base_frame_id: the robot base frame (the odometry node's parameter): ground truth whose
+            child frame it is holds base poses (see
+            :func:`~relperception.data.bag_frames.read_camera_ground_truth`; the summary's
+            ``ground_truth_frame`` says what the poses were taken as).
 
     Returns:
         the summary dict that is also written to ``summary.json`` (see module docstring);
@@ -235,6 +247,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             raise ValueError("depth_source 'dense' feeds RGB-D odometry: use mode 'rgbd' or "
                              "'auto', not 'mono'")
         dense_depth = build_dense_depth(config)
+    T_base_cam = camera_mount_transform(camera_mount_xyz_qxyzw)
     bag_path, output_dir = Path(bag_path), Path(output_dir)
     errors = ErrorLog()
     seen_reader_errors: set = set()
@@ -249,15 +262,13 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag_path)
         info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info',
                                    bag_path)
-        depth_topic = config['topics.depth'] or None
+        depth_topic = find_depth_topic(bag_topics, config['topics.depth'])
         num_depth = counts.get(depth_topic, 0) if depth_topic is not None else 0
-        if depth_topic is not None and depth_topic not in bag_topics:
-            logger.info('bag has no depth topic %s', depth_topic)
         if dense_depth is not None:
             resolved = 'rgbd'  # every frame gets predicted depth
         else:
             resolved = resolve_mode(requested, num_depth, counts.get(image_topic, 0),
-                                    depth_topic)
+                                    depth_topic or config['topics.depth'] or None)
         gt_topic = config['topics.ground_truth_pose'] or None
         if gt_topic is not None and gt_topic not in bag_topics:
             logger.warning('bag has no ground-truth topic %s: %s will be computed%s', gt_topic,
@@ -271,13 +282,15 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         use_depth = resolved == 'rgbd' and dense_depth is None
         errors.add_new(reader.errors, seen_reader_errors)
 
-        gt_stamps, gt_poses = read_ground_truth(reader, gt_topic, errors)
+        gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
+            reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
+            T_base_cam)
         errors.add_new(reader.errors, seen_reader_errors)
         found = reader.custom_data.get(GROUND_TRUTH_KEY)
         if found is not None:
             logger.info('ground truth of the bag (its converter): %s', found)
         wheel = _wheel_hints(reader, config['topics.wheel_odometry'], bag_topics, gt_scale,
-                             errors)
+                             errors, T_base_cam)
         errors.add_new(reader.errors, seen_reader_errors)
         pipeline = VOPipeline({**config, 'odometry.mode': resolved})
         assembler = FrameAssembler(use_depth, errors,
@@ -402,6 +415,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         'elapsed_s': time.perf_counter() - started,
     })
     summary['depth_source'] = depth_source
+    summary['ground_truth_frame'] = gt_frame
     if assembler.depth_problems:
         logger.warning('%d depth images were refused and their frames ran without depth: %s',
                        sum(assembler.depth_problems.values()),
@@ -419,9 +433,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             'dense_failures': assembler.dense_failures,
             'dense_timing_median_ms': percentile(dense_ms, 50),
             'dense_timing_p95_ms': percentile(dense_ms, 95),
-            'scale_source': (f'depth predicted by the dense model {name} ({kind}; RGB-D '
-                             'odometry on predicted depth, SE(3) alignment)'),
         })
+        if summary['metric_depth_used']:
+            summary['scale_source'] = (f'depth predicted by the dense model {name} ({kind}; '
+                                       'RGB-D odometry on predicted depth, SE(3) alignment)')
     if dense_summary is not None:
         summary['dense'] = dense_summary
         summary['outputs'].update(dense_summary.pop('outputs', {}))
