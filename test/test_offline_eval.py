@@ -498,8 +498,15 @@ class TestCli:
         assert metrics['dense']['delta1'] > 0.5 and metrics['dense']['abs_rel'] < 0.3
         for name in ('trajectory.png', 'rgbd/summary.json', 'mono/trajectory.tum',
                      'mono_loftr/trajectory.tum', 'dense/dense_samples/depth_0.png',
-                     'synthetic_bag/metadata.yaml'):
+                     'synthetic_bag/metadata.yaml', 'report.html', 'rgbd/report.html',
+                     'mono/report.html', 'mono_loftr/report.html'):
             assert (tmp_path / name).is_file(), name
+        # the page to open first: every run's ATE and the dense figures, plots embedded
+        report = (tmp_path / 'report.html').read_text()
+        for run in ('rgbd', 'mono', 'mono_loftr'):
+            assert f'{metrics[run]["ate_rmse_m"]:.4g}' in report, run
+        assert 'dense model fast_seg on 1 frames: depth AbsRel' in report
+        assert report.count('src="data:image/') == 2   # trajectories and one depth strip
 
 
 class TestRealData:

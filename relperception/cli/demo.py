@@ -4,6 +4,7 @@
 
 Writes into DIR:
 
+* ``report.html``: every run side by side (open it first), each run folder with its own;
 * ``synthetic_bag/``: the synthetic MCAP recording (as ``relperception synth`` writes it);
 * ``rgbd/`` and ``mono/``: the complete :func:`~relperception.pipeline.offline_eval.evaluate_bag`
   report of each mode with the NCC matcher (trajectories, summary.json, timing.csv, plots);
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from relperception.cli.common import int_at_least
 
-HELP = 'end-to-end demo: synthetic bag -> RGB-D and monocular visual odometry -> evo report'
+HELP = ('end-to-end demo: synthetic bag -> RGB-D and monocular visual odometry -> '
+        'report.html')
 #: -o names a folder (checked before the command runs).
 WRITES_FOLDER = True
 
@@ -86,8 +88,10 @@ def _fmt(value) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Write the synthetic bag, evaluate RGB-D and monocular VO on it, write the report."""
+    from relperception.cli.common import command_line
     from relperception.data.synthetic_bag import write_synthetic_bag
-    from relperception.config import load_config, validate
+    from relperception.config import defaults, load_config, validate
+    from relperception.evaluation.html_report import demo_report, eval_report, write_report
     from relperception.evaluation.report import (format_metrics_table, plot_trajectories,
                                                  write_json)
     from relperception.pipeline.offline_eval import evaluate_bag
@@ -118,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
                        'alignment', 'num_poses_matched', 'path_length_m', 'reinitializations',
                        'num_errors', 'complete')}
                for mode, summary in summaries.items()}
+    dense = None
     if not args.no_dense:
         logger.info('evaluating the shipped dense model on every %d-th frame', args.dense_stride)
         dense = _dense_report(bag, output / 'dense', config, args)
@@ -147,9 +152,14 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         logger.error('combined trajectory plot not written: %s', exc)
 
+    command = command_line(args)
+    for name, (_, _, run_config) in zip(summaries, runs):   # each run's page, as eval writes
+        write_report(output / name, eval_report(summaries[name], output / name, command,
+                                                run_config, defaults()))
+    report = write_report(output, demo_report(summaries, dense, output, command))
     table = format_metrics_table(summaries, _TABLE_KEYS)
     logger.info('metrics (%s):\n%s', output / 'metrics.json', table)
-    logger.info('report: %s/{trajectory.png, metrics.json, %s, dense/}', output,
-                ', '.join(f'{name}/' for name in summaries))
+    logger.info('report: %s (open it first), with %s/{trajectory.png, metrics.json, %s, dense/}',
+                report, output, ', '.join(f'{name}/' for name in summaries))
     ok = all(summary['frames_processed'] > 0 for summary in summaries.values())
     return 0 if ok else 1

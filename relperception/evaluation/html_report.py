@@ -283,6 +283,49 @@ def _dense_blocks(dense: Mapping[str, Any]) -> list:
     return blocks
 
 
+def demo_report(summaries: Mapping[str, Mapping[str, Any]],
+                dense: Optional[Mapping[str, Any]], output_dir: Path,
+                command: Optional[str] = None) -> str:
+    """Return the HTML report of ``relperception demo``: every run side by side.
+
+    Args:
+        summaries: run folder name (``rgbd``, ``mono``, ``mono_loftr``) -> its ``eval``
+            summary; each folder holds that run's own ``report.html``.
+        dense: the dense evaluation's summary (its ``outputs`` relative to ``output_dir /
+            'dense'``), or None.
+        output_dir: the demo folder (``trajectory.png`` is embedded).
+        command: the command line that produced it.
+    """
+    output_dir = Path(output_dir)
+    rows, verdicts = [], []
+    for name, summary in summaries.items():
+        rows.append((name, summary.get('mode'), summary.get('matcher'), summary.get('alignment'),
+                     summary.get('ate_rmse_m'), summary.get('drift_percent'),
+                     f'{summary.get("frames_tracked", "?")} / '
+                     f'{summary.get("frames_processed", "?")}',
+                     summary.get('timing_median_ms')))
+        verdicts.append(f'{name}: {summary.get("mode")} visual odometry with '
+                        f'{summary.get("matcher")}, ATE {_text(summary.get("ate_rmse_m"))} m '
+                        f'({summary.get("alignment")})')
+    blocks = [paragraph('; '.join(verdicts), 'verdict')]
+    if dense:
+        blocks.append(paragraph(dense_key_figures(dense), 'verdict'))
+    blocks += [heading('Visual odometry on the synthetic recording'),
+               table(('run (folder, with its own report.html)', 'mode', 'matcher', 'alignment',
+                      'ATE RMSE m', 'drift %', 'frames tracked', 'ms per frame'), rows),
+               figure(output_dir / 'trajectory.png',
+                      'every run against the exact ground truth (monocular runs aligned with '
+                      'Sim(3): they have no metric scale)')]
+    if dense:
+        blocks.append(heading(f'Dense model {dense.get("model", "?")}: predicted depth'))
+        samples = [value for key, value in sorted((dense.get('outputs') or {}).items())
+                   if key.startswith('dense_sample_depth')]
+        blocks += [figure(output_dir / 'dense' / sample, 'input | predicted depth | ground '
+                          'truth') for sample in samples[:3]]
+    blocks += provenance(command, None)
+    return page('demo: synthetic recording', 'relperception demo', blocks)
+
+
 def write_report(output_dir: Path, text: str) -> Path:
     """Write ``text`` to ``output_dir / report.html`` atomically and return the path."""
     path = Path(output_dir) / REPORT_NAME
