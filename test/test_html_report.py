@@ -50,7 +50,8 @@ def test_the_key_figures_say_what_was_scored(tmp_path):
     from relperception.evaluation.html_report import eval_report, write_report
 
     summary = {'bag': 'labelled_images', 'mode': 'mono', 'matcher': 'ncc', 'ate_rmse_m': None,
-               'frames_tracked': 39, 'frames_processed': 40, 'timing_median_ms': 70.0,
+               'frames_tracked': 38, 'frames_initialized': 1, 'reinitializations': 0,
+               'frames_lost': 1, 'frames_processed': 40, 'timing_median_ms': 70.0,
                'outputs': {}, 'dense': {
                    'model': 'fast_seg', 'frames_evaluated': 40, 'depth': None,
                    'segmentation': {'miou': 0.677, 'pixel_accuracy': 0.927}}}
@@ -60,7 +61,7 @@ def test_the_key_figures_say_what_was_scored(tmp_path):
     assert verdicts == ['dense model fast_seg on 40 frames: segmentation mIoU 67.7 %, pixel '
                         'accuracy 92.7 %',
                         'mono visual odometry with ncc: no trajectory scored (no ground-truth '
-                        'poses matched), 39 of 40 frames tracked, 70 ms per frame (median)']
+                        'poses matched), 39 of 40 frames with a pose, 70 ms per frame (median)']
     assert 'ATE None' not in text
 
 

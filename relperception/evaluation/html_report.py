@@ -65,6 +65,12 @@ def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
             f'frames: ' + ('; '.join(parts) or 'no ground-truth depth or labels to score'))
 
 
+def _frames_with_pose(summary: Mapping[str, Any]) -> Any:
+    """Return processed - lost frames (tracked, initialised or re-initialised), '?' if unknown."""
+    processed, lost = summary.get('frames_processed'), summary.get('frames_lost')
+    return processed - lost if isinstance(processed, int) and isinstance(lost, int) else '?'
+
+
 def _text(value: Any) -> str:
     """Return ``value`` as escaped HTML text, numbers in 4 significant digits."""
     if isinstance(value, bool) or value is None:
@@ -200,8 +206,8 @@ def eval_report(summary: Mapping[str, Any], output_dir: Path, command: Optional[
     live = 'output_topics' in summary
     title = f'{"replay" if live else "eval"}: {Path(str(summary.get("bag", "?"))).name}'
     ate = summary.get('ate_rmse_m')
-    tracked = (f'{summary.get("frames_tracked", "?")} of {summary.get("frames_processed", "?")} '
-               f'frames tracked, {_text(summary.get("timing_median_ms"))} ms per frame (median)')
+    tracked = (f'{_frames_with_pose(summary)} of {summary.get("frames_processed", "?")} frames '
+               f'with a pose, {_text(summary.get("timing_median_ms"))} ms per frame (median)')
     odometry = f'{summary.get("mode", "?")} visual odometry with {summary.get("matcher", "?")}'
     key = (f'{odometry}: ATE {_text(ate)} m ({summary.get("alignment", "?")}), drift '
            f'{_text(summary.get("drift_percent"))} %, {tracked}' if ate is not None else
@@ -220,9 +226,11 @@ def eval_report(summary: Mapping[str, Any], output_dir: Path, command: Optional[
         ('alignment', summary.get('alignment'), ''),
         ('scale (alignment)', summary.get('scale'), ''),
         ('path length', summary.get('path_length_m'), 'm'),
-        ('frames processed / tracked / lost', f'{summary.get("frames_processed")} / '
-         f'{summary.get("frames_tracked")} / {summary.get("frames_lost")}', ''),
-        ('re-initialisations', summary.get('reinitializations'), ''),
+        ('frames processed / with a pose / lost', f'{summary.get("frames_processed")} / '
+         f'{_frames_with_pose(summary)} / {summary.get("frames_lost")}', ''),
+        ('frames with a pose: tracked / initialised / re-initialised',
+         f'{summary.get("frames_tracked")} / {summary.get("frames_initialized", "?")} / '
+         f'{summary.get("reinitializations")}', ''),
         ('keyframes', summary.get('keyframes'), ''),
         ('time per frame median / p95', f'{_text(summary.get("timing_median_ms"))} / '
          f'{_text(summary.get("timing_p95_ms"))}', 'ms'),
@@ -301,8 +309,7 @@ def demo_report(summaries: Mapping[str, Mapping[str, Any]],
     for name, summary in summaries.items():
         rows.append((name, summary.get('mode'), summary.get('matcher'), summary.get('alignment'),
                      summary.get('ate_rmse_m'), summary.get('drift_percent'),
-                     f'{summary.get("frames_tracked", "?")} / '
-                     f'{summary.get("frames_processed", "?")}',
+                     f'{_frames_with_pose(summary)} / {summary.get("frames_processed", "?")}',
                      summary.get('timing_median_ms')))
         verdicts.append(f'{name}: {summary.get("mode")} visual odometry with '
                         f'{summary.get("matcher")}, ATE {_text(summary.get("ate_rmse_m"))} m '
@@ -312,7 +319,7 @@ def demo_report(summaries: Mapping[str, Mapping[str, Any]],
         blocks.append(paragraph(dense_key_figures(dense), 'verdict'))
     blocks += [heading('Visual odometry on the synthetic recording'),
                table(('run (folder, with its own report.html)', 'mode', 'matcher', 'alignment',
-                      'ATE RMSE m', 'drift %', 'frames tracked', 'ms per frame'), rows),
+                      'ATE RMSE m', 'drift %', 'frames with a pose', 'ms per frame'), rows),
                figure(output_dir / 'trajectory.png',
                       'every run against the exact ground truth (monocular runs aligned with '
                       'Sim(3): they have no metric scale)')]

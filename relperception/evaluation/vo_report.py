@@ -127,6 +127,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'scale_source': scale_source,
         'frames_processed': len(rows),
         'frames_tracked': sum(s == 'tracking' for s in statuses),
+        'frames_initialized': sum(s == 'initialized' for s in statuses),
         'frames_with_depth': frames_with_depth,
         'metric_depth_used': metric_depth,
         'frames_lost': sum(s == 'lost' for s in statuses),
@@ -164,8 +165,8 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
     summary['frames_with_ground_truth'] = int(valid.sum())
     if valid.any() and not valid.all():
-        errors.add(f'ground truth covers only {int(valid.sum())} of the {len(stamps)} tracked '
-                   f'frames (outside its time range, or in gaps longer than '
+        errors.add(f'ground truth covers only {int(valid.sum())} of the {len(stamps)} frames '
+                   f'with a pose (outside its time range, or in gaps longer than '
                    f'{GT_MAX_GAP_FACTOR:g} times its pose interval): the trajectory metrics '
                    'describe those frames only')
     if valid.any():
