@@ -745,6 +745,85 @@ class TestTrainCli:
         assert not (tmp_path / 'o').exists()
 
 
+def _errors(caplog):
+    """Return the error lines logged so far."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+class TestTrainResume:
+    """A resumed run continues its checkpoint and says so when an option cannot apply."""
+
+    def test_optimiser_options_are_the_checkpoints(self, tmp_path, tiny_config, caplog):
+        """A changed --lr / --weight-decay was logged and recorded but never applied."""
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        out = tmp_path / 'run'
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(out), '--batch-size', '2', '--no-progress', '--schedule', 'constant']
+        assert main(argv + ['--steps', '2', '--lr', '1e-2', '--weight-decay', '0.5']) == 0
+        for changed in (['--lr', '1e-5'], ['--weight-decay', '0']):
+            caplog.clear()
+            assert main(argv + ['--steps', '4', '--resume', *changed]) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and errors[0].startswith(
+                f'{changed[0]} {float(changed[1]):g} differs from the ') \
+                and "a resumed run keeps its checkpoint's optimiser" in errors[0]
+        assert torch.load(out / 'last.pt', weights_only=True)['step'] == 2
+        # left out, they are the checkpoint's (not the defaults), repeated they are accepted
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert main(argv + ['--steps', '3', '--resume']) == 0
+        assert 'learning rate 1.00e-02' in caplog.text
+        assert main(argv + ['--steps', '4', '--resume', '--lr', '0.01']) == 0
+        state = torch.load(out / 'last.pt', weights_only=True)
+        assert state['config']['lr'] == 1e-2 and state['config']['weight_decay'] == 0.5
+        assert {g['weight_decay'] for g in state['optimizer']['param_groups']} == {0.0, 0.5}
+        assert json.loads((out / 'metrics.json').read_text())['metrics']['train_lr'] == \
+            pytest.approx(1e-2)
+
+    def test_backbone_lr_scale_is_the_checkpoints(self, tmp_path, tiny_config, caplog):
+        """A changed --backbone-lr-scale was torch's opaque 'parameter group' error."""
+        out = tmp_path / 'run'
+        argv = ['train', 'depth', '--config', str(tiny_config), '--data', 'synth:3:2:80x64',
+                '-o', str(out), '--batch-size', '2', '--no-progress']
+        assert main(argv + ['--steps', '1']) == 0
+        assert main(argv + ['--steps', '2', '--resume', '--backbone-lr-scale', '0.1']) == 1
+        assert _errors(caplog)[-1].startswith('--backbone-lr-scale 0.1 differs from the 0 of '
+                                              f'the checkpoint {out / "last.pt"}')
+
+    def test_checkpoints_that_cannot_be_continued(self, tmp_path, tiny_config, caplog):
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        seg, depth = tmp_path / 'seg', tmp_path / 'depth'
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress']
+        seg_argv = ['train', 'seg', '--data', str(data), *common]
+        assert main(seg_argv + ['-o', str(seg), '--steps', '2']) == 0
+        depth_argv = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        cases = [
+            (depth_argv + ['-o', str(depth), '--steps', '3', '--resume', str(seg / 'last.pt')],
+             f'{seg / "last.pt"} is a checkpoint of `train seg`, not of `train depth`'),
+            (seg_argv + ['-o', str(seg), '--steps', '3', '--resume',
+                         str(seg / 'model.safetensors')],
+             'is a weights file, not a training checkpoint such as last.pt: a run starts from '
+             "weights by loading them into the model (the command line's --init)"),
+            (seg_argv + ['-o', str(seg), '--steps', '1', '--resume'],
+             f'--steps 1 is below the step 2 of the checkpoint {seg / "last.pt"}: nothing is '
+             'left to train'),
+            (seg_argv + ['-o', str(seg), '--steps', '3', '--resume', '--init',
+                         str(seg / 'model.safetensors')],
+             f'--init {seg / "model.safetensors"} differs from the checkpoint'),
+            (['train', 'seg', '--data', str(data), '--batch-size', '2', '-o', str(seg),
+              '--steps', '3', '--resume'],
+             f"{seg / 'last.pt'} is a checkpoint of preset 'tiny', this run trains --config "
+             'fast_seg'),
+        ]
+        for argv, words in cases:
+            caplog.clear()
+            assert main(argv) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and words in errors[0], (words, errors)
+        assert torch.load(seg / 'last.pt', weights_only=True)['step'] == 2
+        assert not depth.exists()
+
+
 def _write_label_folder(root, count=3, h=48, w=64, edges=None, prefix='f'):
     """Write ``count`` images with labels 0..4 and raw 11 (CamVid 'Unlabelled') stripes.
 

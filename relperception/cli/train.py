@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from pathlib import Path
 import shutil
 import sys
@@ -72,6 +73,13 @@ logger = logging.getLogger(__name__)
 REPORT_PREFIX = 'report/'
 #: Report name of a sequence held out of ``train seg`` (``report/heldout-<sequence>/miou``).
 HELD_OUT_PREFIX = 'heldout-'
+#: Defaults of the optimiser options of a new run. A resumed run keeps its checkpoint's values
+#: (the optimiser state holds them): left out, they are read from the checkpoint's config; a
+#: given value that differs is refused (:func:`resumed_checkpoint`).
+DENSE_LR = 2e-3
+MATCHER_LR = 1e-3
+WEIGHT_DECAY = 1e-4
+BACKBONE_LR_SCALE = 0.0
 
 
 def held_out_name(sequence: str) -> str:
@@ -120,8 +128,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              'warm-up and learning-rate schedule are fitted to the budget')
     parser.add_argument('--batch-size', type=int_at_least(1), default=8,
                         help='samples per step (8)')
-    parser.add_argument('--lr', type=positive_float, default=2e-3 if dense else 1e-3,
-                        help='peak learning rate')
+    parser.add_argument('--lr', type=positive_float,
+                        help=f'peak learning rate ({DENSE_LR if dense else MATCHER_LR:g}; a '
+                             "resumed run keeps its checkpoint's)")
     parser.add_argument('--resume', nargs='?', const=True, default=False, metavar='CKPT',
                         help='continue from CKPT (default <output>/last.pt)')
     parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
@@ -152,8 +161,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              '[0, 1]) and a hue shift in [-HUE, HUE] turns (HUE <= 0.5); '
                              '0 0 0 0 turns it off (default: DenseAugment.default_conf, hue 0 '
                              'for depth)')
-    parser.add_argument('--weight-decay', type=nonnegative_float, default=1e-4,
-                        help='AdamW decay (1e-4)')
+    parser.add_argument('--weight-decay', type=nonnegative_float,
+                        help=f'AdamW decay ({WEIGHT_DECAY:g}; a resumed run keeps its '
+                             "checkpoint's)")
     parser.add_argument('--warmup-steps', type=int_at_least(0), default=None,
                         help='linear warm-up steps (default: automatic, a few per cent of the '
                              'run)')
@@ -200,8 +210,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth = sub.add_parser('depth', help='metric depth on a bag (image + depth topics) or '
                                          'synth:SEEDS[:FRAMES[:WxH]] scenes')
     _common(depth)
-    depth.add_argument('--backbone-lr-scale', type=nonnegative_float, default=0.0,
-                       help='backbone learning rate / --lr; 0 (default) freezes it')
+    depth.add_argument('--backbone-lr-scale', type=nonnegative_float,
+                       help=f'backbone learning rate / --lr; {BACKBONE_LR_SCALE:g} (default) '
+                            "freezes it (a resumed run keeps its checkpoint's)")
     depth.add_argument('--silog-weight', type=nonnegative_float, default=1.0,
                        help='weight of the scale-invariant log loss (1)')
     depth.add_argument('--l1-weight', type=nonnegative_float, default=0.1,
@@ -294,6 +305,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(int(args.num_threads))
     if args.task == 'matcher':
         from relperception.training.matcher_train import train_matcher
+
+        resumed_checkpoint(args)
 
         extra = {} if args.val_data is None else {'val_data': args.val_data}
         extra.update(_matcher_mix_options(args))
@@ -400,6 +413,88 @@ def _raise_if_interrupted(summary: dict) -> None:
         raise interruption_error(summary['interrupted'])
 
 
+def _optimiser_defaults(args: argparse.Namespace) -> dict:
+    """Return the optimiser options of the task of ``args`` with their new-run defaults."""
+    defaults = {'lr': MATCHER_LR if args.task == 'matcher' else DENSE_LR}
+    if hasattr(args, 'weight_decay'):
+        defaults['weight_decay'] = WEIGHT_DECAY
+    if hasattr(args, 'backbone_lr_scale'):
+        defaults['backbone_lr_scale'] = BACKBONE_LR_SCALE
+    return defaults
+
+
+def _option(name: str) -> str:
+    """Return the command-line spelling of an option's ``dest`` (``lr`` -> ``--lr``)."""
+    return '--' + name.replace('_', '-')
+
+
+def resumed_checkpoint(args: argparse.Namespace):
+    """Return the checkpoint ``args`` continue (None for a new run); settle the optimiser options.
+
+    The optimiser options left out (None) become the checkpoint's recorded values, or the
+    defaults of a new run (:func:`_optimiser_defaults`).
+
+    Raises:
+        FileNotFoundError: ``--resume`` names a missing checkpoint.
+        ValueError: a file that is no checkpoint, a checkpoint of another task or preset, a
+            ``--steps`` below its step, or an optimiser option or ``--init`` that differs from
+            the checkpoint's (a resumed run keeps them).
+    """
+    from relperception.training.loop import checkpoint_to_resume, read_checkpoint
+
+    path = checkpoint_to_resume(args.output, args.resume)
+    state = None if path is None else read_checkpoint(path)
+    config = dict(state.get('config') or {}) if state is not None else {}
+    if state is not None:
+        _check_resumed_run(args, path, state, config)
+    for name, default in _optimiser_defaults(args).items():
+        given, recorded = getattr(args, name), config.get(name)
+        if given is not None and recorded is not None and \
+                not math.isclose(float(given), float(recorded), rel_tol=1e-9, abs_tol=1e-12):
+            others = ', '.join(_option(n) for n in _optimiser_defaults(args))
+            raise ValueError(f'{_option(name)} {given:g} differs from the {float(recorded):g} '
+                             f"of the checkpoint {path}: a resumed run keeps its checkpoint's "
+                             f'optimiser ({others}); leave {_option(name)} out, or start a new '
+                             f'run from its weights in another folder (--init '
+                             f'{Path(args.output) / "model.safetensors"} -o NEW_FOLDER)')
+        if given is None:
+            setattr(args, name, default if recorded is None else recorded)
+    return state
+
+
+def _check_resumed_run(args: argparse.Namespace, path: Path, state: dict,
+                       config: dict) -> None:
+    """Raise ``ValueError`` when checkpoint ``path`` is not one that ``args`` can continue."""
+    task = config.get('task')
+    if task is not None and task != args.task:
+        raise ValueError(f'{path} is a checkpoint of `train {task}`, not of `train '
+                         f'{args.task}`: continue it with `train {task} --resume`, or start '
+                         f'this run in another -o folder (--init with the weights of that run '
+                         'starts from them)')
+    if args.task == 'matcher':
+        preset = str(args.config)
+    else:
+        from relperception.models.presets import load_model_config
+
+        preset = load_model_config(args.config)['name']
+    recorded = config.get('preset')
+    if recorded is not None and recorded != preset:
+        raise ValueError(f'{path} is a checkpoint of preset {recorded!r}, this run trains '
+                         f'--config {args.config} ({preset!r}): resume it with --config '
+                         f'{recorded}')
+    if args.steps is not None and args.steps < int(state['step']):
+        raise ValueError(f'--steps {args.steps} is below the step {int(state["step"])} of the '
+                         f'checkpoint {path}: nothing is left to train; give more steps to '
+                         'continue it')
+    init, recorded_init = getattr(args, 'init', None), config.get('init') or None
+    if init and 'init' in config and (recorded_init is None or
+                                      Path(init).resolve() != Path(recorded_init).resolve()):
+        raise ValueError(f'--init {init} differs from the checkpoint {path}, which started '
+                         f'from {recorded_init or "random weights"}: a resumed run continues '
+                         "the checkpoint's weights; leave --init out to resume, or start a "
+                         'new run from these weights in another -o folder')
+
+
 def _fitting_tensors(model, path: str) -> dict:
     """Return the tensors of weights file ``path`` whose name and shape fit ``model``.
 
@@ -432,12 +527,13 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
 
+    checkpoint = resumed_checkpoint(args)   # settles the optimiser options first
     seed_everything(args.seed)
     held_out = hold_out_sequences(args)      # seg only (the option is not on the depth parser)
     conf = load_model_config(args.config)
     inp = conf['input']
     model = build_dense_model(conf)
-    if args.init:
+    if args.init and checkpoint is None:    # a resumed run continues the checkpoint's weights
         init = args.init
         if args.init_partial:
             init = _fitting_tensors(model, args.init)
@@ -571,7 +667,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'report_data': args.report_data,
               'hold_out_sequences': held_out,
-              'batch_size': args.batch_size, 'lr': args.lr,
+              'batch_size': args.batch_size, 'lr': args.lr, 'weight_decay': args.weight_decay,
+              'backbone_lr_scale': getattr(args, 'backbone_lr_scale', None),
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
