@@ -790,6 +790,24 @@ class TestTrainResume:
         assert _errors(caplog)[-1].startswith('--backbone-lr-scale 0.1 differs from the 0 of '
                                               f'the checkpoint {out / "last.pt"}')
 
+    def test_a_folder_holding_a_run_is_not_overwritten(self, tmp_path, tiny_config, caplog):
+        """Without --resume a new run silently replaced the run of -o (stale best* files)."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        out = tmp_path / 'run'
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(out), '--batch-size', '2', '--no-progress', '--steps', '1']
+        assert main(argv) == 0
+        before = (out / 'last.pt').read_bytes()
+        caplog.clear()
+        assert main(argv) == 1
+        assert _errors(caplog) == [f'-o {out} already holds a training run ({out / "last.pt"}): '
+                                   'continue it with --resume, or give another -o folder (a new '
+                                   'run there would overwrite its checkpoint and weights)']
+        assert (out / 'last.pt').read_bytes() == before
+        matcher = ['train', 'matcher', '--config', 'loftr_lite', '--data', str(data / 'images'),
+                   '-o', str(out), '--steps', '1']
+        assert main(matcher) == 1 and 'already holds a training run' in _errors(caplog)[-1]
+
     def test_checkpoints_that_cannot_be_continued(self, tmp_path, tiny_config, caplog):
         data = _write_label_folder(tmp_path / 'data', count=2)
         seg, depth = tmp_path / 'seg', tmp_path / 'depth'

@@ -436,12 +436,19 @@ def resumed_checkpoint(args: argparse.Namespace):
 
     Raises:
         FileNotFoundError: ``--resume`` names a missing checkpoint.
-        ValueError: a file that is no checkpoint, a checkpoint of another task or preset, a
-            ``--steps`` below its step, or an optimiser option or ``--init`` that differs from
-            the checkpoint's (a resumed run keeps them).
+        ValueError: a new run into a folder that holds one (``last.pt``); a file that is no
+            checkpoint, a checkpoint of another task or preset, a ``--steps`` below its step,
+            or an optimiser option or ``--init`` that differs from the checkpoint's (a resumed
+            run keeps them).
     """
-    from relperception.training.loop import checkpoint_to_resume, read_checkpoint
+    from relperception.training.loop import (CHECKPOINT_NAME, checkpoint_to_resume,
+                                             read_checkpoint)
 
+    existing = Path(args.output) / CHECKPOINT_NAME
+    if args.resume is False and existing.is_file():
+        raise ValueError(f'-o {args.output} already holds a training run ({existing}): continue '
+                         'it with --resume, or give another -o folder (a new run there would '
+                         'overwrite its checkpoint and weights)')
     path = checkpoint_to_resume(args.output, args.resume)
     state = None if path is None else read_checkpoint(path)
     config = dict(state.get('config') or {}) if state is not None else {}
