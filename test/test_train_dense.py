@@ -808,6 +808,33 @@ class TestTrainResume:
                    '-o', str(out), '--steps', '1']
         assert main(matcher) == 1 and 'already holds a training run' in _errors(caplog)[-1]
 
+    def test_checkpoints_record_the_trained_heads(self, tmp_path, tiny_config):
+        """A last.pt as --init counted as 'every head trained'; a resume forgot --init's record."""
+        from relperception.models.weights import read_metadata, read_trained_heads
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress']
+        depth_argv = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        assert main(depth_argv + ['-o', str(tmp_path / 'depth'), '--steps', '1']) == 0
+        assert read_trained_heads(tmp_path / 'depth' / 'last.pt') == ('depth',)
+        # the segmentation head of that checkpoint was never trained, and stays so
+        assert main(depth_argv + ['-o', str(tmp_path / 'again'), '--steps', '1', '--init',
+                                  str(tmp_path / 'depth' / 'last.pt')]) == 0
+        assert read_trained_heads(tmp_path / 'again' / 'model.safetensors') == ('depth',)
+        # a depth run from seg weights, interrupted (time budget) and resumed without --init
+        assert main(['train', 'seg', '--data', str(data), *common, '-o', str(tmp_path / 'seg'),
+                     '--steps', '1']) == 0
+        seg_meta = read_metadata(tmp_path / 'seg' / 'model.safetensors')
+        out = tmp_path / 'run'
+        assert main(depth_argv + ['-o', str(out), '--steps', '3', '--init',
+                                  str(tmp_path / 'seg' / 'model.safetensors'),
+                                  '--time-budget-min', '1e-9']) == 0
+        assert torch.load(out / 'last.pt', weights_only=True)['step'] == 1
+        assert main(depth_argv + ['-o', str(out), '--steps', '3', '--resume']) == 0
+        meta = read_metadata(out / 'model.safetensors')
+        assert meta['step'] == '3' and meta['trained_heads'] == 'depth,segmentation'
+        assert meta['class_weights'] == seg_meta['class_weights']
+
     def test_checkpoints_that_cannot_be_continued(self, tmp_path, tiny_config, caplog):
         data = _write_label_folder(tmp_path / 'data', count=2)
         seg, depth = tmp_path / 'seg', tmp_path / 'depth'

@@ -17,12 +17,16 @@ step 1 with ``--device-augment`` at full resolution, see their model cards):
    the segmentation quality of step 1 is kept exactly; a positive scale fine-tunes it at a
    lower learning rate (and changes the segmentation output).
 
-Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step),
+Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step
+with the checkpoint's optimiser: a different ``--lr``, ``--weight-decay``,
+``--backbone-lr-scale`` or ``--init`` is refused, left out they are the checkpoint's; a new run
+into a folder that holds a ``last.pt`` is refused),
 ``<output>/model.safetensors`` (the weights; its metadata ``trained_heads`` names the heads that
 were trained, by this run or in the ``--init`` weights while the backbone under them stays
 frozen, so that ``relperception infer`` does not write the output of an untrained or outdated
-head) and ``<output>/metrics.json`` (with ``--val-data`` the
-validation metrics of every checkpoint in ``history``, the last ones in ``metrics``; without it
+head; ``last.pt`` holds the same metadata, so a resumed run and ``--init last.pt`` keep it)
+and ``<output>/metrics.json`` (with ``--val-data`` the validation metrics of every checkpoint
+in ``history``, the last ones in ``metrics``; without it
 there are none, which the run says at its start and end). Without ``--init`` the run says which
 parts start from random initialisation. The warm-up defaults to a few per cent of the run
 (``training.loop.effective_warmup``); ``--time-budget-min`` alone fits the whole schedule into
@@ -528,8 +532,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.cli.seg_adjust import ADJUSTMENT_KEY, CLASS_WEIGHTS_KEY
-    from relperception.models.weights import (load_weights, read_weights_metadata,
-                                              TRAINED_HEADS_KEY)
+    from relperception.models.weights import (load_weights, parse_trained_heads,
+                                              read_weights_metadata, TRAINED_HEADS_KEY)
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
@@ -556,7 +560,19 @@ def train_dense(args: argparse.Namespace) -> dict:
                     if args.init_partial else '')
     elif args.init_partial:
         raise ValueError('--init-partial needs --init')
-    trained_heads, outdated = _run_heads(model, args)
+    # what the weights of the run are: the resumed checkpoint records it, else --init says
+    recorded = (checkpoint or {}).get('metadata') or {}
+    if TRAINED_HEADS_KEY in recorded:
+        trained_heads = parse_trained_heads(recorded[TRAINED_HEADS_KEY], args.resume) or ()
+        outdated = ()
+        init_metadata = recorded
+    else:
+        init = args.init
+        if checkpoint is not None:   # written before checkpoints held metadata: its --init
+            init = (checkpoint.get('config') or {}).get('init')
+            init = init if init and Path(init).is_file() else None
+        trained_heads, outdated = _run_heads(model, args, init)
+        init_metadata = read_weights_metadata(init) if init else {}
     if outdated:
         weights = Path(args.output) / 'model.safetensors'
         logger.warning('the %s of --init %s trained on the backbone that this run changes; '
@@ -582,7 +598,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     autocast = _autocast(args)
     make_batch = None
     # the segmentation head's class weights and logit adjustment, kept by a depth run
-    inherited = {k: v for k, v in (read_weights_metadata(args.init) if args.init else {}).items()
+    inherited = {k: v for k, v in init_metadata.items()
                  if k in (CLASS_WEIGHTS_KEY, ADJUSTMENT_KEY)}
     class_weighted = False
 
@@ -693,7 +709,8 @@ def train_dense(args: argparse.Namespace) -> dict:
                       validate_every=args.val_every or args.checkpoint_every,
                       progress=not args.no_progress,
                       eval_modules=eval_modules, epoch_end_events=not args.device_augment,
-                      on_validation=keep_best, ema_decay=args.ema_decay)
+                      on_validation=keep_best, ema_decay=args.ema_decay,
+                      weights_metadata=weights_metadata)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
                          num_workers=args.workers)
@@ -788,22 +805,22 @@ def _trains_backbone(args: argparse.Namespace) -> bool:
     return args.task == 'seg' or float(getattr(args, 'backbone_lr_scale', 0.0)) > 0
 
 
-def _run_heads(model, args: argparse.Namespace) -> tuple:
+def _run_heads(model, args: argparse.Namespace, init) -> tuple:
     """Return ``(trained, outdated)``: sorted head names once this run is done.
 
-    ``trained``: the run's own head, and the heads ``--init`` records as trained (its
-    ``trained_heads`` metadata; a file without it counts as having every head trained,
-    ``models.weights.read_trained_heads``) unless they are ``outdated``: a head learns on the
-    backbone's features, so once the run changes the backbone (:func:`_trains_backbone`) a
-    head of ``--init`` it does not train no longer fits and is recorded as untrained.
+    ``trained``: the run's own head, and the heads the weights ``init`` (None: none) record as
+    trained (their ``trained_heads`` metadata; a file without it counts as having every head
+    trained, ``models.weights.read_trained_heads``) unless they are ``outdated``: a head learns
+    on the backbone's features, so once the run changes the backbone (:func:`_trains_backbone`)
+    a head of ``init`` it does not train no longer fits and is recorded as untrained.
     """
     from relperception.models.weights import read_trained_heads
 
     heads = set(_model_heads(model))
     own = _task_head(args.task)
     from_init = set()
-    if args.init:
-        recorded = read_trained_heads(args.init)
+    if init:
+        recorded = read_trained_heads(init)
         from_init = heads if recorded is None else set(recorded) & heads
     outdated = from_init - {own} if _trains_backbone(args) else set()
     trained = (({own} | from_init) - outdated) & heads

@@ -25,7 +25,7 @@ written atomically) hold only tensors and primitive containers, so
 ``torch.load(path, weights_only=True)`` reads them::
 
     {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng', 'history',
-     'total_steps'}     # plus 'ema' (the averaged weights) with ``ema_decay``
+     'total_steps', 'metadata'}     # plus 'ema' (the averaged weights) with ``ema_decay``
 
 Weight averaging
 ----------------
@@ -341,6 +341,10 @@ class Trainer:
             its entry is in ``history`` (e.g. to keep the weights of the best one).
         ema_decay: None (no averaging) or the decay in (0, 1) of the moving average of the
             weights that is validated and exported (module docstring, "Weight averaging").
+        weights_metadata: string metadata of the weights (e.g. which heads are trained):
+            written by :meth:`export_weights` and kept in every checkpoint under
+            ``metadata``, so that a checkpoint used as weights says what they are
+            (``models.weights.read_weights_metadata``).
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
@@ -355,7 +359,8 @@ class Trainer:
                  eval_modules: Sequence[torch.nn.Module] = (),
                  epoch_end_events: bool = True,
                  on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None,
-                 ema_decay: Optional[float] = None):
+                 ema_decay: Optional[float] = None,
+                 weights_metadata: Optional[Dict[str, str]] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
         ema_decay = check_ema_decay(ema_decay)
         if total_steps is None and time_budget_s is None:
@@ -394,6 +399,7 @@ class Trainer:
         self.eval_modules = list(eval_modules)
         self.epoch_end_events = bool(epoch_end_events)
         self.on_validation = on_validation
+        self.weights_metadata = {str(k): str(v) for k, v in (weights_metadata or {}).items()}
         self.step = 0
         self.epoch = 0
         self.history: List[Dict[str, float]] = []
@@ -491,6 +497,7 @@ class Trainer:
             'total_steps': self.total_steps,
             'config': self.config,
             'history': plain_config(self.history),
+            'metadata': dict(self.weights_metadata),
             **({} if self.ema is None else {'ema': {
                 k: v.detach().cpu() for k, v in self.ema.state_dict().items()}}),
             'rng': {'torch': torch.get_rng_state(),
@@ -578,12 +585,16 @@ class Trainer:
                                      'weights')
 
     def export_weights(self, path, metadata: Optional[Dict[str, str]] = None) -> Path:
-        """Save :attr:`evaluated_model` as safetensors (``models.weights.save_weights``)."""
+        """Save :attr:`evaluated_model` as safetensors (``models.weights.save_weights``).
+
+        The metadata: step, epoch, seed, the trainer's ``weights_metadata``, then ``metadata``.
+        """
         from relperception.models.weights import save_weights
 
         meta = {'step': str(self.step), 'epoch': str(self.epoch), 'seed': str(self.seed)}
         if self.ema is not None:
             meta['ema_decay'] = str(self.ema_decay)
+        meta.update(self.weights_metadata)
         meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
         save_weights(self.evaluated_model, path, metadata=meta)
         return Path(path)
