@@ -681,6 +681,49 @@ class TestTrainCli:
         restored.load_state_dict(state)
         assert torch.allclose(restored[0].weight, model[0].weight, atol=1e-3)
 
+    @pytest.mark.parametrize('task, name, words', [
+        ('seg', '', "--ship '' is not a plain name"),
+        ('seg', '../../outside', "--ship '../../outside' is not a plain name"),
+        ('seg', 'loftr_lite', '--ship loftr_lite: no dense preset loads weights of that name'),
+        ('seg', 'fast_seg', '--ship fast_seg: preset fast_seg loads those weights and its '
+                            'architecture differs from --config '),
+        ('seg-adjust', 'loftr_lite', '--ship loftr_lite: no dense preset loads weights'),
+        ('matcher', 'fast_seg', '--ship fast_seg: no LoFTR preset loads weights of that name'),
+        ('matcher', 'loftr', '--ship loftr: preset loftr loads those weights and its '
+                             'architecture differs from --config loftr_lite'),
+    ])
+    def test_ship_names_are_checked_before_training(self, tmp_path, tiny_config, caplog, task,
+                                                    name, words):
+        """--ship wrote any name (one outside the weights folder) after the whole run."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        if task == 'seg':
+            argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                    '--steps', '1']
+        elif task == 'seg-adjust':
+            argv = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data', str(data),
+                    '--init', str(tmp_path / 'missing.safetensors')]
+        else:
+            argv = ['train', 'matcher', '--config', 'loftr_lite', '--data', str(data / 'images'),
+                    '--steps', '1']
+        caplog.clear()
+        assert main(argv + ['-o', str(tmp_path / 'run'), '--ship', name]) == 1
+        errors = _errors(caplog)
+        assert len(errors) == 1 and errors[0].startswith(words), errors
+        assert not (tmp_path / 'run').exists()
+
+    def test_ship_weights_stays_in_the_weights_folder(self, tmp_path):
+        from relperception.cli.train import ship_weights
+        from relperception.models.weights import save_weights
+
+        save_weights({'w': torch.zeros(2)}, tmp_path / 'model.safetensors')
+        (tmp_path / 'pkg').mkdir()
+        for name in ('../escaped', '', '.hidden', 'a/b'):
+            with pytest.raises(ValueError, match='is not a plain name'):
+                ship_weights(name, tmp_path / 'model.safetensors', 'toy', 'seg', {}, {},
+                             weights_dir=tmp_path / 'pkg')
+        assert not (tmp_path / 'escaped.safetensors').exists()
+        assert not any((tmp_path / 'pkg').iterdir())
+
     def test_errors(self, tmp_path, tiny_config):
         assert main(['train', 'seg', '--config', str(tiny_config), '--data',
                      str(tmp_path / 'missing'), '-o', str(tmp_path / 'o'), '--steps',

@@ -73,8 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Adjust, score and write the weights; return 0."""
     import torch
-    from relperception.cli.train import (held_out_name, hold_out_sequences, report_names,
-                                         REPORT_PREFIX, ship_weights)
+    from relperception.cli.train import (check_ship_name, held_out_name, hold_out_sequences,
+                                         report_names, REPORT_PREFIX, ship_weights)
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.models.weights import load_weights, read_weights_metadata, save_weights
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     taus = sorted({float(t) for t in ([0.0, args.tau] if args.tau is not None else args.taus)})
     for tau in taus:
         logit_offsets([1.0], tau)          # range check before anything loads
+    check_ship_name(args.ship, 'seg-adjust', args.config)
     held_out = hold_out_sequences(args)
     if held_out and not args.data:
         raise ValueError('--hold-out-sequence needs --data, the folder holding those '
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {'weights': str(path), 'tau': chosen, 'adjustment': adjustment,
                'metrics': metrics, 'by_tau': {str(t): by_tau[t] for t in taus},
                'config': config}
-    if args.ship:
+    if args.ship is not None:
         summary['shipped'] = str(ship_weights(args.ship, path, conf['name'], 'seg-adjust',
                                               metrics, config))
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))

@@ -48,7 +48,9 @@ of training and scored as ``report/heldout-SEQ/<metric>``). ``--device-augment``
 (``training.device_augment``), and ``--bf16`` autocasts the forward pass: the GPU recipe of the
 ``fast_seg`` preset (README). ``--ship NAME`` also copies the weights to
 ``relperception/weights/NAME.safetensors`` and registers them in the manifest
-(``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
+(``models.weights.add_to_manifest``); NAME must be the weights name of a preset with the
+architecture trained (checked before training, :func:`check_ship_name`). The device is
+``--device`` (default cpu).
 """
 
 from __future__ import annotations
@@ -288,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
 
         return seg_adjust.run(args)
     check_ema_decay(args.ema_decay)   # before any data is loaded
-    if getattr(args, 'ship_half', False) and not args.ship:
+    if getattr(args, 'ship_half', False) and args.ship is None:
         raise ValueError('--ship-half applies with --ship NAME (it stores the shipped file '
                          'in float16)')
     if getattr(args, 'report_data', None) and not args.val_data:
@@ -297,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
     if hold_out_sequences(args) and not args.val_data:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
+    check_ship_name(args.ship, args.task, args.config)
     if args.task == 'depth' and args.silog_weight == 0 and args.l1_weight == 0:
         raise ValueError('--silog-weight and --l1-weight are both 0: nothing to train')
     from relperception.training.augment import check_colour_jitter, check_scale_range
@@ -325,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
                                progress=not args.no_progress, ema_decay=args.ema_decay,
                                **extra)
         _raise_if_interrupted(result)
-        if args.ship:
+        if args.ship is not None:
             metrics = {k: v for k, v in result['validation'].items()
                        if isinstance(v, (int, float))}
             result['shipped'] = str(ship_weights(args.ship, Path(result['weights']),
@@ -739,10 +742,67 @@ def train_dense(args: argparse.Namespace) -> dict:
                     args.val_data,
                     f' --data {args.data} --hold-out-sequence {" ".join(held_out)}'
                     if held_out else '')
-    if args.ship and result.interrupted is None:
+    if args.ship is not None and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
     return summary
+
+
+#: A name ``--ship`` accepts: the stem of a file in the weights folder, no path parts.
+SHIP_NAME_PATTERN = r'[A-Za-z0-9][A-Za-z0-9_.-]*'
+
+
+def check_plain_ship_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a plain file-name stem (:data:`SHIP_NAME_PATTERN`).
+
+    The shipped file is ``<weights folder>/<name>.safetensors``: a name with path parts (``/``,
+    ``..``) would write outside the weights folder, an empty one a hidden ``.safetensors``.
+    """
+    import re
+
+    if not isinstance(name, str) or re.fullmatch(SHIP_NAME_PATTERN, name) is None:
+        raise ValueError(f'--ship {name!r} is not a plain name (letters, digits, then also _ . '
+                         '-; no path parts): the weights are shipped as '
+                         'relperception/weights/NAME.safetensors')
+
+
+def check_ship_name(name, task: str, config) -> None:
+    """Raise ``ValueError`` unless the weights a run trains may be shipped as ``name``.
+
+    The package loads shipped weights by the weights name of a preset (``models.presets``:
+    ``weights``; a LoFTR preset's own name), so ``name`` must be one a preset of the same kind
+    loads (dense for ``seg``, ``depth``, ``seg-adjust``; LoFTR for ``matcher``) and that preset
+    must have the architecture of ``config`` (the run's ``--config``): otherwise its users
+    would load weights that do not fit. None (no ``--ship``) passes.
+    """
+    if name is None:
+        return
+    check_plain_ship_name(name)
+    if task == 'matcher':
+        from relperception.matching.loftr.presets import preset_conf, PRESETS as LOFTR_PRESETS
+
+        shipped = {preset: preset for preset in LOFTR_PRESETS}
+        kind = 'LoFTR'
+
+        def architecture(preset):
+            return preset_conf(str(preset))
+    else:
+        from relperception.models.presets import load_model_config, PRESETS as DENSE_PRESETS
+
+        shipped = {conf['weights']: preset for preset, conf in DENSE_PRESETS.items()
+                   if conf.get('weights')}
+        kind = 'dense'
+
+        def architecture(preset):
+            return load_model_config(preset)['model']
+    if name not in shipped:
+        raise ValueError(f'--ship {name}: no {kind} preset loads weights of that name (`train '
+                         f'{task}` trains {kind} weights; their shipped names: '
+                         f'{", ".join(sorted(shipped))})')
+    if architecture(shipped[name]) != architecture(config):
+        raise ValueError(f'--ship {name}: preset {shipped[name]} loads those weights and its '
+                         f'architecture differs from --config {config}: ship the weights under '
+                         'the name of a preset with the architecture they were trained in')
 
 
 def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics: dict,
@@ -752,11 +812,15 @@ def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics:
     Metrics of earlier tasks already in the manifest entry (e.g. ``seg`` before ``depth``) are
     kept under their task name. With ``half`` floating-point tensors are stored as float16.
     ``weights_dir`` defaults to the package's ``relperception/weights``.
+
+    Raises:
+        ValueError: ``name`` is not a plain name (:func:`check_plain_ship_name`).
     """
     from relperception.models.weights import (
         add_to_manifest, load_state_dict_file, read_manifest, read_metadata, save_weights,
         WEIGHTS_DIR)
 
+    check_plain_ship_name(name)
     folder = Path(weights_dir or WEIGHTS_DIR)
     target = folder / f'{name}.safetensors'
     if half:
