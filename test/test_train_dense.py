@@ -788,6 +788,78 @@ class TestTrainCli:
         assert not (tmp_path / 'o').exists()
 
 
+def _write_depth_bag(path, frames, depth_of=lambda d: d, topics_=None):
+    """Write the frames (rgb, depth) as a bag: image rgb8 and ``depth_of(depth)`` as 32FC1."""
+    from relperception.data import topics
+    from relperception.data.bag import BagWriter
+
+    image_topic, depth_topic = topics_ or (topics.IMAGE, topics.DEPTH)
+    images, depths, _ = frames
+    with BagWriter(path) as writer:
+        for i, (image, depth) in enumerate(zip(images, depths)):
+            stamp = 10 ** 9 + i * 10 ** 8
+            writer.write_image(image_topic, stamp, image, 'rgb8')
+            writer.write_image(depth_topic, stamp,
+                               np.ascontiguousarray(depth_of(depth), np.float32), '32FC1')
+    return path
+
+
+class TestDataThatCannotTrain:
+    """Data that cannot train is refused up front, naming the source."""
+
+    def test_labels_without_a_labelled_pixel(self, tmp_path, tiny_config, caplog):
+        """All-void labels trained to loss 0, or scored miou=nan without a best file."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        void = _write_label_folder(tmp_path / 'void', count=2)
+        for label in (void / 'labels').iterdir():
+            cv2.imwrite(str(label), np.full((48, 64), 11, np.uint8))
+        base = ['train', 'seg', '--config', str(tiny_config), '--batch-size', '2', '--steps',
+                '1', '--no-progress']
+        assert main([*base, '--data', str(data), '-o', str(tmp_path / 'seg')]) == 0
+        words = f'{void}: no labelled pixel: every label id is >= 5 or 255 (not scored)'
+        for argv in ([*base, '--data', str(void), '--class-weights', 'none'],
+                     [*base, '--data', str(void)],
+                     [*base, '--data', str(data), '--val-data', str(void)],
+                     ['train', 'seg-adjust', '--config', str(tiny_config), '--init',
+                      str(tmp_path / 'seg' / 'model.safetensors'), '--val-data', str(void),
+                      '--taus', '0', '1']):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'run')]) == 1
+            assert len(_errors(caplog)) == 1 and _errors(caplog)[0].startswith(words), argv
+            assert not (tmp_path / 'run' / 'last.pt').exists()
+            assert not (tmp_path / 'run' / 'model.safetensors').exists()
+
+    @pytest.mark.parametrize('depth_of, words', [
+        (lambda d: d * 1000, 'no usable depth image on /camera/depth/image_raw (3 '
+                             'implausible_range: median depth'),
+        (lambda d: np.zeros_like(d), 'no usable depth image on /camera/depth/image_raw (3 '
+                                     'no_valid_pixel: no valid depth pixel'),
+        (lambda d: d[::2, ::2], 'no usable depth image on /camera/depth/image_raw (3 '
+                                'wrong_size: depth is 40x32, the image 80x64)'),
+        (lambda d: d * 2 + 20, 'is beyond the max_depth 12 m of the model'),
+    ])
+    def test_depth_that_cannot_train(self, tmp_path, tiny_config, frames, caplog, depth_of,
+                                     words):
+        """Millimetres as 32FC1 or zero depth trained silently; half-size depth was 'timing'."""
+        few = tuple(f[:3] for f in frames)
+        bad = _write_depth_bag(tmp_path / 'bad', few, depth_of)
+        good = _write_depth_bag(tmp_path / 'good', few)
+        base = ['train', 'depth', '--config', str(tiny_config), '--batch-size', '2',
+                '--steps', '2', '--no-progress']
+        for argv in ([*base, '--data', str(bad)],
+                     [*base, '--data', str(good), '--val-data', str(bad)],
+                     [*base, '--data', 'synth:3:2:80x64', '--val-data', str(good),
+                      '--report-data', str(bad)]):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'run')]) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and errors[0].startswith(f'{bad}: ') \
+                and words in errors[0], errors
+            assert not (tmp_path / 'run' / 'last.pt').exists()   # refused before step 1
+        assert main([*base, '--data', str(good), '--val-data', str(good), '-o',
+                     str(tmp_path / 'run')]) == 0
+
+
 def _errors(caplog):
     """Return the error lines logged so far."""
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

@@ -652,6 +652,8 @@ def train_dense(args: argparse.Namespace) -> dict:
             kwargs = {'image_topic': args.image_topic, 'depth_topic': args.depth_topic,
                       'max_frames': args.max_images}
         images, depths = dense_data.load_depth_source(args.data, **kwargs)
+        max_depth = dense_data.model_max_depth(conf)
+        dense_data.check_depth_range(depths, max_depth, args.data)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.8, 1.25)),
                                 'base_scale': float(inp['height']) / images[0].shape[0],
@@ -679,6 +681,7 @@ def train_dense(args: argparse.Namespace) -> dict:
         if args.val_data:
             def depth_validator(source):
                 v_images, v_depths = dense_data.load_depth_source(source)
+                dense_data.check_depth_range(v_depths, max_depth, source)   # not at step N
                 return _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
                                   args.device)
             validate = _with_reports(depth_validator, args.val_data, args.report_data)
