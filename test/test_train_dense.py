@@ -206,6 +206,38 @@ class TestDenseData:
         assert len(warnings) == 1 and '200: ' in warnings[0] and 'another class scheme' \
             in warnings[0]
 
+    def test_palette_labels_are_their_indices_jpeg_labels_are_refused(self, tmp_path):
+        """A palette PNG was 'got shape (48, 64, 3)'; a JPEG label's class ids were corrupt."""
+        _write_label_folder(tmp_path, count=2)
+        label_path = tmp_path / 'labels' / 'f1.png'
+        ids = cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED)
+        # a palette in which several indices share a colour (black), as padded palettes do
+        palette = np.zeros((256, 3), np.uint8)
+        palette[:5] = [(128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (0, 0, 0)]
+        _write_palette_png(label_path, ids, palette)
+        assert cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED).shape == (48, 64, 3)
+        image, label = dense_data.read_label_pair(tmp_path / 'images' / 'f1.png', label_path, 5)
+        expected = ids.copy()
+        expected[expected >= 5] = 255
+        assert np.array_equal(label, expected)
+        # images/f0.jpg with labels/f0.jpg: the layout of a folder converted to JPEG
+        cv2.imwrite(str(tmp_path / 'images' / 'f0.jpg'), cv2.imread(str(tmp_path / 'images' /
+                                                                        'f0.png')))
+        cv2.imwrite(str(tmp_path / 'labels' / 'f0.jpg'), ids)
+        for name in ('images', 'labels'):
+            (tmp_path / name / 'f0.png').unlink()
+        with pytest.raises(ValueError, match=r'f0.jpg: a JPEG label file: its lossy '
+                                             'compression changes the class ids'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        (tmp_path / 'labels' / 'f0.jpg').rename(tmp_path / 'labels' / 'f0.png')  # JPEG bytes
+        (tmp_path / 'images' / 'f0.jpg').rename(tmp_path / 'images' / 'f0.png')
+        with pytest.raises(ValueError, match='f0.png: a JPEG label file'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        cv2.imwrite(str(tmp_path / 'labels' / 'f0.png'), cv2.merge([ids, ids, ids]))
+        with pytest.raises(ValueError, match=r'got uint8 with shape \(48, 64, 3\) \(a colour '
+                                             'image: colour-coded labels'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+
     def test_missing_label(self, tmp_path):
         _write_label_folder(tmp_path, count=2)
         (tmp_path / 'labels' / 'f1.png').unlink()
@@ -982,6 +1014,22 @@ class TestTrainResume:
             assert len(errors) == 1 and words in errors[0], (words, errors)
         assert torch.load(seg / 'last.pt', weights_only=True)['step'] == 2
         assert not depth.exists()
+
+
+def _write_palette_png(path, indices, palette):
+    """Write (H, W) uint8 ``indices`` as an 8-bit palette PNG with (256, 3) ``palette``."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack('>I', len(body)) + kind + body + \
+            struct.pack('>I', zlib.crc32(kind + body) & 0xFFFFFFFF)
+    height, width = indices.shape
+    rows = b''.join(b'\x00' + row.tobytes() for row in np.ascontiguousarray(indices, np.uint8))
+    Path(path).write_bytes(b'\x89PNG\r\n\x1a\n'
+                           + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 3, 0, 0, 0))
+                           + chunk(b'PLTE', np.asarray(palette, np.uint8).tobytes())
+                           + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
 
 
 def _write_label_folder(root, count=3, h=48, w=64, edges=None, prefix='f'):

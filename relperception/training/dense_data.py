@@ -5,7 +5,8 @@
 Sources
 -------
 * **Segmentation**: an image folder in the CamVid / SegNet layout (``images/*.png`` +
-  ``labels/*.png`` with the same names, 8-bit class ids; see
+  ``labels/*.png`` with the same names, 8-bit class ids, grey or as the indices of a palette
+  PNG; JPEG labels are refused; see
   :mod:`relperception.data.converters.images`). Label ids ``>= num_classes`` (CamVid's 11
   'Unlabelled') become ``ignore_index`` (255).
 * **Depth**: a rosbag2 bag with ``topics.IMAGE`` and ``topics.DEPTH`` (what the TUM converter
@@ -126,18 +127,32 @@ def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
         void_counts: if given, receives the number of pixels of each id >= ``num_classes``
             (the ids turned into ``ignore_index``).
 
+    A palette PNG label is read as its indices (the class ids; the palette only colours them,
+    ``imaging.image_files.read_palette_indices``).
+
     Raises:
-        ValueError: unreadable files, non-8-bit single-channel labels or a size mismatch.
+        ValueError: unreadable files, a JPEG label file (lossy compression changes class ids),
+            labels that are no 8-bit single-channel or palette image, or a size mismatch.
     """
     from relperception.data.converters import read_colour_image, read_raw_image
+    from relperception.imaging.image_files import read_palette_indices
 
     image, encoding = read_colour_image(image_path)
     if encoding == 'mono8':
         image = np.repeat(image[..., None], 3, axis=2)
-    label = read_raw_image(label_path)
+    with open(label_path, 'rb') as handle:
+        jpeg = handle.read(2) == b'\xff\xd8'
+    if jpeg or Path(label_path).suffix.lower() in ('.jpg', '.jpeg'):
+        raise ValueError(f'{label_path}: a JPEG label file: its lossy compression changes the '
+                         'class ids (at every edge); store the labels as PNG (grey or palette)')
+    label = read_palette_indices(label_path)
+    if label is None:
+        label = read_raw_image(label_path)
     if label.dtype != np.uint8 or label.ndim != 2:
-        raise ValueError(f'{label_path}: labels must be single-channel 8-bit class ids, got '
-                         f'{label.dtype} with shape {label.shape}')
+        colour = ' (a colour image: colour-coded labels must become class ids first)' \
+            if label.ndim == 3 and label.dtype == np.uint8 else ''
+        raise ValueError(f'{label_path}: labels must be single-channel 8-bit class ids (a grey '
+                         f'or palette PNG), got {label.dtype} with shape {label.shape}{colour}')
     if label.shape != image.shape[:2]:
         raise ValueError(f'{label_path}: label size {label.shape[::-1]} differs from its image '
                          f'{image.shape[1::-1]}')
