@@ -120,6 +120,22 @@ class TestAugment:
         with pytest.raises(ValueError, match='scale_range needs'):
             augment.DenseAugment({'scale_range': (0, 1)})
 
+    def test_base_height_brings_every_size_to_one_scale(self):
+        """One base zoom from the first image trained other sizes at the wrong scale."""
+        aug = augment.DenseAugment({'size': (32, 40), 'scale_range': (1, 1), 'base_height': 32,
+                                    'hflip': 0, 'brightness': 0, 'contrast': 0,
+                                    'saturation': 0, 'hue': 0})
+        stripes = []
+        for h, w in ((48, 64), (96, 128), (32, 43)):
+            label = (np.arange(w)[None].repeat(h, 0) * 8 // w).astype(np.uint8)   # 8 stripes
+            _, out, _ = aug(np.random.default_rng(0), _image(h, w), label)
+            assert out.shape == (32, 40) and (out != augment.IGNORE_INDEX).all()
+            stripes.append(len(np.unique(out)))
+        assert stripes == [stripes[2]] * 3 and stripes[2] >= 7   # 40 of the 43 px wide
+        for bad in (0, 2.5, -1):
+            with pytest.raises(ValueError, match='base_height must be None or an integer'):
+                augment.DenseAugment({'base_height': bad})
+
     def test_reproducible_and_checked(self):
         aug = augment.DenseAugment({'size': (32, 32)})
         a = aug(np.random.default_rng(5), _image(), np.zeros((48, 64), np.uint8))
@@ -363,6 +379,7 @@ class TestTrainCli:
         conf = torch.load(tmp_path / 'default' / 'last.pt', weights_only=True)['config']
         assert [conf['augment'][k] for k in ('brightness', 'contrast', 'saturation', 'hue')] \
             == [0.3, 0.3, 0.3, 0.03]
+        assert conf['augment']['base_height'] == 64      # each image to the preset's height
         assert main(base + ['--data', str(data), '-o', str(tmp_path / 'strong'),
                             '--device-augment', '--colour-jitter', '0.6', '0.4', '0.2',
                             '0.05']) == 0

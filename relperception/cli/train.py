@@ -612,11 +612,10 @@ def train_dense(args: argparse.Namespace) -> dict:
         dataset = dense_data.SegmentationFolderDataset(
             args.data, num_classes, None, mean, std, args.seed, ignore, args.max_images,
             exclude_sequences=held_out)
-        # the zoom that brings the first image to the model's input height
-        base = float(inp['height']) / dataset.images[0].shape[0]
+        # each image zoomed to the model's input height first (images may differ in size)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.75, 1.5)),
-                                'base_scale': base, 'ignore_index': ignore,
+                                'base_height': int(inp['height']), 'ignore_index': ignore,
                                 **_jitter_conf(args)})
         dataset.augment = augment
         weights = None
@@ -656,7 +655,7 @@ def train_dense(args: argparse.Namespace) -> dict:
         dense_data.check_depth_range(depths, max_depth, args.data)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.8, 1.25)),
-                                'base_scale': float(inp['height']) / images[0].shape[0],
+                                'base_height': int(inp['height']),
                                 'hue': 0.0, **_jitter_conf(args)})
         dataset = dense_data.DepthFramesDataset(images, depths, augment, mean, std, args.seed)
         loss_fn = _depth_loss(args.silog_weight, args.l1_weight, autocast)
