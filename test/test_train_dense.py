@@ -653,6 +653,38 @@ class TestTrainCli:
                 assert len(warned) == 1 and warned[0].startswith(f'the {stale} head of --init')
                 assert f'`train {task} --init {out / "model.safetensors"}`' in warned[0]
 
+    def test_partial_init_counts_only_the_heads_it_loads(self, tmp_path, tiny_config, caplog):
+        """0 tensors loaded passed silently; a head the file lacks was 'trained' or 'outdated'."""
+        from relperception.models.weights import (read_trained_heads, save_weights,
+                                                  shipped_weights)
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress',
+                  '--steps', '1', '--init-partial']
+        seg = ['train', 'seg', '--data', str(data), *common]
+        depth = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        caplog.clear()
+        loftr = shipped_weights('loftr_lite')
+        assert main(seg + ['--init', str(loftr), '-o', str(tmp_path / 'loftr')]) == 1
+        errors = _errors(caplog)
+        assert len(errors) == 1 and errors[0].startswith(
+            f'--init-partial: no weight of {loftr} fits the model (none of its '
+            f'{len(read_state(loftr))} tensors has the name and shape of one of the model') \
+            and 'parameters): nothing would be loaded' in errors[0]
+        # weights without a depth head and without a record (so: "every head trained")
+        state = {k: v for k, v in _tiny_state(tiny_config).items()
+                 if not k.startswith('depth_head.')}
+        no_depth = save_weights(state, tmp_path / 'no_depth.safetensors')
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert main(seg + ['--init', str(no_depth), '-o', str(tmp_path / 'seg')]) == 0
+        assert 'recorded as untrained' not in caplog.text
+        assert read_trained_heads(tmp_path / 'seg' / 'model.safetensors') == ('segmentation',)
+        seg_only = {k: v for k, v in state.items() if not k.startswith('segmentation_head.')}
+        backbone = save_weights(seg_only, tmp_path / 'backbone.safetensors')
+        assert main(depth + ['--init', str(backbone), '-o', str(tmp_path / 'depth')]) == 0
+        assert read_trained_heads(tmp_path / 'depth' / 'model.safetensors') == ('depth',)
+
     def test_seg_validates_at_every_checkpoint(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=6)
         out = tmp_path / 'run'
@@ -1031,6 +1063,19 @@ class TestTrainResume:
             assert len(errors) == 1 and words in errors[0], (words, errors)
         assert torch.load(seg / 'last.pt', weights_only=True)['step'] == 2
         assert not depth.exists()
+
+
+def read_state(path):
+    """Return the tensors of a weights file."""
+    from relperception.models.weights import load_state_dict_file
+
+    return load_state_dict_file(path)
+
+
+def _tiny_state(config):
+    """Return the state dict of a seeded model of ``config``."""
+    torch.manual_seed(0)
+    return build_dense_model(load_model_config(config)).state_dict()
 
 
 def _write_palette_png(path, indices, palette):

@@ -510,9 +510,13 @@ def _check_resumed_run(args: argparse.Namespace, path: Path, state: dict,
 
 
 def _fitting_tensors(model, path: str) -> dict:
-    """Return the tensors of weights file ``path`` whose name and shape fit ``model``.
+    """Return the tensors of weights file ``path`` but those ``model`` has in another shape.
 
-    The others are logged and left out (``--init-partial``).
+    Those are logged and left out (``--init-partial``); the model ignores the names it lacks.
+
+    Raises:
+        ValueError: no parameter of the model is in the file (name and shape; counters such
+            as batch-norm's ``num_batches_tracked`` do not count): nothing would be loaded.
     """
     from relperception.models.weights import load_state_dict_file
 
@@ -520,10 +524,23 @@ def _fitting_tensors(model, path: str) -> dict:
     state = load_state_dict_file(path)
     reshaped = sorted(k for k, v in state.items()
                       if k in expected and tuple(v.shape) != tuple(expected[k].shape))
+    parameters = [name for name, _ in model.named_parameters()]
+    if not any(k in state and k not in reshaped for k in parameters):
+        raise ValueError(f'--init-partial: no weight of {path} fits the model (none of its '
+                         f'{len(state)} tensors has the name and shape of one of the '
+                         f"model's {len(parameters)} parameters): nothing would be loaded; are "
+                         'these weights of another model?')
     if reshaped:
         logger.warning('--init-partial: %d tensors of %s have another shape in this model and '
                        'start random: %s', len(reshaped), path, ', '.join(reshaped))
     return {k: v for k, v in state.items() if k not in reshaped}
+
+
+def _loaded_heads(model, state: dict) -> set:
+    """Return the heads of ``model`` whose every tensor ``state`` holds (loaded from it)."""
+    expected = model.state_dict()
+    return {head for head in _model_heads(model)
+            if all(k in state for k in expected if k.startswith(f'{head}_head.'))}
 
 
 def train_dense(args: argparse.Namespace) -> dict:
@@ -547,10 +564,12 @@ def train_dense(args: argparse.Namespace) -> dict:
     conf = load_model_config(args.config)
     inp = conf['input']
     model = build_dense_model(conf)
+    loaded_heads = None      # all the heads of --init, unless --init-partial leaves some out
     if args.init and checkpoint is None:    # a resumed run continues the checkpoint's weights
         init = args.init
         if args.init_partial:
             init = _fitting_tensors(model, args.init)
+            loaded_heads = _loaded_heads(model, init)
         try:
             load_weights(model, init, strict=not args.init_partial)
         except ValueError as err:
@@ -574,7 +593,7 @@ def train_dense(args: argparse.Namespace) -> dict:
         if checkpoint is not None:   # written before checkpoints held metadata: its --init
             init = (checkpoint.get('config') or {}).get('init')
             init = init if init and Path(init).is_file() else None
-        trained_heads, outdated = _run_heads(model, args, init)
+        trained_heads, outdated = _run_heads(model, args, init, loaded_heads)
         init_metadata = read_weights_metadata(init) if init else {}
     if outdated:
         weights = Path(args.output) / 'model.safetensors'
@@ -871,14 +890,16 @@ def _trains_backbone(args: argparse.Namespace) -> bool:
     return args.task == 'seg' or float(getattr(args, 'backbone_lr_scale', 0.0)) > 0
 
 
-def _run_heads(model, args: argparse.Namespace, init) -> tuple:
+def _run_heads(model, args: argparse.Namespace, init, loaded=None) -> tuple:
     """Return ``(trained, outdated)``: sorted head names once this run is done.
 
     ``trained``: the run's own head, and the heads the weights ``init`` (None: none) record as
     trained (their ``trained_heads`` metadata; a file without it counts as having every head
-    trained, ``models.weights.read_trained_heads``) unless they are ``outdated``: a head learns
-    on the backbone's features, so once the run changes the backbone (:func:`_trains_backbone`)
-    a head of ``init`` it does not train no longer fits and is recorded as untrained.
+    trained, ``models.weights.read_trained_heads``) and that were loaded from it (``loaded``,
+    the heads ``--init-partial`` loaded whole; None: all) unless they are ``outdated``: a head
+    learns on the backbone's features, so once the run changes the backbone
+    (:func:`_trains_backbone`) a head of ``init`` it does not train no longer fits and is
+    recorded as untrained.
     """
     from relperception.models.weights import read_trained_heads
 
@@ -887,7 +908,9 @@ def _run_heads(model, args: argparse.Namespace, init) -> tuple:
     from_init = set()
     if init:
         recorded = read_trained_heads(init)
-        from_init = heads if recorded is None else set(recorded) & heads
+        from_init = set(heads) if recorded is None else set(recorded) & heads
+        if loaded is not None:
+            from_init &= set(loaded)
     outdated = from_init - {own} if _trains_backbone(args) else set()
     trained = (({own} | from_init) - outdated) & heads
     return tuple(sorted(trained)), tuple(sorted(outdated))
