@@ -112,6 +112,9 @@ class TestAugment:
         for bad in ((2, 0.5), (0, 1), (-1, 1), (1, float('inf')), (1, float('nan'))):
             with pytest.raises(ValueError, match='zoom needs 0 < MIN <= MAX'):
                 augment.check_scale_range(bad, 'zoom')
+        assert augment.check_scale_range((1, augment.MAX_ZOOM)) == (1.0, augment.MAX_ZOOM)
+        with pytest.raises(ValueError, match='zoom: MAX 1000 is beyond the largest zoom 8'):
+            augment.check_scale_range((1000, 1000), 'zoom')
         with pytest.raises(ValueError, match='two numbers'):
             augment.check_scale_range((1, 2, 3))
         with pytest.raises(ValueError, match='scale_range needs 0 < MIN <= MAX, got 2 1'):
@@ -866,6 +869,9 @@ class TestTrainCli:
             assert main(argv + [low, high]) == 1
             assert f'--scale-range needs 0 < MIN <= MAX, got {float(low):g} {float(high):g}' \
                 in caplog.text
+        # was OpenCV asking for 518 GB (an internal error, exit 3)
+        assert main(argv + ['1000', '1000']) == 1
+        assert '--scale-range: MAX 1000 is beyond the largest zoom 8' in caplog.text
         assert not (tmp_path / 'o').exists()
 
 

@@ -351,14 +351,15 @@ def _matcher_homography_options(args: argparse.Namespace) -> dict:
     """Return the ``train_matcher`` keywords of ``--max-zoom`` ({} without it).
 
     Raises:
-        ValueError: for a zoom below 1.
+        ValueError: for a zoom outside [1, ``homography.MAX_HOMOGRAPHY_SCALE``].
     """
     if args.max_zoom is None:
         return {}
-    from relperception.training.homography import HomographyConfig
+    from relperception.training.homography import HomographyConfig, MAX_HOMOGRAPHY_SCALE
 
-    if not args.max_zoom >= 1.0:
-        raise ValueError(f'--max-zoom must be >= 1, got {args.max_zoom}')
+    if not 1.0 <= args.max_zoom <= MAX_HOMOGRAPHY_SCALE:
+        raise ValueError(f'--max-zoom must be in [1, {MAX_HOMOGRAPHY_SCALE:g}], got '
+                         f'{args.max_zoom:g}')
     return {'homography': HomographyConfig(max_scale=float(args.max_zoom))}
 
 

@@ -20,6 +20,9 @@ import cv2
 import numpy as np
 
 IGNORE_INDEX = 255
+#: Largest zoom factor of a scale range (``check_scale_range``): beyond it the zoomed images
+#: grow without bound (``--scale-range 1000 1000`` asked OpenCV for hundreds of GB).
+MAX_ZOOM = 8.0
 
 Arrays = Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 
@@ -126,17 +129,20 @@ def check_scale_range(scale_range: Tuple[float, float],
     """Check a (min, max) zoom range and return it as floats.
 
     Args:
-        scale_range: (min, max) zoom factors, 0 < min <= max < inf.
+        scale_range: (min, max) zoom factors, 0 < min <= max <= :data:`MAX_ZOOM`.
         name: what the message calls the range (a command-line option, a conf key).
 
     Raises:
-        ValueError: not two numbers with 0 < min <= max < inf.
+        ValueError: not two numbers with 0 < min <= max <= :data:`MAX_ZOOM`.
     """
     if len(scale_range) != 2:
         raise ValueError(f'{name} needs two numbers MIN MAX, got {scale_range}')
     lo, hi = float(scale_range[0]), float(scale_range[1])
     if not 0 < lo <= hi < float('inf'):
         raise ValueError(f'{name} needs 0 < MIN <= MAX, got {lo:g} {hi:g}')
+    if hi > MAX_ZOOM:
+        raise ValueError(f'{name}: MAX {hi:g} is beyond the largest zoom {MAX_ZOOM:g} (the '
+                         f'zoomed images would grow without bound), got {lo:g} {hi:g}')
     return lo, hi
 
 
