@@ -369,6 +369,28 @@ class TestTrainMatcherCli:
             main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(data),
                   '--image-size', '64', '--steps', '1', '-o', str(out)])
 
+    @pytest.mark.parametrize('extra, words', [
+        (['--scene-fraction', '0.9'], '--scene-fraction applies with --scene-pairs'),
+        (['--wide-fraction', '0.9'], '--wide-fraction applies with --scene-pairs'),
+        (['--unmatched-gamma', '2'], '--unmatched-gamma applies with --unmatched-weight, '
+                                     '--scene-pairs or --negative-fraction'),
+        (['--unmatched-top-fraction', '0.5'], '--unmatched-top-fraction applies with'),
+        (['--real-negative-fraction', '0.5'], '--real-negative-fraction applies with '
+                                              '--scene-pairs or --negative-fraction'),
+        (['--val-scenes', 'synth:5:2'], '--val-scenes applies with --scene-pairs or '
+                                        '--negative-fraction'),
+    ])
+    def test_options_the_pairs_ignore_are_refused(self, tmp_path, caplog, extra, words):
+        """Without scene or negative pairs these options were silently ignored."""
+        from relperception.cli.main import main
+
+        caplog.clear()
+        assert main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(tmp_path),
+                     '--steps', '1', '-o', str(tmp_path / 'run'), *extra]) == 1
+        errors = [r.getMessage() for r in caplog.records if r.levelname == 'ERROR']
+        assert len(errors) == 1 and errors[0].startswith(words), errors
+        assert not (tmp_path / 'run').exists()
+
     def test_bad_zoom_is_refused_before_training(self, tmp_path, caplog):
         from relperception.cli.main import main
 

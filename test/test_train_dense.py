@@ -484,9 +484,11 @@ class TestTrainCli:
         val = dense_data.SegmentationFolderDataset(data, 5, ignore_index=255)
         assert dense_data.evaluate_segmentation(model, val.images, val.labels, conf)['miou'] \
             == pytest.approx(by_tau[best]['val']['miou'])
-        # a fixed tau is scored next to tau 0
-        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
-                              str(tmp_path / 'fixed'), '--tau', '0.7']) == 0
+        # a fixed tau is scored next to tau 0 (not with --taus, which it would override)
+        fixed_argv = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data',
+                      str(data), '--num-threads', '1']
+        assert main(fixed_argv + ['--init', str(seg / 'model.safetensors'), '-o',
+                                  str(tmp_path / 'fixed'), '--tau', '0.7']) == 0
         fixed = json.loads((tmp_path / 'fixed' / 'metrics.json').read_text())
         assert fixed['tau'] == 0.7 and set(fixed['by_tau']) == {'0.0', '0.7'}
         moved = (load_state_dict_file(tmp_path / 'fixed' / 'model.safetensors')[bias]
@@ -515,8 +517,8 @@ class TestTrainCli:
         assert main(adjust + ['--init', str(tmp_path / 'damaged.safetensors'), '-o',
                               str(tmp_path / 'bad')]) == 1
         assert 'damaged.safetensors: not a valid safetensors file' in caplog.text
-        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
-                              str(tmp_path / 'bad'), '--tau', '-1']) == 1
+        assert main(fixed_argv + ['--init', str(seg / 'model.safetensors'), '-o',
+                                  str(tmp_path / 'bad'), '--tau', '-1']) == 1
         assert 'tau must be in [0, 10]' in caplog.text
 
     def test_seg_hold_out_sequence(self, tmp_path, tiny_config, caplog):
@@ -889,6 +891,47 @@ def _write_depth_bag(path, frames, depth_of=lambda d: d, topics_=None):
             writer.write_image(depth_topic, stamp,
                                np.ascontiguousarray(depth_of(depth), np.float32), '32FC1')
     return path
+
+
+class TestIgnoredOptions:
+    """An option the run would ignore is refused; the bag topics reach every bag."""
+
+    @pytest.mark.parametrize('extra, words', [
+        (['--data', 'synth:3:2:80x64', '--max-images', '1'],
+         '--max-images applies to bag data; --data synth:3:2:80x64 renders its frames itself'),
+        (['--data', 'synth:3:2:80x64', '--image-topic', '/cam/rgb'],
+         '--image-topic applies to bags; --data, --val-data and --report-data are all synth:'),
+        (['--data', 'synth:3:2:80x64', '--val-data', 'synth:4:1:80x64', '--depth-topic', '/d'],
+         '--depth-topic applies to bags'),
+    ])
+    def test_depth_options_that_synth_data_ignores(self, tmp_path, tiny_config, caplog, extra,
+                                                   words):
+        caplog.clear()
+        assert main(['train', 'depth', '--config', str(tiny_config), '--steps', '1', '-o',
+                     str(tmp_path / 'run'), *extra]) == 1
+        assert len(_errors(caplog)) == 1 and _errors(caplog)[0].startswith(words)
+        assert not (tmp_path / 'run').exists()
+
+    def test_bag_topics_apply_to_validation_bags(self, tmp_path, tiny_config, frames):
+        """--image-topic/--depth-topic were not used for --val-data / --report-data bags."""
+        bag = _write_depth_bag(tmp_path / 'bag', tuple(f[:3] for f in frames),
+                               topics_=('/cam/rgb', '/cam/depth'))
+        out = tmp_path / 'run'
+        assert main(['train', 'depth', '--config', str(tiny_config), '--data', str(bag),
+                     '--val-data', str(bag), '--report-data', str(bag), '--image-topic',
+                     '/cam/rgb', '--depth-topic', '/cam/depth', '--batch-size', '2',
+                     '--steps', '1', '--no-progress', '-o', str(out)]) == 0
+        metrics = json.loads((out / 'metrics.json').read_text())['metrics']
+        assert metrics['abs_rel'] > 0 and metrics['report/bag/abs_rel'] == metrics['abs_rel']
+
+    def test_seg_adjust_tau_and_taus_exclude_each_other(self, tmp_path, tiny_config, caplog):
+        """--tau silently won over --taus."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        assert main(['train', 'seg-adjust', '--config', str(tiny_config), '--init',
+                     str(tmp_path / 'w.safetensors'), '--val-data', str(data), '--tau', '0.5',
+                     '--taus', '0', '1', '-o', str(tmp_path / 'run')]) == 1
+        assert _errors(caplog) == ['--tau and --taus exclude each other: --tau uses one tau '
+                                   '(scored next to tau 0), --taus chooses among several']
 
 
 class TestDataThatCannotTrain:

@@ -223,8 +223,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help='weight of the scale-invariant log loss (1)')
     depth.add_argument('--l1-weight', type=nonnegative_float, default=0.1,
                        help='weight of the L1 depth loss (0.1); with --silog-weight, not both 0')
-    depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
-    depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
+    depth.add_argument('--image-topic', help='image topic of the bags of --data, --val-data '
+                                             'and --report-data (default topics.IMAGE)')
+    depth.add_argument('--depth-topic', help='depth topic of the bags of --data, --val-data '
+                                             'and --report-data (default topics.DEPTH)')
     from relperception.cli import seg_adjust
 
     adjust = sub.add_parser('seg-adjust', help='remove the class-weight bias of trained '
@@ -250,11 +252,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help='synthetic rooms for two-view 3-D pairs with depth-warp ground '
                               'truth, synth:SEEDS[:VIEWS] (default 40 views per seed, rendered '
                               'at the training size); default: none (homographies only)')
-    matcher.add_argument('--scene-fraction', type=float, default=0.45,
-                         help='share of scene pairs with --scene-pairs (0.45; the rest after '
-                              'negatives are homography pairs of --data)')
-    matcher.add_argument('--wide-fraction', type=float, default=0.5,
-                         help='share of wide-baseline scene pairs (rotation >= 30 deg) (0.5)')
+    matcher.add_argument('--scene-fraction', type=float,
+                         help='share of scene pairs with --scene-pairs (PairMix.scene_fraction, '
+                              '0.45; the rest after negatives are homography pairs of --data)')
+    matcher.add_argument('--wide-fraction', type=float,
+                         help='share of wide-baseline scene pairs (rotation >= 30 deg) with '
+                              '--scene-pairs (PairMix.wide_fraction, 0.5)')
     matcher.add_argument('--negative-fraction', type=float, default=None,
                          help='share of negative pairs (two images of different sources, no '
                               'match); default 0.2 with --scene-pairs, else 0')
@@ -300,6 +303,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
     check_ship_name(args.ship, args.task, args.config)
+    if args.task == 'depth':
+        _refuse_ignored_depth_options(args)
     if args.task == 'depth' and args.silog_weight == 0 and args.l1_weight == 0:
         raise ValueError('--silog-weight and --l1-weight are both 0: nothing to train')
     from relperception.training.augment import check_colour_jitter, check_scale_range
@@ -376,9 +381,12 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
 
     negative = args.negative_fraction
     if negative is None:
-        negative = 0.2 if args.scene_pairs else 0.0
-    for name, value in (('--scene-fraction', args.scene_fraction),
-                        ('--wide-fraction', args.wide_fraction),
+        negative = PairMix.negative_fraction if args.scene_pairs else 0.0
+    scene_fraction = PairMix.scene_fraction if args.scene_fraction is None \
+        else args.scene_fraction
+    wide_fraction = PairMix.wide_fraction if args.wide_fraction is None else args.wide_fraction
+    for name, value in (('--scene-fraction', scene_fraction),
+                        ('--wide-fraction', wide_fraction),
                         ('--negative-fraction', negative),
                         ('--real-negative-fraction', args.real_negative_fraction)):
         if not 0.0 <= value <= 1.0:
@@ -390,6 +398,7 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
     if not 0.0 < args.unmatched_top_fraction <= 1.0:
         raise ValueError('--unmatched-top-fraction must be in (0, 1], got '
                          f'{args.unmatched_top_fraction}')
+    _refuse_ignored_mix_options(args, negative)
     gamma = DEFAULT_UNMATCHED_GAMMA if args.unmatched_gamma is None else args.unmatched_gamma
     top = args.unmatched_top_fraction
     if not args.scene_pairs and not negative:
@@ -399,8 +408,8 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
                                                    unmatched_top_fraction=top)}
         return {}
     extra = {'scene_pairs': args.scene_pairs,
-             'pair_mix': PairMix(scene_fraction=args.scene_fraction if args.scene_pairs else 0.0,
-                                 negative_fraction=negative, wide_fraction=args.wide_fraction,
+             'pair_mix': PairMix(scene_fraction=scene_fraction if args.scene_pairs else 0.0,
+                                 negative_fraction=negative, wide_fraction=wide_fraction,
                                  real_negative_fraction=args.real_negative_fraction)}
     weight = DEFAULT_UNMATCHED_WEIGHT if args.unmatched_weight is None else args.unmatched_weight
     extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma,
@@ -408,6 +417,57 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
     if args.val_scenes is not None:
         extra['val_scenes'] = args.val_scenes
     return extra
+
+
+def _refuse_ignored_mix_options(args: argparse.Namespace, negative: float) -> None:
+    """Raise ``ValueError`` for a matcher option that the chosen pairs would ignore.
+
+    ``negative`` is the negative-pair fraction in effect. Scene-pair shares need
+    ``--scene-pairs``; the negative and validation-scene options need scene or negative pairs;
+    the shape of the unmatched-cell loss needs that loss (scene or negative pairs, or
+    ``--unmatched-weight``).
+    """
+    if not args.scene_pairs:
+        for option, value in (('--scene-fraction', args.scene_fraction),
+                              ('--wide-fraction', args.wide_fraction)):
+            if value is not None:
+                raise ValueError(f'{option} applies with --scene-pairs (without them there are '
+                                 'no scene pairs to share out)')
+    if args.scene_pairs or negative:
+        return
+    for option, given in (('--real-negative-fraction', bool(args.real_negative_fraction)),
+                          ('--val-scenes', args.val_scenes is not None)):
+        if given:
+            raise ValueError(f'{option} applies with --scene-pairs or --negative-fraction '
+                             '(homography pairs only: no negative or scene pairs)')
+    if not args.unmatched_weight:
+        for option, given in (('--unmatched-gamma', args.unmatched_gamma is not None),
+                              ('--unmatched-top-fraction', args.unmatched_top_fraction != 1.0)):
+            if given:
+                raise ValueError(f'{option} applies with --unmatched-weight, --scene-pairs or '
+                                 '--negative-fraction (the unmatched-cell loss is off without '
+                                 'them)')
+
+
+def _refuse_ignored_depth_options(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` for a ``train depth`` option its data sources would ignore.
+
+    ``--max-images`` selects frames of a bag (``synth:`` specs count their own frames);
+    ``--image-topic`` / ``--depth-topic`` name topics of the bags among ``--data``,
+    ``--val-data`` and ``--report-data``.
+    """
+    from relperception.training.dense_data import SYNTH_PREFIX
+
+    if args.max_images is not None and str(args.data).startswith(SYNTH_PREFIX):
+        raise ValueError(f'--max-images applies to bag data; --data {args.data} renders its '
+                         'frames itself (synth:SEEDS:FRAMES sets how many)')
+    sources = [args.data, args.val_data, *(args.report_data or ())]
+    bags = [s for s in sources if s is not None and not str(s).startswith(SYNTH_PREFIX)]
+    for option, value in (('--image-topic', args.image_topic),
+                          ('--depth-topic', args.depth_topic)):
+        if value is not None and not bags:
+            raise ValueError(f'{option} applies to bags; --data, --val-data and --report-data '
+                             'are all synth: scenes, which have no topics')
 
 
 def _raise_if_interrupted(summary: dict) -> None:
@@ -666,11 +726,15 @@ def train_dense(args: argparse.Namespace) -> dict:
             raise ValueError(f'preset {args.config} has no depth head')
         if conf['depth_mode'] != 'metric':
             raise ValueError('train depth trains metric depth heads only')
-        kwargs = {}
-        if not str(args.data).startswith(dense_data.SYNTH_PREFIX):
-            kwargs = {'image_topic': args.image_topic, 'depth_topic': args.depth_topic,
-                      'max_frames': args.max_images}
-        images, depths = dense_data.load_depth_source(args.data, **kwargs)
+
+        def bag_options(source, **more):
+            # synth: specs take no bag options (refused above when given for them alone)
+            if str(source).startswith(dense_data.SYNTH_PREFIX):
+                return {}
+            return {'image_topic': args.image_topic, 'depth_topic': args.depth_topic, **more}
+
+        images, depths = dense_data.load_depth_source(
+            args.data, **bag_options(args.data, max_frames=args.max_images))
         max_depth = dense_data.model_max_depth(conf)
         dense_data.check_depth_range(depths, max_depth, args.data)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
@@ -699,7 +763,7 @@ def train_dense(args: argparse.Namespace) -> dict:
         validate = None
         if args.val_data:
             def depth_validator(source):
-                v_images, v_depths = dense_data.load_depth_source(source)
+                v_images, v_depths = dense_data.load_depth_source(source, **bag_options(source))
                 dense_data.check_depth_range(v_depths, max_depth, source)   # not at step N
                 return _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
                                   args.device)
