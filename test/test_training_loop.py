@@ -180,6 +180,15 @@ class TestTrainer:
         for a, b in zip(full.optimizer.param_groups, resumed.optimizer.param_groups):
             assert a['lr'] == b['lr']
 
+    def test_checkpoints_do_not_change_the_run(self, tmp_path):
+        """Each new DataLoader drew from the global RNG (dropout): checkpoints changed runs."""
+        every_step = _trainer(tmp_path / 'a', checkpoint_every=1, total_steps=12)
+        every_step.fit(_Regression(), batch_size=8)
+        default = _trainer(tmp_path / 'b', checkpoint_every=7, total_steps=12)
+        default.fit(_Regression(), batch_size=8)
+        for key, value in default.model.state_dict().items():
+            assert torch.equal(value, every_step.model.state_dict()[key]), key
+
     def test_resume_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError):
             _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=tmp_path / 'nope.pt')

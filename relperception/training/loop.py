@@ -16,12 +16,15 @@ Determinism and resume
 ----------------------
 Data order is a permutation drawn from ``(seed, epoch)``; if the dataset has ``set_epoch(epoch)``
 it is called before each epoch so item augmentation can be seeded from ``(seed, epoch, index)``
-(see :func:`item_rng`). A resumed run skips the samples of the interrupted epoch that were
-already used and continues at the same step with the same model, optimiser, scheduler and RNG
-state; a trainer built with another peak learning rate, weight decay or parameter groups than
-the checkpoint's is refused (:meth:`Trainer.check_optimiser`: the checkpoint's would win
-silently), and so is a checkpoint beyond ``total_steps``. Checkpoints (``<output>/last.pt``,
-written atomically) hold only tensors and primitive containers, so
+(see :func:`item_rng`). Each ``DataLoader`` draws its seed from its own generator
+(:func:`loader_generator`), never from torch's global one, which drives dropout: where the
+checkpoints fall (``checkpoint_every``, an interruption) does not change the run. A resumed run
+skips the samples of the interrupted epoch that were already used and continues at the same step
+with the same model, optimiser, scheduler and RNG state (CPU, and CUDA on a CUDA device), so it
+trains as the uninterrupted run would; a trainer built with another peak learning rate, weight
+decay or parameter groups than the checkpoint's is refused (:meth:`Trainer.check_optimiser`: the
+checkpoint's would win silently), and so is a checkpoint beyond ``total_steps``. Checkpoints
+(``<output>/last.pt``, written atomically) hold only tensors and primitive containers, so
 ``torch.load(path, weights_only=True)`` reads them::
 
     {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng', 'history',
@@ -103,6 +106,17 @@ def item_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     Independent of worker processes and data order, so runs and resumed runs are reproducible.
     """
     return np.random.default_rng([int(seed), int(epoch), int(index), 0xA46])
+
+
+def loader_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """Return the generator of the ``DataLoader`` that starts at ``step`` of ``epoch``.
+
+    A ``DataLoader`` draws its base seed (the seed of its worker processes) when it starts
+    iterating, from torch's global generator unless it has its own; the global generator also
+    drives dropout, so each checkpoint (a new loader) would change the rest of the run.
+    """
+    state = np.random.SeedSequence([int(seed), int(epoch), int(step), 0x10AD]).generate_state(2)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 def lr_factor(step: int, total_steps: int, warmup_steps: int = 0, schedule: str = 'cosine',
@@ -502,7 +516,9 @@ class Trainer:
                 k: v.detach().cpu() for k, v in self.ema.state_dict().items()}}),
             'rng': {'torch': torch.get_rng_state(),
                     'numpy': _numpy_state(),
-                    'python': plain_config(random.getstate())},
+                    'python': plain_config(random.getstate()),
+                    **({'cuda': torch.cuda.get_rng_state_all()}
+                       if self.device.type == 'cuda' else {})},
         }
 
     def save_checkpoint(self, path=None) -> Path:
@@ -553,6 +569,8 @@ class Trainer:
         _set_numpy_state(rng['numpy'])
         python = rng['python']
         random.setstate((python[0], tuple(python[1]), python[2]))
+        if self.device.type == 'cuda' and 'cuda' in rng:
+            torch.cuda.set_rng_state_all(rng['cuda'])
         logger.info('resumed from %s at step %d (epoch %d)', path, self.step, self.epoch)
 
     def check_optimiser(self, state: dict, path) -> None:
@@ -720,7 +738,8 @@ class Trainer:
                     loader = torch.utils.data.DataLoader(
                         dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                         num_workers=num_workers, collate_fn=collate_fn,
-                        pin_memory=self.device.type == 'cuda')
+                        pin_memory=self.device.type == 'cuda',
+                        generator=loader_generator(self.seed, self.epoch, self.step))
                     for batch in loader:
                         logs = self.train_step(batch)
                         smoothed_loss = logs['loss'] if smoothed_loss is None else \
