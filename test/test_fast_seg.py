@@ -221,6 +221,18 @@ class TestDeviceAugment:
         assert (small[24:] == 255).all() and (small[:, 32:] == 255).all()
         assert (small[:24, :32] == labels[0][::2, ::2]).mean() > 0.95
 
+    def test_images_of_different_sizes_come_to_one_scale(self):
+        """base_height: each image zoomed to that height (one base zoom shrank other sizes)."""
+        (large,), (large_labels,) = _labelled(1, 48, 64)
+        (small,), (small_labels,) = _labelled(1, 24, 32)
+        data = DeviceSegmentationData([large, small], [large_labels, small_labels], 'cpu',
+                                      {'size': (48, 64), 'scale_range': (1.0, 1.0),
+                                       'base_height': 48, 'hflip': 0.0, **NO_JITTER})
+        batch = data.make_batch(torch.utils.data.default_collate([data[0], data[1]]))
+        assert (batch['labels'][0].numpy() == large_labels).all()
+        doubled = np.repeat(np.repeat(small_labels, 2, 0), 2, 1)
+        assert (batch['labels'][1].numpy() == doubled).mean() > 0.95
+
     def test_draws_reproducible_and_jitter_in_range(self):
         images, labels = _labelled(3)
         data = DeviceSegmentationData(images, labels, 'cpu', {'size': (32, 40)}, seed=3)

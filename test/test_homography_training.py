@@ -55,6 +55,10 @@ class TestSampleHomography:
             sample_homography(np.random.default_rng(0), 8, 64)
         with pytest.raises(ValueError):
             sample_homography(np.random.default_rng(0), 64, 64, HomographyConfig(max_scale=0.5))
+        for zoom in (float('inf'), float('nan'), 9.0):   # inf was an OverflowError
+            with pytest.raises(ValueError, match='invalid homography ranges'):
+                sample_homography(np.random.default_rng(0), 64, 64,
+                                  HomographyConfig(max_scale=zoom))
 
 
 class TestCoarseMatchesFromHomography:
@@ -267,8 +271,16 @@ class TestMatcherTraining:
         w_half, _ = warp_points_np(half['H_1_0'][0].numpy(), (p + 0.5) * 0.5 - 0.5)
         np.testing.assert_allclose(w_half, (w + 0.5) * 0.5 - 0.5, atol=1e-3)
         assert rescale_batch(batch, 1.0) is batch
-        with pytest.raises(ValueError):
-            rescale_batch(batch, 0.7)
+        # 0.7 and 0.6 of 96x128 are no multiples of 8 (a run stopped there): rounded to them
+        odd = rescale_batch(batch, 0.7)
+        assert odd['image0'].shape == (2, 1, 64, 88) and odd['mask0'].shape == (2, 64, 88)
+        fx, fy = 88 / 128, 64 / 96
+        w_odd, _ = warp_points_np(odd['H_1_0'][0].numpy(), (p + 0.5) * [fx, fy] - 0.5)
+        np.testing.assert_allclose(w_odd, (w + 0.5) * [fx, fy] - 0.5, atol=1e-3)
+        assert rescale_batch(batch, 0.6)['image0'].shape[-2:] == (56, 80)
+        assert rescale_batch(batch, 0.05)['image0'].shape[-2:] == (16, 16)
+        with pytest.raises(ValueError, match='must be > 0'):
+            rescale_batch(batch, 0.0)
 
     def test_steps_reduce_loss(self):
         from relperception.training.matcher_train import make_loss_fn
@@ -356,3 +368,35 @@ class TestTrainMatcherCli:
         with pytest.raises(SystemExit):  # argparse: bad --image-size
             main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(data),
                   '--image-size', '64', '--steps', '1', '-o', str(out)])
+
+    @pytest.mark.parametrize('extra, words', [
+        (['--scene-fraction', '0.9'], '--scene-fraction applies with --scene-pairs'),
+        (['--wide-fraction', '0.9'], '--wide-fraction applies with --scene-pairs'),
+        (['--unmatched-gamma', '2'], '--unmatched-gamma applies with --unmatched-weight, '
+                                     '--scene-pairs or --negative-fraction'),
+        (['--unmatched-top-fraction', '0.5'], '--unmatched-top-fraction applies with'),
+        (['--real-negative-fraction', '0.5'], '--real-negative-fraction applies with '
+                                              '--scene-pairs or --negative-fraction'),
+        (['--val-scenes', 'synth:5:2'], '--val-scenes applies with --scene-pairs or '
+                                        '--negative-fraction'),
+    ])
+    def test_options_the_pairs_ignore_are_refused(self, tmp_path, caplog, extra, words):
+        """Without scene or negative pairs these options were silently ignored."""
+        from relperception.cli.main import main
+
+        caplog.clear()
+        assert main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(tmp_path),
+                     '--steps', '1', '-o', str(tmp_path / 'run'), *extra]) == 1
+        errors = [r.getMessage() for r in caplog.records if r.levelname == 'ERROR']
+        assert len(errors) == 1 and errors[0].startswith(words), errors
+        assert not (tmp_path / 'run').exists()
+
+    def test_bad_zoom_is_refused_before_training(self, tmp_path, caplog):
+        from relperception.cli.main import main
+
+        for zoom in ('inf', 'nan', '100'):   # inf was an internal OverflowError
+            caplog.clear()
+            assert main(['train', 'matcher', '--config', 'loftr_lite', '--data', str(tmp_path),
+                         '--steps', '1', '-o', str(tmp_path / 'run'), '--max-zoom', zoom]) == 1
+            assert f'--max-zoom must be in [1, 8], got {float(zoom):g}' in caplog.text
+        assert not (tmp_path / 'run').exists()

@@ -453,7 +453,7 @@ class TestMixedTraining:
         from relperception.cli.train import _matcher_mix_options
 
         def args(**kw):
-            base = {'scene_pairs': None, 'scene_fraction': 0.45, 'wide_fraction': 0.5,
+            base = {'scene_pairs': None, 'scene_fraction': None, 'wide_fraction': None,
                     'negative_fraction': None, 'unmatched_weight': None,
                     'unmatched_gamma': None, 'unmatched_top_fraction': 1.0,
                     'val_scenes': None, 'real_negative_fraction': 0.0}
@@ -463,6 +463,7 @@ class TestMixedTraining:
         assert _matcher_mix_options(args()) == {}   # the homography recipe is unchanged
         extra = _matcher_mix_options(args(scene_pairs=['synth:0-3']))
         assert extra['pair_mix'].negative_fraction == 0.2
+        assert (extra['pair_mix'].scene_fraction, extra['pair_mix'].wide_fraction) == (0.45, 0.5)
         assert extra['loss_config'].unmatched_weight == 10.0
         assert extra['loss_config'].unmatched_gamma == 1.0
         only_negatives = _matcher_mix_options(args(negative_fraction=0.3))

@@ -112,6 +112,9 @@ class TestAugment:
         for bad in ((2, 0.5), (0, 1), (-1, 1), (1, float('inf')), (1, float('nan'))):
             with pytest.raises(ValueError, match='zoom needs 0 < MIN <= MAX'):
                 augment.check_scale_range(bad, 'zoom')
+        assert augment.check_scale_range((1, augment.MAX_ZOOM)) == (1.0, augment.MAX_ZOOM)
+        with pytest.raises(ValueError, match='zoom: MAX 1000 is beyond the largest zoom 8'):
+            augment.check_scale_range((1000, 1000), 'zoom')
         with pytest.raises(ValueError, match='two numbers'):
             augment.check_scale_range((1, 2, 3))
         with pytest.raises(ValueError, match='scale_range needs 0 < MIN <= MAX, got 2 1'):
@@ -119,6 +122,22 @@ class TestAugment:
                                       scale_range=(2, 1))
         with pytest.raises(ValueError, match='scale_range needs'):
             augment.DenseAugment({'scale_range': (0, 1)})
+
+    def test_base_height_brings_every_size_to_one_scale(self):
+        """One base zoom from the first image trained other sizes at the wrong scale."""
+        aug = augment.DenseAugment({'size': (32, 40), 'scale_range': (1, 1), 'base_height': 32,
+                                    'hflip': 0, 'brightness': 0, 'contrast': 0,
+                                    'saturation': 0, 'hue': 0})
+        stripes = []
+        for h, w in ((48, 64), (96, 128), (32, 43)):
+            label = (np.arange(w)[None].repeat(h, 0) * 8 // w).astype(np.uint8)   # 8 stripes
+            _, out, _ = aug(np.random.default_rng(0), _image(h, w), label)
+            assert out.shape == (32, 40) and (out != augment.IGNORE_INDEX).all()
+            stripes.append(len(np.unique(out)))
+        assert stripes == [stripes[2]] * 3 and stripes[2] >= 7   # 40 of the 43 px wide
+        for bad in (0, 2.5, -1):
+            with pytest.raises(ValueError, match='base_height must be None or an integer'):
+                augment.DenseAugment({'base_height': bad})
 
     def test_reproducible_and_checked(self):
         aug = augment.DenseAugment({'size': (32, 32)})
@@ -205,6 +224,38 @@ class TestDenseData:
         warnings = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
         assert len(warnings) == 1 and '200: ' in warnings[0] and 'another class scheme' \
             in warnings[0]
+
+    def test_palette_labels_are_their_indices_jpeg_labels_are_refused(self, tmp_path):
+        """A palette PNG was 'got shape (48, 64, 3)'; a JPEG label's class ids were corrupt."""
+        _write_label_folder(tmp_path, count=2)
+        label_path = tmp_path / 'labels' / 'f1.png'
+        ids = cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED)
+        # a palette in which several indices share a colour (black), as padded palettes do
+        palette = np.zeros((256, 3), np.uint8)
+        palette[:5] = [(128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (0, 0, 0)]
+        _write_palette_png(label_path, ids, palette)
+        assert cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED).shape == (48, 64, 3)
+        image, label = dense_data.read_label_pair(tmp_path / 'images' / 'f1.png', label_path, 5)
+        expected = ids.copy()
+        expected[expected >= 5] = 255
+        assert np.array_equal(label, expected)
+        # images/f0.jpg with labels/f0.jpg: the layout of a folder converted to JPEG
+        cv2.imwrite(str(tmp_path / 'images' / 'f0.jpg'), cv2.imread(str(tmp_path / 'images' /
+                                                                        'f0.png')))
+        cv2.imwrite(str(tmp_path / 'labels' / 'f0.jpg'), ids)
+        for name in ('images', 'labels'):
+            (tmp_path / name / 'f0.png').unlink()
+        with pytest.raises(ValueError, match=r'f0.jpg: a JPEG label file: its lossy '
+                                             'compression changes the class ids'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        (tmp_path / 'labels' / 'f0.jpg').rename(tmp_path / 'labels' / 'f0.png')  # JPEG bytes
+        (tmp_path / 'images' / 'f0.jpg').rename(tmp_path / 'images' / 'f0.png')
+        with pytest.raises(ValueError, match='f0.png: a JPEG label file'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
+        cv2.imwrite(str(tmp_path / 'labels' / 'f0.png'), cv2.merge([ids, ids, ids]))
+        with pytest.raises(ValueError, match=r'got uint8 with shape \(48, 64, 3\) \(a colour '
+                                             'image: colour-coded labels'):
+            dense_data.SegmentationFolderDataset(tmp_path, num_classes=5)
 
     def test_missing_label(self, tmp_path):
         _write_label_folder(tmp_path, count=2)
@@ -331,6 +382,7 @@ class TestTrainCli:
         conf = torch.load(tmp_path / 'default' / 'last.pt', weights_only=True)['config']
         assert [conf['augment'][k] for k in ('brightness', 'contrast', 'saturation', 'hue')] \
             == [0.3, 0.3, 0.3, 0.03]
+        assert conf['augment']['base_height'] == 64      # each image to the preset's height
         assert main(base + ['--data', str(data), '-o', str(tmp_path / 'strong'),
                             '--device-augment', '--colour-jitter', '0.6', '0.4', '0.2',
                             '0.05']) == 0
@@ -432,9 +484,11 @@ class TestTrainCli:
         val = dense_data.SegmentationFolderDataset(data, 5, ignore_index=255)
         assert dense_data.evaluate_segmentation(model, val.images, val.labels, conf)['miou'] \
             == pytest.approx(by_tau[best]['val']['miou'])
-        # a fixed tau is scored next to tau 0
-        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
-                              str(tmp_path / 'fixed'), '--tau', '0.7']) == 0
+        # a fixed tau is scored next to tau 0 (not with --taus, which it would override)
+        fixed_argv = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data',
+                      str(data), '--num-threads', '1']
+        assert main(fixed_argv + ['--init', str(seg / 'model.safetensors'), '-o',
+                                  str(tmp_path / 'fixed'), '--tau', '0.7']) == 0
         fixed = json.loads((tmp_path / 'fixed' / 'metrics.json').read_text())
         assert fixed['tau'] == 0.7 and set(fixed['by_tau']) == {'0.0', '0.7'}
         moved = (load_state_dict_file(tmp_path / 'fixed' / 'model.safetensors')[bias]
@@ -463,8 +517,8 @@ class TestTrainCli:
         assert main(adjust + ['--init', str(tmp_path / 'damaged.safetensors'), '-o',
                               str(tmp_path / 'bad')]) == 1
         assert 'damaged.safetensors: not a valid safetensors file' in caplog.text
-        assert main(adjust + ['--init', str(seg / 'model.safetensors'), '-o',
-                              str(tmp_path / 'bad'), '--tau', '-1']) == 1
+        assert main(fixed_argv + ['--init', str(seg / 'model.safetensors'), '-o',
+                                  str(tmp_path / 'bad'), '--tau', '-1']) == 1
         assert 'tau must be in [0, 10]' in caplog.text
 
     def test_seg_hold_out_sequence(self, tmp_path, tiny_config, caplog):
@@ -604,6 +658,38 @@ class TestTrainCli:
                 assert len(warned) == 1 and warned[0].startswith(f'the {stale} head of --init')
                 assert f'`train {task} --init {out / "model.safetensors"}`' in warned[0]
 
+    def test_partial_init_counts_only_the_heads_it_loads(self, tmp_path, tiny_config, caplog):
+        """0 tensors loaded passed silently; a head the file lacks was 'trained' or 'outdated'."""
+        from relperception.models.weights import (read_trained_heads, save_weights,
+                                                  shipped_weights)
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress',
+                  '--steps', '1', '--init-partial']
+        seg = ['train', 'seg', '--data', str(data), *common]
+        depth = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        caplog.clear()
+        loftr = shipped_weights('loftr_lite')
+        assert main(seg + ['--init', str(loftr), '-o', str(tmp_path / 'loftr')]) == 1
+        errors = _errors(caplog)
+        assert len(errors) == 1 and errors[0].startswith(
+            f'--init-partial: no weight of {loftr} fits the model (none of its '
+            f'{len(read_state(loftr))} tensors has the name and shape of one of the model') \
+            and 'parameters): nothing would be loaded' in errors[0]
+        # weights without a depth head and without a record (so: "every head trained")
+        state = {k: v for k, v in _tiny_state(tiny_config).items()
+                 if not k.startswith('depth_head.')}
+        no_depth = save_weights(state, tmp_path / 'no_depth.safetensors')
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert main(seg + ['--init', str(no_depth), '-o', str(tmp_path / 'seg')]) == 0
+        assert 'recorded as untrained' not in caplog.text
+        assert read_trained_heads(tmp_path / 'seg' / 'model.safetensors') == ('segmentation',)
+        seg_only = {k: v for k, v in state.items() if not k.startswith('segmentation_head.')}
+        backbone = save_weights(seg_only, tmp_path / 'backbone.safetensors')
+        assert main(depth + ['--init', str(backbone), '-o', str(tmp_path / 'depth')]) == 0
+        assert read_trained_heads(tmp_path / 'depth' / 'model.safetensors') == ('depth',)
+
     def test_seg_validates_at_every_checkpoint(self, tmp_path, tiny_config):
         data = _write_label_folder(tmp_path / 'data', count=6)
         out = tmp_path / 'run'
@@ -681,6 +767,49 @@ class TestTrainCli:
         restored.load_state_dict(state)
         assert torch.allclose(restored[0].weight, model[0].weight, atol=1e-3)
 
+    @pytest.mark.parametrize('task, name, words', [
+        ('seg', '', "--ship '' is not a plain name"),
+        ('seg', '../../outside', "--ship '../../outside' is not a plain name"),
+        ('seg', 'loftr_lite', '--ship loftr_lite: no dense preset loads weights of that name'),
+        ('seg', 'fast_seg', '--ship fast_seg: preset fast_seg loads those weights and its '
+                            'architecture differs from --config '),
+        ('seg-adjust', 'loftr_lite', '--ship loftr_lite: no dense preset loads weights'),
+        ('matcher', 'fast_seg', '--ship fast_seg: no LoFTR preset loads weights of that name'),
+        ('matcher', 'loftr', '--ship loftr: preset loftr loads those weights and its '
+                             'architecture differs from --config loftr_lite'),
+    ])
+    def test_ship_names_are_checked_before_training(self, tmp_path, tiny_config, caplog, task,
+                                                    name, words):
+        """--ship wrote any name (one outside the weights folder) after the whole run."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        if task == 'seg':
+            argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data),
+                    '--steps', '1']
+        elif task == 'seg-adjust':
+            argv = ['train', 'seg-adjust', '--config', str(tiny_config), '--val-data', str(data),
+                    '--init', str(tmp_path / 'missing.safetensors')]
+        else:
+            argv = ['train', 'matcher', '--config', 'loftr_lite', '--data', str(data / 'images'),
+                    '--steps', '1']
+        caplog.clear()
+        assert main(argv + ['-o', str(tmp_path / 'run'), '--ship', name]) == 1
+        errors = _errors(caplog)
+        assert len(errors) == 1 and errors[0].startswith(words), errors
+        assert not (tmp_path / 'run').exists()
+
+    def test_ship_weights_stays_in_the_weights_folder(self, tmp_path):
+        from relperception.cli.train import ship_weights
+        from relperception.models.weights import save_weights
+
+        save_weights({'w': torch.zeros(2)}, tmp_path / 'model.safetensors')
+        (tmp_path / 'pkg').mkdir()
+        for name in ('../escaped', '', '.hidden', 'a/b'):
+            with pytest.raises(ValueError, match='is not a plain name'):
+                ship_weights(name, tmp_path / 'model.safetensors', 'toy', 'seg', {}, {},
+                             weights_dir=tmp_path / 'pkg')
+        assert not (tmp_path / 'escaped.safetensors').exists()
+        assert not any((tmp_path / 'pkg').iterdir())
+
     def test_errors(self, tmp_path, tiny_config):
         assert main(['train', 'seg', '--config', str(tiny_config), '--data',
                      str(tmp_path / 'missing'), '-o', str(tmp_path / 'o'), '--steps',
@@ -742,7 +871,276 @@ class TestTrainCli:
             assert main(argv + [low, high]) == 1
             assert f'--scale-range needs 0 < MIN <= MAX, got {float(low):g} {float(high):g}' \
                 in caplog.text
+        # was OpenCV asking for 518 GB (an internal error, exit 3)
+        assert main(argv + ['1000', '1000']) == 1
+        assert '--scale-range: MAX 1000 is beyond the largest zoom 8' in caplog.text
         assert not (tmp_path / 'o').exists()
+
+
+def _write_depth_bag(path, frames, depth_of=lambda d: d, topics_=None):
+    """Write the frames (rgb, depth) as a bag: image rgb8 and ``depth_of(depth)`` as 32FC1."""
+    from relperception.data import topics
+    from relperception.data.bag import BagWriter
+
+    image_topic, depth_topic = topics_ or (topics.IMAGE, topics.DEPTH)
+    images, depths, _ = frames
+    with BagWriter(path) as writer:
+        for i, (image, depth) in enumerate(zip(images, depths)):
+            stamp = 10 ** 9 + i * 10 ** 8
+            writer.write_image(image_topic, stamp, image, 'rgb8')
+            writer.write_image(depth_topic, stamp,
+                               np.ascontiguousarray(depth_of(depth), np.float32), '32FC1')
+    return path
+
+
+class TestIgnoredOptions:
+    """An option the run would ignore is refused; the bag topics reach every bag."""
+
+    @pytest.mark.parametrize('extra, words', [
+        (['--data', 'synth:3:2:80x64', '--max-images', '1'],
+         '--max-images applies to bag data; --data synth:3:2:80x64 renders its frames itself'),
+        (['--data', 'synth:3:2:80x64', '--image-topic', '/cam/rgb'],
+         '--image-topic applies to bags; --data, --val-data and --report-data are all synth:'),
+        (['--data', 'synth:3:2:80x64', '--val-data', 'synth:4:1:80x64', '--depth-topic', '/d'],
+         '--depth-topic applies to bags'),
+    ])
+    def test_depth_options_that_synth_data_ignores(self, tmp_path, tiny_config, caplog, extra,
+                                                   words):
+        caplog.clear()
+        assert main(['train', 'depth', '--config', str(tiny_config), '--steps', '1', '-o',
+                     str(tmp_path / 'run'), *extra]) == 1
+        assert len(_errors(caplog)) == 1 and _errors(caplog)[0].startswith(words)
+        assert not (tmp_path / 'run').exists()
+
+    def test_bag_topics_apply_to_validation_bags(self, tmp_path, tiny_config, frames):
+        """--image-topic/--depth-topic were not used for --val-data / --report-data bags."""
+        bag = _write_depth_bag(tmp_path / 'bag', tuple(f[:3] for f in frames),
+                               topics_=('/cam/rgb', '/cam/depth'))
+        out = tmp_path / 'run'
+        assert main(['train', 'depth', '--config', str(tiny_config), '--data', str(bag),
+                     '--val-data', str(bag), '--report-data', str(bag), '--image-topic',
+                     '/cam/rgb', '--depth-topic', '/cam/depth', '--batch-size', '2',
+                     '--steps', '1', '--no-progress', '-o', str(out)]) == 0
+        metrics = json.loads((out / 'metrics.json').read_text())['metrics']
+        assert metrics['abs_rel'] > 0 and metrics['report/bag/abs_rel'] == metrics['abs_rel']
+
+    def test_seg_adjust_tau_and_taus_exclude_each_other(self, tmp_path, tiny_config, caplog):
+        """--tau silently won over --taus."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        assert main(['train', 'seg-adjust', '--config', str(tiny_config), '--init',
+                     str(tmp_path / 'w.safetensors'), '--val-data', str(data), '--tau', '0.5',
+                     '--taus', '0', '1', '-o', str(tmp_path / 'run')]) == 1
+        assert _errors(caplog) == ['--tau and --taus exclude each other: --tau uses one tau '
+                                   '(scored next to tau 0), --taus chooses among several']
+
+
+class TestDataThatCannotTrain:
+    """Data that cannot train is refused up front, naming the source."""
+
+    def test_labels_without_a_labelled_pixel(self, tmp_path, tiny_config, caplog):
+        """All-void labels trained to loss 0, or scored miou=nan without a best file."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        void = _write_label_folder(tmp_path / 'void', count=2)
+        for label in (void / 'labels').iterdir():
+            cv2.imwrite(str(label), np.full((48, 64), 11, np.uint8))
+        base = ['train', 'seg', '--config', str(tiny_config), '--batch-size', '2', '--steps',
+                '1', '--no-progress']
+        assert main([*base, '--data', str(data), '-o', str(tmp_path / 'seg')]) == 0
+        words = f'{void}: no labelled pixel: every label id is >= 5 or 255 (not scored)'
+        for argv in ([*base, '--data', str(void), '--class-weights', 'none'],
+                     [*base, '--data', str(void)],
+                     [*base, '--data', str(data), '--val-data', str(void)],
+                     ['train', 'seg-adjust', '--config', str(tiny_config), '--init',
+                      str(tmp_path / 'seg' / 'model.safetensors'), '--val-data', str(void),
+                      '--taus', '0', '1']):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'run')]) == 1
+            assert len(_errors(caplog)) == 1 and _errors(caplog)[0].startswith(words), argv
+            assert not (tmp_path / 'run' / 'last.pt').exists()
+            assert not (tmp_path / 'run' / 'model.safetensors').exists()
+
+    @pytest.mark.parametrize('depth_of, words', [
+        (lambda d: d * 1000, 'no usable depth image on /camera/depth/image_raw (3 '
+                             'implausible_range: median depth'),
+        (lambda d: np.zeros_like(d), 'no usable depth image on /camera/depth/image_raw (3 '
+                                     'no_valid_pixel: no valid depth pixel'),
+        (lambda d: d[::2, ::2], 'no usable depth image on /camera/depth/image_raw (3 '
+                                'wrong_size: depth is 40x32, the image 80x64)'),
+        (lambda d: d * 2 + 20, 'is beyond the max_depth 12 m of the model'),
+    ])
+    def test_depth_that_cannot_train(self, tmp_path, tiny_config, frames, caplog, depth_of,
+                                     words):
+        """Millimetres as 32FC1 or zero depth trained silently; half-size depth was 'timing'."""
+        few = tuple(f[:3] for f in frames)
+        bad = _write_depth_bag(tmp_path / 'bad', few, depth_of)
+        good = _write_depth_bag(tmp_path / 'good', few)
+        base = ['train', 'depth', '--config', str(tiny_config), '--batch-size', '2',
+                '--steps', '2', '--no-progress']
+        for argv in ([*base, '--data', str(bad)],
+                     [*base, '--data', str(good), '--val-data', str(bad)],
+                     [*base, '--data', 'synth:3:2:80x64', '--val-data', str(good),
+                      '--report-data', str(bad)]):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'run')]) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and errors[0].startswith(f'{bad}: ') \
+                and words in errors[0], errors
+            assert not (tmp_path / 'run' / 'last.pt').exists()   # refused before step 1
+        assert main([*base, '--data', str(good), '--val-data', str(good), '-o',
+                     str(tmp_path / 'run')]) == 0
+
+
+def _errors(caplog):
+    """Return the error lines logged so far."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+class TestTrainResume:
+    """A resumed run continues its checkpoint and says so when an option cannot apply."""
+
+    def test_optimiser_options_are_the_checkpoints(self, tmp_path, tiny_config, caplog):
+        """A changed --lr / --weight-decay was logged and recorded but never applied."""
+        data = _write_label_folder(tmp_path / 'data', count=4)
+        out = tmp_path / 'run'
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(out), '--batch-size', '2', '--no-progress', '--schedule', 'constant']
+        assert main(argv + ['--steps', '2', '--lr', '1e-2', '--weight-decay', '0.5']) == 0
+        for changed in (['--lr', '1e-5'], ['--weight-decay', '0']):
+            caplog.clear()
+            assert main(argv + ['--steps', '4', '--resume', *changed]) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and errors[0].startswith(
+                f'{changed[0]} {float(changed[1]):g} differs from the ') \
+                and "a resumed run keeps its checkpoint's optimiser" in errors[0]
+        assert torch.load(out / 'last.pt', weights_only=True)['step'] == 2
+        # left out, they are the checkpoint's (not the defaults), repeated they are accepted
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert main(argv + ['--steps', '3', '--resume']) == 0
+        assert 'learning rate 1.00e-02' in caplog.text
+        assert main(argv + ['--steps', '4', '--resume', '--lr', '0.01']) == 0
+        state = torch.load(out / 'last.pt', weights_only=True)
+        assert state['config']['lr'] == 1e-2 and state['config']['weight_decay'] == 0.5
+        assert {g['weight_decay'] for g in state['optimizer']['param_groups']} == {0.0, 0.5}
+        assert json.loads((out / 'metrics.json').read_text())['metrics']['train_lr'] == \
+            pytest.approx(1e-2)
+
+    def test_backbone_lr_scale_is_the_checkpoints(self, tmp_path, tiny_config, caplog):
+        """A changed --backbone-lr-scale was torch's opaque 'parameter group' error."""
+        out = tmp_path / 'run'
+        argv = ['train', 'depth', '--config', str(tiny_config), '--data', 'synth:3:2:80x64',
+                '-o', str(out), '--batch-size', '2', '--no-progress']
+        assert main(argv + ['--steps', '1']) == 0
+        assert main(argv + ['--steps', '2', '--resume', '--backbone-lr-scale', '0.1']) == 1
+        assert _errors(caplog)[-1].startswith('--backbone-lr-scale 0.1 differs from the 0 of '
+                                              f'the checkpoint {out / "last.pt"}')
+
+    def test_a_folder_holding_a_run_is_not_overwritten(self, tmp_path, tiny_config, caplog):
+        """Without --resume a new run silently replaced the run of -o (stale best* files)."""
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        out = tmp_path / 'run'
+        argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data), '-o',
+                str(out), '--batch-size', '2', '--no-progress', '--steps', '1']
+        assert main(argv) == 0
+        before = (out / 'last.pt').read_bytes()
+        caplog.clear()
+        assert main(argv) == 1
+        assert _errors(caplog) == [f'-o {out} already holds a training run ({out / "last.pt"}): '
+                                   'continue it with --resume, or give another -o folder (a new '
+                                   'run there would overwrite its checkpoint and weights)']
+        assert (out / 'last.pt').read_bytes() == before
+        matcher = ['train', 'matcher', '--config', 'loftr_lite', '--data', str(data / 'images'),
+                   '-o', str(out), '--steps', '1']
+        assert main(matcher) == 1 and 'already holds a training run' in _errors(caplog)[-1]
+
+    def test_checkpoints_record_the_trained_heads(self, tmp_path, tiny_config):
+        """A last.pt as --init counted as 'every head trained'; a resume forgot --init's record."""
+        from relperception.models.weights import read_metadata, read_trained_heads
+
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress']
+        depth_argv = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        assert main(depth_argv + ['-o', str(tmp_path / 'depth'), '--steps', '1']) == 0
+        assert read_trained_heads(tmp_path / 'depth' / 'last.pt') == ('depth',)
+        # the segmentation head of that checkpoint was never trained, and stays so
+        assert main(depth_argv + ['-o', str(tmp_path / 'again'), '--steps', '1', '--init',
+                                  str(tmp_path / 'depth' / 'last.pt')]) == 0
+        assert read_trained_heads(tmp_path / 'again' / 'model.safetensors') == ('depth',)
+        # a depth run from seg weights, interrupted (time budget) and resumed without --init
+        assert main(['train', 'seg', '--data', str(data), *common, '-o', str(tmp_path / 'seg'),
+                     '--steps', '1']) == 0
+        seg_meta = read_metadata(tmp_path / 'seg' / 'model.safetensors')
+        out = tmp_path / 'run'
+        assert main(depth_argv + ['-o', str(out), '--steps', '3', '--init',
+                                  str(tmp_path / 'seg' / 'model.safetensors'),
+                                  '--time-budget-min', '1e-9']) == 0
+        assert torch.load(out / 'last.pt', weights_only=True)['step'] == 1
+        assert main(depth_argv + ['-o', str(out), '--steps', '3', '--resume']) == 0
+        meta = read_metadata(out / 'model.safetensors')
+        assert meta['step'] == '3' and meta['trained_heads'] == 'depth,segmentation'
+        assert meta['class_weights'] == seg_meta['class_weights']
+
+    def test_checkpoints_that_cannot_be_continued(self, tmp_path, tiny_config, caplog):
+        data = _write_label_folder(tmp_path / 'data', count=2)
+        seg, depth = tmp_path / 'seg', tmp_path / 'depth'
+        common = ['--config', str(tiny_config), '--batch-size', '2', '--no-progress']
+        seg_argv = ['train', 'seg', '--data', str(data), *common]
+        assert main(seg_argv + ['-o', str(seg), '--steps', '2']) == 0
+        depth_argv = ['train', 'depth', '--data', 'synth:3:2:80x64', *common]
+        cases = [
+            (depth_argv + ['-o', str(depth), '--steps', '3', '--resume', str(seg / 'last.pt')],
+             f'{seg / "last.pt"} is a checkpoint of `train seg`, not of `train depth`'),
+            (seg_argv + ['-o', str(seg), '--steps', '3', '--resume',
+                         str(seg / 'model.safetensors')],
+             'is a weights file, not a training checkpoint such as last.pt: a run starts from '
+             "weights by loading them into the model (the command line's --init)"),
+            (seg_argv + ['-o', str(seg), '--steps', '1', '--resume'],
+             f'--steps 1 is below the step 2 of the checkpoint {seg / "last.pt"}: nothing is '
+             'left to train'),
+            (seg_argv + ['-o', str(seg), '--steps', '3', '--resume', '--init',
+                         str(seg / 'model.safetensors')],
+             f'--init {seg / "model.safetensors"} differs from the checkpoint'),
+            (['train', 'seg', '--data', str(data), '--batch-size', '2', '-o', str(seg),
+              '--steps', '3', '--resume'],
+             f"{seg / 'last.pt'} is a checkpoint of preset 'tiny', this run trains --config "
+             'fast_seg'),
+        ]
+        for argv, words in cases:
+            caplog.clear()
+            assert main(argv) == 1
+            errors = _errors(caplog)
+            assert len(errors) == 1 and words in errors[0], (words, errors)
+        assert torch.load(seg / 'last.pt', weights_only=True)['step'] == 2
+        assert not depth.exists()
+
+
+def read_state(path):
+    """Return the tensors of a weights file."""
+    from relperception.models.weights import load_state_dict_file
+
+    return load_state_dict_file(path)
+
+
+def _tiny_state(config):
+    """Return the state dict of a seeded model of ``config``."""
+    torch.manual_seed(0)
+    return build_dense_model(load_model_config(config)).state_dict()
+
+
+def _write_palette_png(path, indices, palette):
+    """Write (H, W) uint8 ``indices`` as an 8-bit palette PNG with (256, 3) ``palette``."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack('>I', len(body)) + kind + body + \
+            struct.pack('>I', zlib.crc32(kind + body) & 0xFFFFFFFF)
+    height, width = indices.shape
+    rows = b''.join(b'\x00' + row.tobytes() for row in np.ascontiguousarray(indices, np.uint8))
+    Path(path).write_bytes(b'\x89PNG\r\n\x1a\n'
+                           + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 3, 0, 0, 0))
+                           + chunk(b'PLTE', np.asarray(palette, np.uint8).tobytes())
+                           + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
 
 
 def _write_label_folder(root, count=3, h=48, w=64, edges=None, prefix='f'):

@@ -180,9 +180,54 @@ class TestTrainer:
         for a, b in zip(full.optimizer.param_groups, resumed.optimizer.param_groups):
             assert a['lr'] == b['lr']
 
+    def test_checkpoints_do_not_change_the_run(self, tmp_path):
+        """Each new DataLoader drew from the global RNG (dropout): checkpoints changed runs."""
+        every_step = _trainer(tmp_path / 'a', checkpoint_every=1, total_steps=12)
+        every_step.fit(_Regression(), batch_size=8)
+        default = _trainer(tmp_path / 'b', checkpoint_every=7, total_steps=12)
+        default.fit(_Regression(), batch_size=8)
+        for key, value in default.model.state_dict().items():
+            assert torch.equal(value, every_step.model.state_dict()[key]), key
+
     def test_resume_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError):
             _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=tmp_path / 'nope.pt')
+
+    @pytest.mark.parametrize('changed, words', [
+        ({'lr': 1e-3}, 'peak learning rate 0.01, this run with 0.001'),
+        ({'weight_decay': 0.5}, 'weight decay 0.0001, this run with 0.5'),
+        ({'param_groups': lambda m: [{'params': m[0].parameters()},
+                                     {'params': m[3].parameters(), 'lr_scale': 0.1}]},
+         '2 parameter groups, this run 4'),
+        ({'param_groups': lambda m: [{'params': m.parameters(), 'lr_scale': 0.5}]},
+         'learning-rate scale 1, this run with 0.5'),
+    ])
+    def test_resume_refuses_another_optimiser(self, tmp_path, changed, words):
+        """The optimiser state of the checkpoint would win: a resumed run must not differ."""
+        def trainer(param_groups=None, **kwargs):
+            run = _trainer(tmp_path, total_steps=4, **kwargs)
+            if param_groups is not None:
+                run = _trainer(tmp_path, total_steps=4, param_groups=param_groups(run.model),
+                               **kwargs)
+            return run
+
+        trainer().fit(_Regression(), batch_size=8, resume=False)
+        with pytest.raises(ValueError, match='resumed run keeps') as error:
+            trainer(**changed).fit(_Regression(), batch_size=8, resume=True)
+        assert words in str(error.value) and str(tmp_path / 'last.pt') in str(error.value)
+        assert trainer().fit(_Regression(), batch_size=8, resume=True).step == 4
+
+    def test_resume_beyond_the_steps_and_from_weights_is_refused(self, tmp_path):
+        trainer = _trainer(tmp_path, total_steps=4)
+        trainer.fit(_Regression(), batch_size=8)
+        with pytest.raises(ValueError, match='at step 4, beyond the 3 steps of this run: '
+                                             'nothing is left to train'):
+            _trainer(tmp_path, total_steps=3).fit(_Regression(), batch_size=8, resume=True)
+        weights = trainer.export_weights(tmp_path / 'model.safetensors')
+        with pytest.raises(ValueError, match='is a weights file, not a training checkpoint'):
+            _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=weights)
+        with pytest.raises(FileNotFoundError, match='it is a folder'):
+            _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=tmp_path)
 
     def test_resume_true_without_checkpoint_starts(self, tmp_path):
         result = _trainer(tmp_path, total_steps=2).fit(_Regression(), batch_size=8, resume=True)

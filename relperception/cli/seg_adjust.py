@@ -54,10 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'not record them')
     parser.add_argument('--val-data', required=True,
                         help='labelled folder that chooses tau (CamVid layout)')
-    parser.add_argument('--taus', type=float, nargs='+', default=list(DEFAULT_TAUS),
-                        metavar='TAU', help='tau values to score (default %(default)s)')
+    parser.add_argument('--taus', type=float, nargs='+', metavar='TAU',
+                        help=f'tau values to score (default {" ".join(map(str, DEFAULT_TAUS))})')
     parser.add_argument('--tau', type=float,
-                        help='use this tau instead of choosing one (scored next to tau 0)')
+                        help='use this tau instead of choosing one (scored next to tau 0; not '
+                             'with --taus)')
     parser.add_argument('--report-data', nargs='+', metavar='SOURCE',
                         help='more labelled folders scored at every tau, never choosing it')
     add_hold_out_argument(parser, 'that the weights were trained without (train seg '
@@ -73,18 +74,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Adjust, score and write the weights; return 0."""
     import torch
-    from relperception.cli.train import (held_out_name, hold_out_sequences, report_names,
-                                         REPORT_PREFIX, ship_weights)
+    from relperception.cli.train import (check_ship_name, held_out_name, hold_out_sequences,
+                                         report_names, REPORT_PREFIX, ship_weights)
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.models.weights import load_weights, read_weights_metadata, save_weights
     from relperception.training import dense_data
-    from relperception.training.logit_adjustment import (fold_logit_offsets, logit_offsets,
-                                                         score_logit_offsets)
+    from relperception.training.logit_adjustment import (DEFAULT_TAUS, fold_logit_offsets,
+                                                         logit_offsets, score_logit_offsets)
 
-    taus = sorted({float(t) for t in ([0.0, args.tau] if args.tau is not None else args.taus)})
+    if args.tau is not None and args.taus is not None:
+        raise ValueError('--tau and --taus exclude each other: --tau uses one tau (scored next '
+                         'to tau 0), --taus chooses among several')
+    taus = sorted({float(t) for t in ([0.0, args.tau] if args.tau is not None else
+                                      args.taus or DEFAULT_TAUS)})
     for tau in taus:
         logit_offsets([1.0], tau)          # range check before anything loads
+    check_ship_name(args.ship, 'seg-adjust', args.config)
     held_out = hold_out_sequences(args)
     if held_out and not args.data:
         raise ValueError('--hold-out-sequence needs --data, the folder holding those '
@@ -142,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {'weights': str(path), 'tau': chosen, 'adjustment': adjustment,
                'metrics': metrics, 'by_tau': {str(t): by_tau[t] for t in taus},
                'config': config}
-    if args.ship:
+    if args.ship is not None:
         summary['shipped'] = str(ship_weights(args.ship, path, conf['name'], 'seg-adjust',
                                               metrics, config))
     write_text_atomic(output / 'metrics.json', json.dumps(summary, indent=2))

@@ -17,12 +17,16 @@ step 1 with ``--device-augment`` at full resolution, see their model cards):
    the segmentation quality of step 1 is kept exactly; a positive scale fine-tunes it at a
    lower learning rate (and changes the segmentation output).
 
-Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step),
+Every run writes ``<output>/last.pt`` (checkpoint; ``--resume`` continues at the same step
+with the checkpoint's optimiser: a different ``--lr``, ``--weight-decay``,
+``--backbone-lr-scale`` or ``--init`` is refused, left out they are the checkpoint's; a new run
+into a folder that holds a ``last.pt`` is refused),
 ``<output>/model.safetensors`` (the weights; its metadata ``trained_heads`` names the heads that
 were trained, by this run or in the ``--init`` weights while the backbone under them stays
 frozen, so that ``relperception infer`` does not write the output of an untrained or outdated
-head) and ``<output>/metrics.json`` (with ``--val-data`` the
-validation metrics of every checkpoint in ``history``, the last ones in ``metrics``; without it
+head; ``last.pt`` holds the same metadata, so a resumed run and ``--init last.pt`` keep it)
+and ``<output>/metrics.json`` (with ``--val-data`` the validation metrics of every checkpoint
+in ``history``, the last ones in ``metrics``; without it
 there are none, which the run says at its start and end). Without ``--init`` the run says which
 parts start from random initialisation. The warm-up defaults to a few per cent of the run
 (``training.loop.effective_warmup``); ``--time-budget-min`` alone fits the whole schedule into
@@ -44,7 +48,9 @@ of training and scored as ``report/heldout-SEQ/<metric>``). ``--device-augment``
 (``training.device_augment``), and ``--bf16`` autocasts the forward pass: the GPU recipe of the
 ``fast_seg`` preset (README). ``--ship NAME`` also copies the weights to
 ``relperception/weights/NAME.safetensors`` and registers them in the manifest
-(``models.weights.add_to_manifest``). The device is ``--device`` (default cpu).
+(``models.weights.add_to_manifest``); NAME must be the weights name of a preset with the
+architecture trained (checked before training, :func:`check_ship_name`). The device is
+``--device`` (default cpu).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from pathlib import Path
 import shutil
 import sys
@@ -72,6 +79,13 @@ logger = logging.getLogger(__name__)
 REPORT_PREFIX = 'report/'
 #: Report name of a sequence held out of ``train seg`` (``report/heldout-<sequence>/miou``).
 HELD_OUT_PREFIX = 'heldout-'
+#: Defaults of the optimiser options of a new run. A resumed run keeps its checkpoint's values
+#: (the optimiser state holds them): left out, they are read from the checkpoint's config; a
+#: given value that differs is refused (:func:`resumed_checkpoint`).
+DENSE_LR = 2e-3
+MATCHER_LR = 1e-3
+WEIGHT_DECAY = 1e-4
+BACKBONE_LR_SCALE = 0.0
 
 
 def held_out_name(sequence: str) -> str:
@@ -120,8 +134,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              'warm-up and learning-rate schedule are fitted to the budget')
     parser.add_argument('--batch-size', type=int_at_least(1), default=8,
                         help='samples per step (8)')
-    parser.add_argument('--lr', type=positive_float, default=2e-3 if dense else 1e-3,
-                        help='peak learning rate')
+    parser.add_argument('--lr', type=positive_float,
+                        help=f'peak learning rate ({DENSE_LR if dense else MATCHER_LR:g}; a '
+                             "resumed run keeps its checkpoint's)")
     parser.add_argument('--resume', nargs='?', const=True, default=False, metavar='CKPT',
                         help='continue from CKPT (default <output>/last.pt)')
     parser.add_argument('--device', default='cpu', help="torch device: 'cpu' (default), 'cuda'")
@@ -152,8 +167,9 @@ def _common(parser: argparse.ArgumentParser, dense: bool = True) -> None:
                              '[0, 1]) and a hue shift in [-HUE, HUE] turns (HUE <= 0.5); '
                              '0 0 0 0 turns it off (default: DenseAugment.default_conf, hue 0 '
                              'for depth)')
-    parser.add_argument('--weight-decay', type=nonnegative_float, default=1e-4,
-                        help='AdamW decay (1e-4)')
+    parser.add_argument('--weight-decay', type=nonnegative_float,
+                        help=f'AdamW decay ({WEIGHT_DECAY:g}; a resumed run keeps its '
+                             "checkpoint's)")
     parser.add_argument('--warmup-steps', type=int_at_least(0), default=None,
                         help='linear warm-up steps (default: automatic, a few per cent of the '
                              'run)')
@@ -200,14 +216,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     depth = sub.add_parser('depth', help='metric depth on a bag (image + depth topics) or '
                                          'synth:SEEDS[:FRAMES[:WxH]] scenes')
     _common(depth)
-    depth.add_argument('--backbone-lr-scale', type=nonnegative_float, default=0.0,
-                       help='backbone learning rate / --lr; 0 (default) freezes it')
+    depth.add_argument('--backbone-lr-scale', type=nonnegative_float,
+                       help=f'backbone learning rate / --lr; {BACKBONE_LR_SCALE:g} (default) '
+                            "freezes it (a resumed run keeps its checkpoint's)")
     depth.add_argument('--silog-weight', type=nonnegative_float, default=1.0,
                        help='weight of the scale-invariant log loss (1)')
     depth.add_argument('--l1-weight', type=nonnegative_float, default=0.1,
                        help='weight of the L1 depth loss (0.1); with --silog-weight, not both 0')
-    depth.add_argument('--image-topic', help='image topic of bags (default topics.IMAGE)')
-    depth.add_argument('--depth-topic', help='depth topic of bags (default topics.DEPTH)')
+    depth.add_argument('--image-topic', help='image topic of the bags of --data, --val-data '
+                                             'and --report-data (default topics.IMAGE)')
+    depth.add_argument('--depth-topic', help='depth topic of the bags of --data, --val-data '
+                                             'and --report-data (default topics.DEPTH)')
     from relperception.cli import seg_adjust
 
     adjust = sub.add_parser('seg-adjust', help='remove the class-weight bias of trained '
@@ -233,11 +252,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help='synthetic rooms for two-view 3-D pairs with depth-warp ground '
                               'truth, synth:SEEDS[:VIEWS] (default 40 views per seed, rendered '
                               'at the training size); default: none (homographies only)')
-    matcher.add_argument('--scene-fraction', type=float, default=0.45,
-                         help='share of scene pairs with --scene-pairs (0.45; the rest after '
-                              'negatives are homography pairs of --data)')
-    matcher.add_argument('--wide-fraction', type=float, default=0.5,
-                         help='share of wide-baseline scene pairs (rotation >= 30 deg) (0.5)')
+    matcher.add_argument('--scene-fraction', type=float,
+                         help='share of scene pairs with --scene-pairs (PairMix.scene_fraction, '
+                              '0.45; the rest after negatives are homography pairs of --data)')
+    matcher.add_argument('--wide-fraction', type=float,
+                         help='share of wide-baseline scene pairs (rotation >= 30 deg) with '
+                              '--scene-pairs (PairMix.wide_fraction, 0.5)')
     matcher.add_argument('--negative-fraction', type=float, default=None,
                          help='share of negative pairs (two images of different sources, no '
                               'match); default 0.2 with --scene-pairs, else 0')
@@ -273,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
 
         return seg_adjust.run(args)
     check_ema_decay(args.ema_decay)   # before any data is loaded
-    if getattr(args, 'ship_half', False) and not args.ship:
+    if getattr(args, 'ship_half', False) and args.ship is None:
         raise ValueError('--ship-half applies with --ship NAME (it stores the shipped file '
                          'in float16)')
     if getattr(args, 'report_data', None) and not args.val_data:
@@ -282,6 +302,9 @@ def run(args: argparse.Namespace) -> int:
     if hold_out_sequences(args) and not args.val_data:
         raise ValueError('--hold-out-sequence needs --val-data (the data that chooses the '
                          'checkpoint; the held-out frames never do)')
+    check_ship_name(args.ship, args.task, args.config)
+    if args.task == 'depth':
+        _refuse_ignored_depth_options(args)
     if args.task == 'depth' and args.silog_weight == 0 and args.l1_weight == 0:
         raise ValueError('--silog-weight and --l1-weight are both 0: nothing to train')
     from relperception.training.augment import check_colour_jitter, check_scale_range
@@ -294,6 +317,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(int(args.num_threads))
     if args.task == 'matcher':
         from relperception.training.matcher_train import train_matcher
+
+        resumed_checkpoint(args)
 
         extra = {} if args.val_data is None else {'val_data': args.val_data}
         extra.update(_matcher_mix_options(args))
@@ -308,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
                                progress=not args.no_progress, ema_decay=args.ema_decay,
                                **extra)
         _raise_if_interrupted(result)
-        if args.ship:
+        if args.ship is not None:
             metrics = {k: v for k, v in result['validation'].items()
                        if isinstance(v, (int, float))}
             result['shipped'] = str(ship_weights(args.ship, Path(result['weights']),
@@ -331,14 +356,15 @@ def _matcher_homography_options(args: argparse.Namespace) -> dict:
     """Return the ``train_matcher`` keywords of ``--max-zoom`` ({} without it).
 
     Raises:
-        ValueError: for a zoom below 1.
+        ValueError: for a zoom outside [1, ``homography.MAX_HOMOGRAPHY_SCALE``].
     """
     if args.max_zoom is None:
         return {}
-    from relperception.training.homography import HomographyConfig
+    from relperception.training.homography import HomographyConfig, MAX_HOMOGRAPHY_SCALE
 
-    if not args.max_zoom >= 1.0:
-        raise ValueError(f'--max-zoom must be >= 1, got {args.max_zoom}')
+    if not 1.0 <= args.max_zoom <= MAX_HOMOGRAPHY_SCALE:
+        raise ValueError(f'--max-zoom must be in [1, {MAX_HOMOGRAPHY_SCALE:g}], got '
+                         f'{args.max_zoom:g}')
     return {'homography': HomographyConfig(max_scale=float(args.max_zoom))}
 
 
@@ -355,9 +381,12 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
 
     negative = args.negative_fraction
     if negative is None:
-        negative = 0.2 if args.scene_pairs else 0.0
-    for name, value in (('--scene-fraction', args.scene_fraction),
-                        ('--wide-fraction', args.wide_fraction),
+        negative = PairMix.negative_fraction if args.scene_pairs else 0.0
+    scene_fraction = PairMix.scene_fraction if args.scene_fraction is None \
+        else args.scene_fraction
+    wide_fraction = PairMix.wide_fraction if args.wide_fraction is None else args.wide_fraction
+    for name, value in (('--scene-fraction', scene_fraction),
+                        ('--wide-fraction', wide_fraction),
                         ('--negative-fraction', negative),
                         ('--real-negative-fraction', args.real_negative_fraction)):
         if not 0.0 <= value <= 1.0:
@@ -369,6 +398,7 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
     if not 0.0 < args.unmatched_top_fraction <= 1.0:
         raise ValueError('--unmatched-top-fraction must be in (0, 1], got '
                          f'{args.unmatched_top_fraction}')
+    _refuse_ignored_mix_options(args, negative)
     gamma = DEFAULT_UNMATCHED_GAMMA if args.unmatched_gamma is None else args.unmatched_gamma
     top = args.unmatched_top_fraction
     if not args.scene_pairs and not negative:
@@ -378,8 +408,8 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
                                                    unmatched_top_fraction=top)}
         return {}
     extra = {'scene_pairs': args.scene_pairs,
-             'pair_mix': PairMix(scene_fraction=args.scene_fraction if args.scene_pairs else 0.0,
-                                 negative_fraction=negative, wide_fraction=args.wide_fraction,
+             'pair_mix': PairMix(scene_fraction=scene_fraction if args.scene_pairs else 0.0,
+                                 negative_fraction=negative, wide_fraction=wide_fraction,
                                  real_negative_fraction=args.real_negative_fraction)}
     weight = DEFAULT_UNMATCHED_WEIGHT if args.unmatched_weight is None else args.unmatched_weight
     extra['loss_config'] = LoFTRLossConfig(unmatched_weight=weight, unmatched_gamma=gamma,
@@ -387,6 +417,57 @@ def _matcher_mix_options(args: argparse.Namespace) -> dict:
     if args.val_scenes is not None:
         extra['val_scenes'] = args.val_scenes
     return extra
+
+
+def _refuse_ignored_mix_options(args: argparse.Namespace, negative: float) -> None:
+    """Raise ``ValueError`` for a matcher option that the chosen pairs would ignore.
+
+    ``negative`` is the negative-pair fraction in effect. Scene-pair shares need
+    ``--scene-pairs``; the negative and validation-scene options need scene or negative pairs;
+    the shape of the unmatched-cell loss needs that loss (scene or negative pairs, or
+    ``--unmatched-weight``).
+    """
+    if not args.scene_pairs:
+        for option, value in (('--scene-fraction', args.scene_fraction),
+                              ('--wide-fraction', args.wide_fraction)):
+            if value is not None:
+                raise ValueError(f'{option} applies with --scene-pairs (without them there are '
+                                 'no scene pairs to share out)')
+    if args.scene_pairs or negative:
+        return
+    for option, given in (('--real-negative-fraction', bool(args.real_negative_fraction)),
+                          ('--val-scenes', args.val_scenes is not None)):
+        if given:
+            raise ValueError(f'{option} applies with --scene-pairs or --negative-fraction '
+                             '(homography pairs only: no negative or scene pairs)')
+    if not args.unmatched_weight:
+        for option, given in (('--unmatched-gamma', args.unmatched_gamma is not None),
+                              ('--unmatched-top-fraction', args.unmatched_top_fraction != 1.0)):
+            if given:
+                raise ValueError(f'{option} applies with --unmatched-weight, --scene-pairs or '
+                                 '--negative-fraction (the unmatched-cell loss is off without '
+                                 'them)')
+
+
+def _refuse_ignored_depth_options(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` for a ``train depth`` option its data sources would ignore.
+
+    ``--max-images`` selects frames of a bag (``synth:`` specs count their own frames);
+    ``--image-topic`` / ``--depth-topic`` name topics of the bags among ``--data``,
+    ``--val-data`` and ``--report-data``.
+    """
+    from relperception.training.dense_data import SYNTH_PREFIX
+
+    if args.max_images is not None and str(args.data).startswith(SYNTH_PREFIX):
+        raise ValueError(f'--max-images applies to bag data; --data {args.data} renders its '
+                         'frames itself (synth:SEEDS:FRAMES sets how many)')
+    sources = [args.data, args.val_data, *(args.report_data or ())]
+    bags = [s for s in sources if s is not None and not str(s).startswith(SYNTH_PREFIX)]
+    for option, value in (('--image-topic', args.image_topic),
+                          ('--depth-topic', args.depth_topic)):
+        if value is not None and not bags:
+            raise ValueError(f'{option} applies to bags; --data, --val-data and --report-data '
+                             'are all synth: scenes, which have no topics')
 
 
 def _raise_if_interrupted(summary: dict) -> None:
@@ -400,10 +481,103 @@ def _raise_if_interrupted(summary: dict) -> None:
         raise interruption_error(summary['interrupted'])
 
 
-def _fitting_tensors(model, path: str) -> dict:
-    """Return the tensors of weights file ``path`` whose name and shape fit ``model``.
+def _optimiser_defaults(args: argparse.Namespace) -> dict:
+    """Return the optimiser options of the task of ``args`` with their new-run defaults."""
+    defaults = {'lr': MATCHER_LR if args.task == 'matcher' else DENSE_LR}
+    if hasattr(args, 'weight_decay'):
+        defaults['weight_decay'] = WEIGHT_DECAY
+    if hasattr(args, 'backbone_lr_scale'):
+        defaults['backbone_lr_scale'] = BACKBONE_LR_SCALE
+    return defaults
 
-    The others are logged and left out (``--init-partial``).
+
+def _option(name: str) -> str:
+    """Return the command-line spelling of an option's ``dest`` (``lr`` -> ``--lr``)."""
+    return '--' + name.replace('_', '-')
+
+
+def resumed_checkpoint(args: argparse.Namespace):
+    """Return the checkpoint ``args`` continue (None for a new run); settle the optimiser options.
+
+    The optimiser options left out (None) become the checkpoint's recorded values, or the
+    defaults of a new run (:func:`_optimiser_defaults`).
+
+    Raises:
+        FileNotFoundError: ``--resume`` names a missing checkpoint.
+        ValueError: a new run into a folder that holds one (``last.pt``); a file that is no
+            checkpoint, a checkpoint of another task or preset, a ``--steps`` below its step,
+            or an optimiser option or ``--init`` that differs from the checkpoint's (a resumed
+            run keeps them).
+    """
+    from relperception.training.loop import (CHECKPOINT_NAME, checkpoint_to_resume,
+                                             read_checkpoint)
+
+    existing = Path(args.output) / CHECKPOINT_NAME
+    if args.resume is False and existing.is_file():
+        raise ValueError(f'-o {args.output} already holds a training run ({existing}): continue '
+                         'it with --resume, or give another -o folder (a new run there would '
+                         'overwrite its checkpoint and weights)')
+    path = checkpoint_to_resume(args.output, args.resume)
+    state = None if path is None else read_checkpoint(path)
+    config = dict(state.get('config') or {}) if state is not None else {}
+    if state is not None:
+        _check_resumed_run(args, path, state, config)
+    for name, default in _optimiser_defaults(args).items():
+        given, recorded = getattr(args, name), config.get(name)
+        if given is not None and recorded is not None and \
+                not math.isclose(float(given), float(recorded), rel_tol=1e-9, abs_tol=1e-12):
+            others = ', '.join(_option(n) for n in _optimiser_defaults(args))
+            raise ValueError(f'{_option(name)} {given:g} differs from the {float(recorded):g} '
+                             f"of the checkpoint {path}: a resumed run keeps its checkpoint's "
+                             f'optimiser ({others}); leave {_option(name)} out, or start a new '
+                             f'run from its weights in another folder (--init '
+                             f'{Path(args.output) / "model.safetensors"} -o NEW_FOLDER)')
+        if given is None:
+            setattr(args, name, default if recorded is None else recorded)
+    return state
+
+
+def _check_resumed_run(args: argparse.Namespace, path: Path, state: dict,
+                       config: dict) -> None:
+    """Raise ``ValueError`` when checkpoint ``path`` is not one that ``args`` can continue."""
+    task = config.get('task')
+    if task is not None and task != args.task:
+        raise ValueError(f'{path} is a checkpoint of `train {task}`, not of `train '
+                         f'{args.task}`: continue it with `train {task} --resume`, or start '
+                         f'this run in another -o folder (--init with the weights of that run '
+                         'starts from them)')
+    if args.task == 'matcher':
+        preset = str(args.config)
+    else:
+        from relperception.models.presets import load_model_config
+
+        preset = load_model_config(args.config)['name']
+    recorded = config.get('preset')
+    if recorded is not None and recorded != preset:
+        raise ValueError(f'{path} is a checkpoint of preset {recorded!r}, this run trains '
+                         f'--config {args.config} ({preset!r}): resume it with --config '
+                         f'{recorded}')
+    if args.steps is not None and args.steps < int(state['step']):
+        raise ValueError(f'--steps {args.steps} is below the step {int(state["step"])} of the '
+                         f'checkpoint {path}: nothing is left to train; give more steps to '
+                         'continue it')
+    init, recorded_init = getattr(args, 'init', None), config.get('init') or None
+    if init and 'init' in config and (recorded_init is None or
+                                      Path(init).resolve() != Path(recorded_init).resolve()):
+        raise ValueError(f'--init {init} differs from the checkpoint {path}, which started '
+                         f'from {recorded_init or "random weights"}: a resumed run continues '
+                         "the checkpoint's weights; leave --init out to resume, or start a "
+                         'new run from these weights in another -o folder')
+
+
+def _fitting_tensors(model, path: str) -> dict:
+    """Return the tensors of weights file ``path`` but those ``model`` has in another shape.
+
+    Those are logged and left out (``--init-partial``); the model ignores the names it lacks.
+
+    Raises:
+        ValueError: no parameter of the model is in the file (name and shape; counters such
+            as batch-norm's ``num_batches_tracked`` do not count): nothing would be loaded.
     """
     from relperception.models.weights import load_state_dict_file
 
@@ -411,10 +585,23 @@ def _fitting_tensors(model, path: str) -> dict:
     state = load_state_dict_file(path)
     reshaped = sorted(k for k, v in state.items()
                       if k in expected and tuple(v.shape) != tuple(expected[k].shape))
+    parameters = [name for name, _ in model.named_parameters()]
+    if not any(k in state and k not in reshaped for k in parameters):
+        raise ValueError(f'--init-partial: no weight of {path} fits the model (none of its '
+                         f'{len(state)} tensors has the name and shape of one of the '
+                         f"model's {len(parameters)} parameters): nothing would be loaded; are "
+                         'these weights of another model?')
     if reshaped:
         logger.warning('--init-partial: %d tensors of %s have another shape in this model and '
                        'start random: %s', len(reshaped), path, ', '.join(reshaped))
     return {k: v for k, v in state.items() if k not in reshaped}
+
+
+def _loaded_heads(model, state: dict) -> set:
+    """Return the heads of ``model`` whose every tensor ``state`` holds (loaded from it)."""
+    expected = model.state_dict()
+    return {head for head in _model_heads(model)
+            if all(k in state for k in expected if k.startswith(f'{head}_head.'))}
 
 
 def train_dense(args: argparse.Namespace) -> dict:
@@ -426,21 +613,24 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.models.dense import build_dense_model
     from relperception.models.presets import load_model_config
     from relperception.cli.seg_adjust import ADJUSTMENT_KEY, CLASS_WEIGHTS_KEY
-    from relperception.models.weights import (load_weights, read_weights_metadata,
-                                              TRAINED_HEADS_KEY)
+    from relperception.models.trained_heads import parse_trained_heads, TRAINED_HEADS_KEY
+    from relperception.models.weights import load_weights, read_weights_metadata
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
     from relperception.training.loop import seed_everything, Trainer
 
+    checkpoint = resumed_checkpoint(args)   # settles the optimiser options first
     seed_everything(args.seed)
     held_out = hold_out_sequences(args)      # seg only (the option is not on the depth parser)
     conf = load_model_config(args.config)
     inp = conf['input']
     model = build_dense_model(conf)
-    if args.init:
+    loaded_heads = None      # all the heads of --init, unless --init-partial leaves some out
+    if args.init and checkpoint is None:    # a resumed run continues the checkpoint's weights
         init = args.init
         if args.init_partial:
             init = _fitting_tensors(model, args.init)
+            loaded_heads = _loaded_heads(model, init)
         try:
             load_weights(model, init, strict=not args.init_partial)
         except ValueError as err:
@@ -453,7 +643,19 @@ def train_dense(args: argparse.Namespace) -> dict:
                     if args.init_partial else '')
     elif args.init_partial:
         raise ValueError('--init-partial needs --init')
-    trained_heads, outdated = _run_heads(model, args)
+    # what the weights of the run are: the resumed checkpoint records it, else --init says
+    recorded = (checkpoint or {}).get('metadata') or {}
+    if TRAINED_HEADS_KEY in recorded:
+        trained_heads = parse_trained_heads(recorded[TRAINED_HEADS_KEY], args.resume) or ()
+        outdated = ()
+        init_metadata = recorded
+    else:
+        init = args.init
+        if checkpoint is not None:   # written before checkpoints held metadata: its --init
+            init = (checkpoint.get('config') or {}).get('init')
+            init = init if init and Path(init).is_file() else None
+        trained_heads, outdated = _run_heads(model, args, init, loaded_heads)
+        init_metadata = read_weights_metadata(init) if init else {}
     if outdated:
         weights = Path(args.output) / 'model.safetensors'
         logger.warning('the %s of --init %s trained on the backbone that this run changes; '
@@ -479,7 +681,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     autocast = _autocast(args)
     make_batch = None
     # the segmentation head's class weights and logit adjustment, kept by a depth run
-    inherited = {k: v for k, v in (read_weights_metadata(args.init) if args.init else {}).items()
+    inherited = {k: v for k, v in init_metadata.items()
                  if k in (CLASS_WEIGHTS_KEY, ADJUSTMENT_KEY)}
     class_weighted = False
 
@@ -490,11 +692,10 @@ def train_dense(args: argparse.Namespace) -> dict:
         dataset = dense_data.SegmentationFolderDataset(
             args.data, num_classes, None, mean, std, args.seed, ignore, args.max_images,
             exclude_sequences=held_out)
-        # the zoom that brings the first image to the model's input height
-        base = float(inp['height']) / dataset.images[0].shape[0]
+        # each image zoomed to the model's input height first (images may differ in size)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.75, 1.5)),
-                                'base_scale': base, 'ignore_index': ignore,
+                                'base_height': int(inp['height']), 'ignore_index': ignore,
                                 **_jitter_conf(args)})
         dataset.augment = augment
         weights = None
@@ -525,14 +726,20 @@ def train_dense(args: argparse.Namespace) -> dict:
             raise ValueError(f'preset {args.config} has no depth head')
         if conf['depth_mode'] != 'metric':
             raise ValueError('train depth trains metric depth heads only')
-        kwargs = {}
-        if not str(args.data).startswith(dense_data.SYNTH_PREFIX):
-            kwargs = {'image_topic': args.image_topic, 'depth_topic': args.depth_topic,
-                      'max_frames': args.max_images}
-        images, depths = dense_data.load_depth_source(args.data, **kwargs)
+
+        def bag_options(source, **more):
+            # synth: specs take no bag options (refused above when given for them alone)
+            if str(source).startswith(dense_data.SYNTH_PREFIX):
+                return {}
+            return {'image_topic': args.image_topic, 'depth_topic': args.depth_topic, **more}
+
+        images, depths = dense_data.load_depth_source(
+            args.data, **bag_options(args.data, max_frames=args.max_images))
+        max_depth = dense_data.model_max_depth(conf)
+        dense_data.check_depth_range(depths, max_depth, args.data)
         augment = DenseAugment({'size': crop, 'scale_range': tuple(args.scale_range or
                                                                    (0.8, 1.25)),
-                                'base_scale': float(inp['height']) / images[0].shape[0],
+                                'base_height': int(inp['height']),
                                 'hue': 0.0, **_jitter_conf(args)})
         dataset = dense_data.DepthFramesDataset(images, depths, augment, mean, std, args.seed)
         loss_fn = _depth_loss(args.silog_weight, args.l1_weight, autocast)
@@ -556,7 +763,8 @@ def train_dense(args: argparse.Namespace) -> dict:
         validate = None
         if args.val_data:
             def depth_validator(source):
-                v_images, v_depths = dense_data.load_depth_source(source)
+                v_images, v_depths = dense_data.load_depth_source(source, **bag_options(source))
+                dense_data.check_depth_range(v_depths, max_depth, source)   # not at step N
                 return _validator(dense_data.evaluate_depth, v_images, v_depths, conf,
                                   args.device)
             validate = _with_reports(depth_validator, args.val_data, args.report_data)
@@ -571,7 +779,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     config = {'task': args.task, 'preset': conf['name'], 'data': str(args.data),
               'val_data': args.val_data, 'report_data': args.report_data,
               'hold_out_sequences': held_out,
-              'batch_size': args.batch_size, 'lr': args.lr,
+              'batch_size': args.batch_size, 'lr': args.lr, 'weight_decay': args.weight_decay,
+              'backbone_lr_scale': getattr(args, 'backbone_lr_scale', None),
               'crop': list(crop), 'seed': args.seed, 'init': args.init,
               'init_partial': bool(args.init_partial),
               'device_augment': bool(args.device_augment), 'bf16': bool(args.bf16),
@@ -589,7 +798,8 @@ def train_dense(args: argparse.Namespace) -> dict:
                       validate_every=args.val_every or args.checkpoint_every,
                       progress=not args.no_progress,
                       eval_modules=eval_modules, epoch_end_events=not args.device_augment,
-                      on_validation=keep_best, ema_decay=args.ema_decay)
+                      on_validation=keep_best, ema_decay=args.ema_decay,
+                      weights_metadata=weights_metadata)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
                          num_workers=args.workers)
@@ -618,10 +828,67 @@ def train_dense(args: argparse.Namespace) -> dict:
                     args.val_data,
                     f' --data {args.data} --hold-out-sequence {" ".join(held_out)}'
                     if held_out else '')
-    if args.ship and result.interrupted is None:
+    if args.ship is not None and result.interrupted is None:
         summary['shipped'] = str(ship_weights(args.ship, weights_path, conf['name'], args.task,
                                               metrics, config, half=args.ship_half))
     return summary
+
+
+#: A name ``--ship`` accepts: the stem of a file in the weights folder, no path parts.
+SHIP_NAME_PATTERN = r'[A-Za-z0-9][A-Za-z0-9_.-]*'
+
+
+def check_plain_ship_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a plain file-name stem (:data:`SHIP_NAME_PATTERN`).
+
+    The shipped file is ``<weights folder>/<name>.safetensors``: a name with path parts (``/``,
+    ``..``) would write outside the weights folder, an empty one a hidden ``.safetensors``.
+    """
+    import re
+
+    if not isinstance(name, str) or re.fullmatch(SHIP_NAME_PATTERN, name) is None:
+        raise ValueError(f'--ship {name!r} is not a plain name (letters, digits, then also _ . '
+                         '-; no path parts): the weights are shipped as '
+                         'relperception/weights/NAME.safetensors')
+
+
+def check_ship_name(name, task: str, config) -> None:
+    """Raise ``ValueError`` unless the weights a run trains may be shipped as ``name``.
+
+    The package loads shipped weights by the weights name of a preset (``models.presets``:
+    ``weights``; a LoFTR preset's own name), so ``name`` must be one a preset of the same kind
+    loads (dense for ``seg``, ``depth``, ``seg-adjust``; LoFTR for ``matcher``) and that preset
+    must have the architecture of ``config`` (the run's ``--config``): otherwise its users
+    would load weights that do not fit. None (no ``--ship``) passes.
+    """
+    if name is None:
+        return
+    check_plain_ship_name(name)
+    if task == 'matcher':
+        from relperception.matching.loftr.presets import preset_conf, PRESETS as LOFTR_PRESETS
+
+        shipped = {preset: preset for preset in LOFTR_PRESETS}
+        kind = 'LoFTR'
+
+        def architecture(preset):
+            return preset_conf(str(preset))
+    else:
+        from relperception.models.presets import load_model_config, PRESETS as DENSE_PRESETS
+
+        shipped = {conf['weights']: preset for preset, conf in DENSE_PRESETS.items()
+                   if conf.get('weights')}
+        kind = 'dense'
+
+        def architecture(preset):
+            return load_model_config(preset)['model']
+    if name not in shipped:
+        raise ValueError(f'--ship {name}: no {kind} preset loads weights of that name (`train '
+                         f'{task}` trains {kind} weights; their shipped names: '
+                         f'{", ".join(sorted(shipped))})')
+    if architecture(shipped[name]) != architecture(config):
+        raise ValueError(f'--ship {name}: preset {shipped[name]} loads those weights and its '
+                         f'architecture differs from --config {config}: ship the weights under '
+                         'the name of a preset with the architecture they were trained in')
 
 
 def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics: dict,
@@ -631,11 +898,15 @@ def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics:
     Metrics of earlier tasks already in the manifest entry (e.g. ``seg`` before ``depth``) are
     kept under their task name. With ``half`` floating-point tensors are stored as float16.
     ``weights_dir`` defaults to the package's ``relperception/weights``.
+
+    Raises:
+        ValueError: ``name`` is not a plain name (:func:`check_plain_ship_name`).
     """
     from relperception.models.weights import (
         add_to_manifest, load_state_dict_file, read_manifest, read_metadata, save_weights,
         WEIGHTS_DIR)
 
+    check_plain_ship_name(name)
     folder = Path(weights_dir or WEIGHTS_DIR)
     target = folder / f'{name}.safetensors'
     if half:
@@ -657,12 +928,12 @@ def ship_weights(name: str, weights_path: Path, preset: str, task: str, metrics:
     return target
 
 
-#: the head (``models.weights.HEAD_NAMES``) each dense task trains
+#: the head (``models.trained_heads.HEAD_NAMES``) each dense task trains
 _TASK_HEADS = {'seg': 'segmentation', 'depth': 'depth'}
 
 
 def _task_head(task: str) -> str:
-    """Return the name of the head (``models.weights.HEAD_NAMES``) a dense task trains."""
+    """Return the name of the head (``models.trained_heads.HEAD_NAMES``) a dense task trains."""
     return _TASK_HEADS[task]
 
 
@@ -684,23 +955,27 @@ def _trains_backbone(args: argparse.Namespace) -> bool:
     return args.task == 'seg' or float(getattr(args, 'backbone_lr_scale', 0.0)) > 0
 
 
-def _run_heads(model, args: argparse.Namespace) -> tuple:
+def _run_heads(model, args: argparse.Namespace, init, loaded=None) -> tuple:
     """Return ``(trained, outdated)``: sorted head names once this run is done.
 
-    ``trained``: the run's own head, and the heads ``--init`` records as trained (its
-    ``trained_heads`` metadata; a file without it counts as having every head trained,
-    ``models.weights.read_trained_heads``) unless they are ``outdated``: a head learns on the
-    backbone's features, so once the run changes the backbone (:func:`_trains_backbone`) a
-    head of ``--init`` it does not train no longer fits and is recorded as untrained.
+    ``trained``: the run's own head, and the heads the weights ``init`` (None: none) record as
+    trained (their ``trained_heads`` metadata; a file without it counts as having every head
+    trained, ``models.weights.read_trained_heads``) and that were loaded from it (``loaded``,
+    the heads ``--init-partial`` loaded whole; None: all) unless they are ``outdated``: a head
+    learns on the backbone's features, so once the run changes the backbone
+    (:func:`_trains_backbone`) a head of ``init`` it does not train no longer fits and is
+    recorded as untrained.
     """
     from relperception.models.weights import read_trained_heads
 
     heads = set(_model_heads(model))
     own = _task_head(args.task)
     from_init = set()
-    if args.init:
-        recorded = read_trained_heads(args.init)
-        from_init = heads if recorded is None else set(recorded) & heads
+    if init:
+        recorded = read_trained_heads(init)
+        from_init = set(heads) if recorded is None else set(recorded) & heads
+        if loaded is not None:
+            from_init &= set(loaded)
     outdated = from_init - {own} if _trains_backbone(args) else set()
     trained = (({own} | from_init) - outdated) & heads
     return tuple(sorted(trained)), tuple(sorted(outdated))

@@ -89,3 +89,66 @@ def write_image(path: str | Path, image: np.ndarray) -> Path:
         if not written:
             raise OSError(f'cannot write {path}')
     return path
+
+
+#: The first bytes of every PNG file.
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+#: PNG colour type of an indexed-colour (palette) image.
+PNG_INDEXED_COLOUR = 3
+
+
+def read_palette_indices(path: str | Path) -> np.ndarray | None:
+    """Return the palette indices of an indexed-colour (palette) PNG file, None for others.
+
+    A palette PNG stores one index per pixel and a table of colours; OpenCV decodes the
+    colours. Label maps are often stored so (class id = index, the palette only shows them in
+    colour), so this reads the indices themselves: the file is decoded with its palette
+    replaced by one whose entry ``i`` is grey level ``i``, which is exact whatever colours
+    (repeated ones included) the original palette holds.
+
+    Args:
+        path: the image file.
+
+    Returns:
+        (H, W) uint8 indices, or None when the file is no indexed-colour PNG.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a palette PNG whose chunks are damaged or that OpenCV cannot decode.
+    """
+    import struct
+    import zlib
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'image file not found: {path}')
+    data = path.read_bytes()
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    offset, indexed = len(PNG_SIGNATURE), False
+    while offset + 8 <= len(data):
+        length, kind = struct.unpack('>I4s', data[offset:offset + 8])
+        body = offset + 8
+        if body + length + 4 > len(data):
+            break
+        if kind == b'IHDR':
+            indexed = length >= 10 and data[body + 9] == PNG_INDEXED_COLOUR
+            if not indexed:
+                return None
+        elif kind == b'PLTE' and indexed:
+            if length % 3 or not 0 < length // 3 <= 256:
+                raise ValueError(f'{path}: damaged PNG palette ({length} bytes)')
+            grey = bytes(np.repeat(np.arange(length // 3, dtype=np.uint8), 3))
+            chunk = b'PLTE' + grey
+            patched = (data[:offset] + struct.pack('>I', length) + chunk +
+                       struct.pack('>I', zlib.crc32(chunk) & 0xFFFFFFFF) +
+                       data[body + length + 4:])
+            image = decode_image_bytes(np.frombuffer(patched, np.uint8), str(path),
+                                       cv2.IMREAD_COLOR)
+            return np.ascontiguousarray(image[..., 0])
+        elif kind in (b'IDAT', b'IEND'):
+            break
+        offset = body + length + 4
+    if indexed:
+        raise ValueError(f'{path}: damaged palette PNG (no palette before the image data)')
+    return None

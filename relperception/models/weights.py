@@ -12,8 +12,9 @@
   missing key, unexpected key and shape mismatch *before* anything is copied.
 * ``save_weights`` writes safetensors with string metadata; ``file_sha256``.
 * ``read_trained_heads(path)``: the dense heads a weights file records as trained
-  (:data:`TRAINED_HEADS_KEY` metadata, written by ``relperception train``); files without that
-  entry (the shipped ``conv_small`` / ``vit_small``, foreign files) count as fully trained.
+  (:data:`TRAINED_HEADS_KEY` metadata, written by ``relperception train`` into its weights and
+  its checkpoints, ``last.pt``); files without that entry (the shipped ``conv_small`` /
+  ``vit_small``, foreign files) count as fully trained.
 * Shipped weights live in ``relperception/weights/<name>.safetensors`` and are listed in
   ``relperception/weights/manifest.json`` (``name -> {file, sha256, ...}``);
   ``shipped_weights(name)`` returns the verified path, ``add_to_manifest`` registers a file.
@@ -44,6 +45,9 @@ MANIFEST_NAME = 'manifest.json'
 _WRAPPER_KEYS = ('state_dict', 'model', 'model_state_dict', 'module')
 #: Number of keys listed per category in error messages.
 _MAX_LISTED = 12
+#: Key of a PyTorch file's metadata (a dict of strings): training checkpoints hold the
+#: metadata of their weights there (``read_weights_metadata``).
+METADATA_KEY = 'metadata'
 
 StateDict = Dict[str, torch.Tensor]
 KeyMap = Union[None, Callable[[str], Optional[str]], Mapping[str, str]]
@@ -95,6 +99,11 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
             return dict(safetensors.torch.load_file(str(path), device='cpu'))
         except Exception as err:  # safetensors raises its own error types
             raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
+    return _unwrap(_load_torch_file(path), path)
+
+
+def _load_torch_file(path: Path) -> Any:
+    """Return the object of a PyTorch file, read with ``weights_only=True`` (ValueError else)."""
     with open(path, 'rb') as handle:
         head = handle.read(2)
     # torch.save writes a zip archive (PK) or, before torch 1.6, a pickle (protocol byte 0x80)
@@ -102,7 +111,7 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
         raise ValueError(f'{path}: not a weights file (neither safetensors, by its .safetensors '
                          'name, nor a PyTorch file, which is a zip archive or a pickle)')
     try:
-        obj = torch.load(str(path), map_location='cpu', weights_only=True)
+        return torch.load(str(path), map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as err:
         raise ValueError(
             f'{path}: refused to load: the file is a pickle that references code or objects '
@@ -112,7 +121,6 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
     except Exception as err:  # the unpickler raises KeyError, IndexError, ... on other bytes
         raise ValueError(f'{path}: not a readable PyTorch weights file '
                          f'({type(err).__name__}: {err})') from err
-    return _unwrap(obj, path)
 
 
 def _pickle_reason(err: Exception) -> str:
@@ -299,17 +307,26 @@ def read_metadata(path: Union[str, Path]) -> Dict[str, str]:
 
 
 def read_weights_metadata(path: Union[str, Path]) -> Dict[str, str]:
-    """Return the metadata of a weights file: its safetensors header, {} for other formats.
+    """Return the metadata of a weights file: its safetensors header, or a PyTorch file's.
+
+    A PyTorch file's metadata is its top-level ``metadata`` dict of strings (what a training
+    checkpoint, ``last.pt``, holds: the metadata its weights are exported with); {} when it
+    has none.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: a ``.safetensors`` file whose header cannot be read.
+        ValueError: a ``.safetensors`` file whose header cannot be read, or a PyTorch file
+            that :func:`load_state_dict_file` refuses.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
     if path.suffix != '.safetensors':
-        return {}
+        obj = _load_torch_file(path)
+        metadata = obj.get(METADATA_KEY) if isinstance(obj, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            return {}
+        return {str(k): str(v) for k, v in metadata.items()}
     try:
         return read_metadata(path)
     except Exception as err:  # safetensors raises its own error types
@@ -320,16 +337,17 @@ def read_trained_heads(path: Union[str, Path]) -> Optional[Tuple[str, ...]]:
     """Return the dense heads a weights file records as trained, or None when it does not say.
 
     Args:
-        path: a weights file; only ``.safetensors`` files carry metadata.
+        path: a weights file: ``.safetensors`` (its header) or a PyTorch file (a training
+            checkpoint's ``metadata``, :func:`read_weights_metadata`).
 
     Returns:
         The sorted head names (a subset of ``models.trained_heads.HEAD_NAMES``) of the file's
-        :data:`TRAINED_HEADS_KEY` entry; ``None`` when the file has no such entry or is no
-        safetensors file: such files count as having every head trained.
+        :data:`TRAINED_HEADS_KEY` entry; ``None`` when the file has no such entry: such files
+        count as having every head trained.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: an unreadable safetensors header, or an entry naming an unknown head.
+        ValueError: an unreadable file, or an entry naming an unknown head.
     """
     return parse_trained_heads(read_weights_metadata(path).get(TRAINED_HEADS_KEY), path)
 

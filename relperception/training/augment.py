@@ -20,6 +20,9 @@ import cv2
 import numpy as np
 
 IGNORE_INDEX = 255
+#: Largest zoom factor of a scale range (``check_scale_range``): beyond it the zoomed images
+#: grow without bound (``--scale-range 1000 1000`` asked OpenCV for hundreds of GB).
+MAX_ZOOM = 8.0
 
 Arrays = Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 
@@ -126,17 +129,20 @@ def check_scale_range(scale_range: Tuple[float, float],
     """Check a (min, max) zoom range and return it as floats.
 
     Args:
-        scale_range: (min, max) zoom factors, 0 < min <= max < inf.
+        scale_range: (min, max) zoom factors, 0 < min <= max <= :data:`MAX_ZOOM`.
         name: what the message calls the range (a command-line option, a conf key).
 
     Raises:
-        ValueError: not two numbers with 0 < min <= max < inf.
+        ValueError: not two numbers with 0 < min <= max <= :data:`MAX_ZOOM`.
     """
     if len(scale_range) != 2:
         raise ValueError(f'{name} needs two numbers MIN MAX, got {scale_range}')
     lo, hi = float(scale_range[0]), float(scale_range[1])
     if not 0 < lo <= hi < float('inf'):
         raise ValueError(f'{name} needs 0 < MIN <= MAX, got {lo:g} {hi:g}')
+    if hi > MAX_ZOOM:
+        raise ValueError(f'{name}: MAX {hi:g} is beyond the largest zoom {MAX_ZOOM:g} (the '
+                         f'zoomed images would grow without bound), got {lo:g} {hi:g}')
     return lo, hi
 
 
@@ -203,15 +209,18 @@ def colour_jitter(rng: np.random.Generator, image: np.ndarray, brightness: float
 class DenseAugment:
     """Scale-crop, flip and colour jitter in one call (LightGlue-style ``default_conf``).
 
-    ``conf`` keys: ``size`` (h, w) crop, ``scale_range``, ``base_scale``, ``hflip`` probability,
-    ``brightness``, ``contrast``, ``saturation``, ``hue`` (0 disables), ``ignore_index``,
-    ``depth_follows_zoom``.
+    ``conf`` keys: ``size`` (h, w) crop, ``scale_range``, ``base_scale``, ``base_height``,
+    ``hflip`` probability, ``brightness``, ``contrast``, ``saturation``, ``hue`` (0 disables),
+    ``ignore_index``, ``depth_follows_zoom``. ``base_height`` (None: off) sets the fixed zoom of
+    each image to ``base_height / its height`` instead of ``base_scale``, so that images of
+    different sizes all come to the same scale (e.g. the model's input height).
     """
 
     default_conf = {
         'size': (256, 256),
         'scale_range': (0.5, 2.0),
         'base_scale': 1.0,
+        'base_height': None,
         'hflip': 0.5,
         'brightness': 0.3,
         'contrast': 0.3,
@@ -230,6 +239,16 @@ class DenseAugment:
         self.conf = {**self.default_conf, **conf}
         check_scale_range(self.conf['scale_range'])
         check_colour_jitter(*(self.conf[k] for k in COLOUR_JITTER_KEYS))
+        base_height = self.conf['base_height']
+        if base_height is not None and not (isinstance(base_height, (int, np.integer))
+                                            and base_height >= 1):
+            raise ValueError(f'base_height must be None or an integer >= 1, got {base_height!r}')
+
+    def base_scale(self, height: int) -> float:
+        """Return the fixed zoom of an image ``height`` pixels high (see the class docstring)."""
+        base_height = self.conf['base_height']
+        return float(self.conf['base_scale']) if base_height is None else \
+            float(base_height) / float(height)
 
     def __call__(self, rng: np.random.Generator, image: np.ndarray,
                  label: Optional[np.ndarray] = None, depth: Optional[np.ndarray] = None
@@ -238,7 +257,7 @@ class DenseAugment:
         c = self.conf
         image, label, depth = random_scale_crop(
             rng, image, label, depth, size=c['size'], scale_range=c['scale_range'],
-            base_scale=c['base_scale'], ignore_index=c['ignore_index'],
+            base_scale=self.base_scale(image.shape[0]), ignore_index=c['ignore_index'],
             depth_follows_zoom=c['depth_follows_zoom'])
         image, label, depth = hflip(rng, image, label, depth, p=c['hflip'])
         if max(c['brightness'], c['contrast'], c['saturation'], c['hue']) > 0:

@@ -5,7 +5,8 @@
 Sources
 -------
 * **Segmentation**: an image folder in the CamVid / SegNet layout (``images/*.png`` +
-  ``labels/*.png`` with the same names, 8-bit class ids; see
+  ``labels/*.png`` with the same names, 8-bit class ids, grey or as the indices of a palette
+  PNG; JPEG labels are refused; see
   :mod:`relperception.data.converters.images`). Label ids ``>= num_classes`` (CamVid's 11
   'Unlabelled') become ``ignore_index`` (255).
 * **Depth**: a rosbag2 bag with ``topics.IMAGE`` and ``topics.DEPTH`` (what the TUM converter
@@ -126,18 +127,32 @@ def read_label_pair(image_path: Path, label_path: Path, num_classes: int,
         void_counts: if given, receives the number of pixels of each id >= ``num_classes``
             (the ids turned into ``ignore_index``).
 
+    A palette PNG label is read as its indices (the class ids; the palette only colours them,
+    ``imaging.image_files.read_palette_indices``).
+
     Raises:
-        ValueError: unreadable files, non-8-bit single-channel labels or a size mismatch.
+        ValueError: unreadable files, a JPEG label file (lossy compression changes class ids),
+            labels that are no 8-bit single-channel or palette image, or a size mismatch.
     """
     from relperception.data.converters import read_colour_image, read_raw_image
+    from relperception.imaging.image_files import read_palette_indices
 
     image, encoding = read_colour_image(image_path)
     if encoding == 'mono8':
         image = np.repeat(image[..., None], 3, axis=2)
-    label = read_raw_image(label_path)
+    with open(label_path, 'rb') as handle:
+        jpeg = handle.read(2) == b'\xff\xd8'
+    if jpeg or Path(label_path).suffix.lower() in ('.jpg', '.jpeg'):
+        raise ValueError(f'{label_path}: a JPEG label file: its lossy compression changes the '
+                         'class ids (at every edge); store the labels as PNG (grey or palette)')
+    label = read_palette_indices(label_path)
+    if label is None:
+        label = read_raw_image(label_path)
     if label.dtype != np.uint8 or label.ndim != 2:
-        raise ValueError(f'{label_path}: labels must be single-channel 8-bit class ids, got '
-                         f'{label.dtype} with shape {label.shape}')
+        colour = ' (a colour image: colour-coded labels must become class ids first)' \
+            if label.ndim == 3 and label.dtype == np.uint8 else ''
+        raise ValueError(f'{label_path}: labels must be single-channel 8-bit class ids (a grey '
+                         f'or palette PNG), got {label.dtype} with shape {label.shape}{colour}')
     if label.shape != image.shape[:2]:
         raise ValueError(f'{label_path}: label size {label.shape[::-1]} differs from its image '
                          f'{image.shape[1::-1]}')
@@ -188,7 +203,7 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
 
     Raises:
         FileNotFoundError, ValueError: see :func:`find_label_pairs`, :func:`select_sequences`
-            and :func:`read_label_pair`.
+            and :func:`read_label_pair`; ValueError also when no pixel is labelled.
     """
 
     def __init__(self, root, num_classes: int, augment: Optional[DenseAugment] = None,
@@ -209,6 +224,10 @@ class SegmentationFolderDataset(torch.utils.data.Dataset):
             self.labels.append(label)
         _report_void_labels(root, void_counts, sum(label.size for label in self.labels),
                             num_classes)
+        if not any(np.any(label < num_classes) for label in self.labels):
+            raise ValueError(f'{root}: no labelled pixel: every label id is >= {num_classes} '
+                             f'or {ignore_index} (not scored), so there is nothing to train on '
+                             'or score (labels of another class scheme?)')
         self.num_classes = int(num_classes)
         self.augment = augment
         self.mean, self.std = tuple(mean), tuple(std)
@@ -308,6 +327,11 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
                      stride: int = 1, max_frames: Optional[int] = None):
     """Read RGB images and their nearest depth images (within ``tolerance_s``) from a bag.
 
+    Every depth image passes ``imaging.depth_checks.check_depth`` (what ``eval`` and the
+    nodes use): one of another size than its image, byte-swapped, without a valid pixel or of
+    implausible range (millimetres labelled ``32FC1``) is left out, and the problems are
+    counted and logged.
+
     Args:
         path: rosbag2 directory or file.
         image_topic: default ``topics.IMAGE``.
@@ -320,12 +344,14 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
         (images, depths): lists of (H, W, 3) uint8 RGB and (H, W) float32 metres (NaN invalid).
 
     Raises:
-        ValueError: when no image/depth pair is found.
+        ValueError: when no usable image/depth pair is found (the message says why: no depth
+            near the image stamps, or the depth problems).
     """
     from relperception.data import topics
     from relperception.data.bag import BagReader
     from relperception.data.messages import decode_image_message, stamp_to_ns
-    from relperception.imaging.image_encodings import depth_to_metres, to_rgb8
+    from relperception.imaging.depth_checks import check_depth, DepthCheck
+    from relperception.imaging.image_encodings import to_rgb8
 
     image_topic = image_topic or topics.IMAGE
     depth_topic = depth_topic or topics.DEPTH
@@ -341,27 +367,67 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
         raise ValueError(f'{path}: needs both {image_topic} and {depth_topic} messages')
     depth_stamps = np.array([s for s, _ in stamped_depths], np.int64)
     images, depths = [], []
+    problems: Counter = Counter()
+    reasons: Dict[str, str] = {}
     for stamp, message in stamped_images[::max(int(stride), 1)]:
         k = int(np.argmin(np.abs(depth_stamps - stamp)))
         if abs(int(depth_stamps[k]) - stamp) > tolerance_s * 1e9:
             continue
         array, encoding = decode_image_message(message.msg, message.msgtype)
         rgb = to_rgb8(array, encoding)
-        d_array, d_encoding = decode_image_message(stamped_depths[k][1].msg,
-                                                   stamped_depths[k][1].msgtype)
-        depth = depth_to_metres(d_array, d_encoding).astype(np.float32)
-        if depth.shape != rgb.shape[:2]:
-            logger.warning('%s: depth %s and image %s differ in size at %d ns; skipped', path,
-                           depth.shape, rgb.shape[:2], stamp)
+        try:
+            d_array, d_encoding = decode_image_message(stamped_depths[k][1].msg,
+                                                       stamped_depths[k][1].msgtype)
+        except (ValueError, TypeError) as exc:
+            check = DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
+        else:
+            check = check_depth(d_array, d_encoding, rgb.shape[:2])
+        if check.depth is None:
+            problems[check.problem] += 1
+            reasons.setdefault(check.problem, check.message)
             continue
         images.append(rgb)
-        depths.append(depth)
+        depths.append(check.depth.astype(np.float32))
         if max_frames is not None and len(images) >= max_frames:
             break
+    refused = '; '.join(f'{count} {problem}: {reasons[problem]}'
+                        for problem, count in problems.items())
     if not images:
-        raise ValueError(f'{path}: no image/depth pair within {tolerance_s} s')
+        if problems:
+            raise ValueError(f'{path}: no usable depth image on {depth_topic} ({refused})')
+        raise ValueError(f'{path}: no image/depth pair within {tolerance_s} s (no message of '
+                         f'{depth_topic} is that close to an image of {image_topic})')
+    if problems:
+        logger.warning('%s: %d depth images of %s left out (%s)', path,
+                       sum(problems.values()), depth_topic, refused)
     logger.info('bag %s: %d image/depth pairs', path, len(images))
     return images, depths
+
+
+def model_max_depth(model_conf: dict) -> float:
+    """Return the ``max_depth`` (metres) of a model config: its depth head's output bound."""
+    from relperception.evaluation.depth import DEFAULT_MAX_DEPTH
+
+    return float(model_conf['model'].get('max_depth', DEFAULT_MAX_DEPTH))
+
+
+def check_depth_range(depths: Sequence[np.ndarray], max_depth: float, source) -> None:
+    """Raise ``ValueError`` (naming ``source``) for depth a head of ``max_depth`` cannot learn.
+
+    Refused: no valid pixel at all (NaN or <= 0 everywhere), or a median valid depth beyond
+    the model's ``max_depth`` metres (wrong units, or a model of shorter range): the depth
+    head's output is bounded by ``max_depth``, and validation scores only depth within it.
+    """
+    medians = [float(np.median(d[np.isfinite(d) & (d > 0)])) for d in depths
+               if np.any(np.isfinite(d) & (d > 0))]
+    if not medians:
+        raise ValueError(f'{source}: no valid depth pixel in any frame (all NaN, zero or '
+                         'negative): nothing to train on or score')
+    median = float(np.median(medians))
+    if median > float(max_depth):
+        raise ValueError(f'{source}: median depth {median:.4g} m is beyond the max_depth '
+                         f'{float(max_depth):g} m of the model (wrong depth units, or a preset '
+                         'for a longer range)')
 
 
 def load_depth_source(source: str, **kwargs):
@@ -497,7 +563,7 @@ def evaluate_depth(model: torch.nn.Module, images: Sequence[np.ndarray],
     from relperception.evaluation.depth import DEPTH_METRIC_KEYS, depth_metrics
 
     if max_depth is None:
-        max_depth = float(model_conf['model'].get('max_depth', 80.0))
+        max_depth = model_max_depth(model_conf)
     sums = dict.fromkeys(DEPTH_METRIC_KEYS, 0.0)
     count = 0
     for image, depth in zip(images, depths):

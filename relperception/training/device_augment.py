@@ -18,14 +18,14 @@ runs are reproducible. The loss function turns the collated draws into pixels wi
      'labels': (B, h, w) int64 class ids, ignore_index where unscored or padded}
 
 The augmentation follows :class:`~relperception.training.augment.DenseAugment` (same ``conf``
-keys): a zoom by ``base_scale * s`` with ``s`` log-uniform in ``scale_range``, a random
-``size`` crop of the zoomed image (padded at the bottom / right where it is smaller: black
-image, ``ignore_index`` labels), a horizontal flip with probability ``hflip`` and colour jitter
-(brightness, contrast, saturation factors uniform in ``[1 - x, 1 + x]``, applied in this fixed
-order, then a hue rotation uniform in ``[-hue, hue]`` turns done as a rotation of the YIQ
-chroma plane). Geometry is one ``grid_sample`` per batch: bilinear for the image, nearest for
-the labels. Images of different sizes are stored padded to the largest one; each keeps its own
-size.
+keys): a zoom by ``base_scale * s`` (or ``base_height / height * s``) with ``s`` log-uniform
+in ``scale_range``, a random ``size`` crop of the zoomed image (padded at the bottom / right
+where it is smaller: black image, ``ignore_index`` labels), a horizontal flip with probability
+``hflip`` and colour jitter (brightness, contrast, saturation factors uniform in
+``[1 - x, 1 + x]``, applied in this fixed order, then a hue rotation uniform in
+``[-hue, hue]`` turns done as a rotation of the YIQ chroma plane). Geometry is one
+``grid_sample`` per batch: bilinear for the image, nearest for the labels. Images of different
+sizes are stored padded to the largest one; each keeps its own size.
 """
 
 from __future__ import annotations
@@ -175,8 +175,11 @@ class DeviceSegmentationData(torch.utils.data.Dataset):
     def _grid(self, index: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         """Return the (B, h, w, 2) ``grid_sample`` grid of the zoom, crop and flip."""
         out_h, out_w = (int(v) for v in self.conf['size'])
-        scale = params[:, 0] * float(self.conf['base_scale'])
         size = self.sizes[index]                                   # (B, 2) original h, w
+        if self.conf['base_height'] is None:
+            scale = params[:, 0] * float(self.conf['base_scale'])
+        else:   # each image to the same height (DenseAugment.base_scale)
+            scale = params[:, 0] * float(self.conf['base_height']) / size[:, 0]
         scaled = torch.floor(size * scale[:, None] + 0.5).clamp(min=1)
         room = (torch.maximum(scaled, scaled.new_tensor([out_h, out_w])) -
                 scaled.new_tensor([out_h, out_w]) + 1)

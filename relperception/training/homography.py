@@ -40,13 +40,19 @@ IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.ppm', '.pgm', '.bmp')
 # Homography sampling
 # ----------------------------------------------------------------------------------------------
 
+#: Largest ``HomographyConfig.max_scale``: a larger zoom range leaves almost no draw with the
+#: overlap the pairs need (and an infinite one cannot be drawn from).
+MAX_HOMOGRAPHY_SCALE = 8.0
+
+
 @dataclasses.dataclass(frozen=True)
 class HomographyConfig:
     """Ranges of the random homographies of ``sample_homography``.
 
     Attributes:
         max_angle_deg: in-plane rotation drawn uniformly from +-this (degrees).
-        max_scale: isotropic zoom drawn log-uniformly from [1/max_scale, max_scale].
+        max_scale: isotropic zoom drawn log-uniformly from [1/max_scale, max_scale]
+            (1 <= max_scale <= ``MAX_HOMOGRAPHY_SCALE``).
         max_perspective: each corner moves independently by up to this fraction of the image
             size (perspective and shear).
         max_translation: shift drawn uniformly from +-this fraction of the image size.
@@ -124,7 +130,8 @@ def sample_homography(rng: np.random.Generator, height: int, width: int,
     cfg = config or HomographyConfig()
     if height < 16 or width < 16:
         raise ValueError(f'image must be at least 16x16 pixels, got {height}x{width}')
-    if cfg.max_scale < 1.0 or cfg.max_angle_deg < 0 or cfg.max_perspective < 0 \
+    if not 1.0 <= cfg.max_scale <= MAX_HOMOGRAPHY_SCALE or cfg.max_angle_deg < 0 \
+            or cfg.max_perspective < 0 \
             or cfg.max_translation < 0 or not 0.0 <= cfg.min_overlap <= 1.0:
         raise ValueError(f'invalid homography ranges: {cfg}')
     corners = np.array([[0, 0], [width - 1, 0], [width - 1, height - 1], [0, height - 1]],

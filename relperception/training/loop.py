@@ -16,13 +16,19 @@ Determinism and resume
 ----------------------
 Data order is a permutation drawn from ``(seed, epoch)``; if the dataset has ``set_epoch(epoch)``
 it is called before each epoch so item augmentation can be seeded from ``(seed, epoch, index)``
-(see :func:`item_rng`). A resumed run skips the samples of the interrupted epoch that were
-already used and continues at the same step with the same model, optimiser, scheduler and RNG
-state. Checkpoints (``<output>/last.pt``, written atomically) hold only tensors and primitive
-containers, so ``torch.load(path, weights_only=True)`` reads them::
+(see :func:`item_rng`). Each ``DataLoader`` draws its seed from its own generator
+(:func:`loader_generator`), never from torch's global one, which drives dropout: where the
+checkpoints fall (``checkpoint_every``, an interruption) does not change the run. A resumed run
+skips the samples of the interrupted epoch that were already used and continues at the same step
+with the same model, optimiser, scheduler and RNG state (CPU, and CUDA on a CUDA device), so it
+trains as the uninterrupted run would; a trainer built with another peak learning rate, weight
+decay or parameter groups than the checkpoint's is refused (:meth:`Trainer.check_optimiser`: the
+checkpoint's would win silently), and so is a checkpoint beyond ``total_steps``. Checkpoints
+(``<output>/last.pt``, written atomically) hold only tensors and primitive containers, so
+``torch.load(path, weights_only=True)`` reads them::
 
     {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'config', 'rng', 'history',
-     'total_steps'}     # plus 'ema' (the averaged weights) with ``ema_decay``
+     'total_steps', 'metadata'}     # plus 'ema' (the averaged weights) with ``ema_decay``
 
 Weight averaging
 ----------------
@@ -100,6 +106,17 @@ def item_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     Independent of worker processes and data order, so runs and resumed runs are reproducible.
     """
     return np.random.default_rng([int(seed), int(epoch), int(index), 0xA46])
+
+
+def loader_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """Return the generator of the ``DataLoader`` that starts at ``step`` of ``epoch``.
+
+    A ``DataLoader`` draws its base seed (the seed of its worker processes) when it starts
+    iterating, from torch's global generator unless it has its own; the global generator also
+    drives dropout, so each checkpoint (a new loader) would change the rest of the run.
+    """
+    state = np.random.SeedSequence([int(seed), int(epoch), int(step), 0x10AD]).generate_state(2)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 def lr_factor(step: int, total_steps: int, warmup_steps: int = 0, schedule: str = 'cosine',
@@ -191,6 +208,67 @@ def plain_config(value: Any) -> Any:
     raise ValueError(f'config values must be primitives, got {type(value).__name__}: {value!r}')
 
 
+#: Keys every checkpoint of :class:`Trainer` holds.
+CHECKPOINT_KEYS = ('model', 'optimizer', 'scheduler', 'step', 'epoch', 'rng')
+
+
+def read_checkpoint(path) -> dict:
+    """Return the checkpoint dict of a :class:`Trainer` checkpoint file (``last.pt``).
+
+    Only tensors and plain containers are read (``torch.load(..., weights_only=True)``).
+
+    Raises:
+        FileNotFoundError: no such file (for a folder, the message names its checkpoint).
+        ValueError: a file that is no checkpoint of this trainer: unreadable, a weights file
+            (``.safetensors``: weights are loaded into the model, not resumed), or a dict
+            without the :data:`CHECKPOINT_KEYS`.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f'no checkpoint {path}: it is a folder (its checkpoint would be '
+                                f'{path / CHECKPOINT_NAME})')
+    if not path.is_file():
+        raise FileNotFoundError(f'no checkpoint {path}')
+    if path.suffix == '.safetensors':
+        raise ValueError(f'{path} is a weights file, not a training checkpoint such as '
+                         f'{CHECKPOINT_NAME}: a run starts from weights by loading them into '
+                         "the model (the command line's --init), it resumes only a checkpoint")
+    try:
+        state = torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f'{path} was refused: it holds Python objects beyond tensors and '
+                         'plain containers, which a checkpoint of this trainer never does '
+                         '(only such files are loaded, never arbitrary pickles)') from None
+    except Exception as error:  # the unpickler raises KeyError, IndexError, ... on other bytes
+        raise ValueError(f'{path} is not a readable checkpoint: '
+                         f'{type(error).__name__}: {error}') from None
+    if not isinstance(state, dict):
+        raise ValueError(f'{path} is no training checkpoint (a {type(state).__name__})')
+    missing = set(CHECKPOINT_KEYS) - set(state)
+    if missing:
+        raise ValueError(f'{path} is no training checkpoint (missing {sorted(missing)})')
+    return state
+
+
+def checkpoint_to_resume(output_dir, resume) -> Optional[Path]:
+    """Return the checkpoint that ``resume`` (as :meth:`Trainer.fit` takes it) continues.
+
+    Args:
+        output_dir: the run folder.
+        resume: False (start afresh); True (``<output_dir>/last.pt`` when it exists); or a
+            checkpoint path.
+
+    Returns:
+        The checkpoint path, or None when the run starts afresh.
+    """
+    if resume is False or resume is None:
+        return None
+    if resume is True:
+        path = Path(output_dir) / CHECKPOINT_NAME
+        return path if path.is_file() else None
+    return Path(resume)
+
+
 class _EpochSampler(torch.utils.data.Sampler):
     """Permutation of ``range(n)`` drawn from ``(seed, epoch)``, minus its first ``skip``."""
 
@@ -277,6 +355,10 @@ class Trainer:
             its entry is in ``history`` (e.g. to keep the weights of the best one).
         ema_decay: None (no averaging) or the decay in (0, 1) of the moving average of the
             weights that is validated and exported (module docstring, "Weight averaging").
+        weights_metadata: string metadata of the weights (e.g. which heads are trained):
+            written by :meth:`export_weights` and kept in every checkpoint under
+            ``metadata``, so that a checkpoint used as weights says what they are
+            (``models.weights.read_weights_metadata``).
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: LossFn, output_dir,
@@ -291,7 +373,8 @@ class Trainer:
                  eval_modules: Sequence[torch.nn.Module] = (),
                  epoch_end_events: bool = True,
                  on_validation: Optional[Callable[['Trainer', Dict[str, float]], None]] = None,
-                 ema_decay: Optional[float] = None):
+                 ema_decay: Optional[float] = None,
+                 weights_metadata: Optional[Dict[str, str]] = None):
         """Build the optimiser and scheduler (see the class docstring)."""
         ema_decay = check_ema_decay(ema_decay)
         if total_steps is None and time_budget_s is None:
@@ -330,6 +413,7 @@ class Trainer:
         self.eval_modules = list(eval_modules)
         self.epoch_end_events = bool(epoch_end_events)
         self.on_validation = on_validation
+        self.weights_metadata = {str(k): str(v) for k, v in (weights_metadata or {}).items()}
         self.step = 0
         self.epoch = 0
         self.history: List[Dict[str, float]] = []
@@ -427,11 +511,14 @@ class Trainer:
             'total_steps': self.total_steps,
             'config': self.config,
             'history': plain_config(self.history),
+            'metadata': dict(self.weights_metadata),
             **({} if self.ema is None else {'ema': {
                 k: v.detach().cpu() for k, v in self.ema.state_dict().items()}}),
             'rng': {'torch': torch.get_rng_state(),
                     'numpy': _numpy_state(),
-                    'python': plain_config(random.getstate())},
+                    'python': plain_config(random.getstate()),
+                    **({'cuda': torch.cuda.get_rng_state_all()}
+                       if self.device.type == 'cuda' else {})},
         }
 
     def save_checkpoint(self, path=None) -> Path:
@@ -449,29 +536,17 @@ class Trainer:
 
         Raises:
             FileNotFoundError: if the file does not exist.
-            ValueError: if it is no checkpoint of this trainer (missing keys, other model).
+            ValueError: if it is no checkpoint of this trainer (missing keys, other model, an
+                optimiser with other parameter groups, learning rate or weight decay:
+                :meth:`check_optimiser`).
         """
         path = Path(path) if path is not None else self.checkpoint_path
-        if not path.is_file():
-            raise FileNotFoundError(f'no checkpoint {path}')
-        try:
-            state = torch.load(path, map_location='cpu', weights_only=True)
-        except pickle.UnpicklingError:
-            raise ValueError(f'{path} was refused: it holds Python objects beyond tensors and '
-                             'plain containers, which a checkpoint of this trainer never does '
-                             '(only such files are loaded, never arbitrary pickles)') from None
-        except Exception as error:  # the unpickler raises KeyError, IndexError, ... on other bytes
-            raise ValueError(f'{path} is not a readable checkpoint: '
-                             f'{type(error).__name__}: {error}') from None
-        if not isinstance(state, dict):
-            raise ValueError(f'{path} is no training checkpoint (a {type(state).__name__})')
-        missing = {'model', 'optimizer', 'scheduler', 'step', 'epoch', 'rng'} - set(state)
-        if missing:
-            raise ValueError(f'{path} is no training checkpoint (missing {sorted(missing)})')
+        state = read_checkpoint(path)
         try:
             self.model.load_state_dict(state['model'])
         except RuntimeError as exc:
             raise ValueError(f'{path} does not fit this model: {exc}') from exc
+        self.check_optimiser(state, path)
         if self.ema is not None:
             if 'ema' in state:
                 self.ema.load_state_dict(state['ema'])
@@ -494,15 +569,50 @@ class Trainer:
         _set_numpy_state(rng['numpy'])
         python = rng['python']
         random.setstate((python[0], tuple(python[1]), python[2]))
+        if self.device.type == 'cuda' and 'cuda' in rng:
+            torch.cuda.set_rng_state_all(rng['cuda'])
         logger.info('resumed from %s at step %d (epoch %d)', path, self.step, self.epoch)
 
+    def check_optimiser(self, state: dict, path) -> None:
+        """Raise ``ValueError`` unless checkpoint ``state`` was trained as this trainer trains.
+
+        A resumed run continues the checkpoint's optimiser and learning-rate schedule, which
+        hold the parameter groups (which parameters train, at which learning-rate scale), the
+        peak learning rate and the weight decay: a trainer built with other values would
+        silently train with the checkpoint's, so it is refused (``path`` names the file).
+        """
+        saved = state['optimizer'].get('param_groups', [])
+        current = self.optimizer.param_groups
+        if len(saved) != len(current) or any(len(a['params']) != len(b['params'])
+                                             for a, b in zip(saved, current)):
+            raise ValueError(f'{path} trains other parameters than this run ({len(saved)} '
+                             f'parameter groups, this run {len(current)}): a resumed run keeps '
+                             "the checkpoint's parameter groups (which parts train, at which "
+                             'learning-rate scale)')
+        for key, what in (('lr_scale', 'learning-rate scale'),
+                          ('initial_lr', 'peak learning rate'), ('weight_decay', 'weight decay')):
+            for a, b in zip(saved, current):
+                old, new = float(a.get(key, b[key])), float(b[key])
+                if key == 'initial_lr':      # the peak learning rate before the group's scale
+                    old, new = old / max(b['lr_scale'], 1e-30), new / max(b['lr_scale'], 1e-30)
+                if not math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-12):
+                    raise ValueError(f'{path} trains with {what} {old:g}, this run with '
+                                     f"{new:g}: a resumed run keeps the checkpoint's optimiser "
+                                     '(peak learning rate, weight decay, learning-rate scales); '
+                                     'resume with its values, or start a new run from its '
+                                     'weights')
+
     def export_weights(self, path, metadata: Optional[Dict[str, str]] = None) -> Path:
-        """Save :attr:`evaluated_model` as safetensors (``models.weights.save_weights``)."""
+        """Save :attr:`evaluated_model` as safetensors (``models.weights.save_weights``).
+
+        The metadata: step, epoch, seed, the trainer's ``weights_metadata``, then ``metadata``.
+        """
         from relperception.models.weights import save_weights
 
         meta = {'step': str(self.step), 'epoch': str(self.epoch), 'seed': str(self.seed)}
         if self.ema is not None:
             meta['ema_decay'] = str(self.ema_decay)
+        meta.update(self.weights_metadata)
         meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
         save_weights(self.evaluated_model, path, metadata=meta)
         return Path(path)
@@ -578,7 +688,8 @@ class Trainer:
             a :class:`FitResult`.
 
         Raises:
-            ValueError: if the dataset holds fewer than ``batch_size`` samples.
+            ValueError: if the dataset holds fewer than ``batch_size`` samples, the checkpoint
+                does not fit (:meth:`load_checkpoint`) or is beyond ``total_steps``.
             FileNotFoundError: if ``resume`` names a missing checkpoint.
         """
         n = len(dataset)
@@ -592,6 +703,10 @@ class Trainer:
                 logger.info('no checkpoint in %s: starting from scratch', self.output_dir)
         elif resume:
             self.load_checkpoint(resume)
+        if self.total_steps is not None and self.step > self.total_steps:
+            raise ValueError(f'the checkpoint is at step {self.step}, beyond the '
+                             f'{self.total_steps} steps of this run: nothing is left to train; '
+                             f'give more than {self.step} steps to continue it')
         steps_per_epoch = n // batch_size
         start = time.monotonic()
         start_step = self.step
@@ -623,7 +738,8 @@ class Trainer:
                     loader = torch.utils.data.DataLoader(
                         dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                         num_workers=num_workers, collate_fn=collate_fn,
-                        pin_memory=self.device.type == 'cuda')
+                        pin_memory=self.device.type == 'cuda',
+                        generator=loader_generator(self.seed, self.epoch, self.step))
                     for batch in loader:
                         logs = self.train_step(batch)
                         smoothed_loss = logs['loss'] if smoothed_loss is None else \

@@ -122,20 +122,22 @@ def rescale_batch(batch: Dict[str, torch.Tensor], factor: float) -> Dict[str, to
             ``mask1`` (B, H, W) and ``image_scale`` (B, 2) (scene pairs of
             ``scene_pairs.MixedMatcherPairDataset``: multiplied by the per-axis factor; their
             depth maps and camera matrices are kept at the rendered size).
-        factor: scale factor; the new size (rounded) must stay a multiple of 8.
+        factor: scale factor (> 0); each side becomes the multiple of 8 nearest to
+            ``side * factor``, at least 16 (:func:`scaled_size`: what LoFTR takes), and the
+            homography follows the sizes so rounded.
 
     Returns:
-        The rescaled batch (the input itself when ``factor`` is 1).
+        The rescaled batch (the input itself when ``factor`` is 1 or the size is unchanged).
 
     Raises:
-        ValueError: if the new size is no multiple of 8.
+        ValueError: for a factor that is not > 0.
     """
     if factor == 1.0:
         return batch
     height, width = batch['image0'].shape[-2:]
-    size = (int(round(height * factor)), int(round(width * factor)))
-    if size[0] % 8 or size[1] % 8 or min(size) < 16:
-        raise ValueError(f'scale {factor} gives {size}, not a multiple of 8 (>= 16)')
+    size = scaled_size((height, width), factor)
+    if size == (height, width):
+        return batch
     out = dict(batch)
     for key in ('image0', 'image1'):
         out[key] = torch.nn.functional.interpolate(batch[key], size=size, mode='bilinear',
@@ -154,6 +156,17 @@ def rescale_batch(batch: Dict[str, torch.Tensor], factor: float) -> Dict[str, to
     return out
 
 
+def scaled_size(size: Tuple[int, int], factor: float) -> Tuple[int, int]:
+    """Return (height, width) ``size`` times ``factor``, each side a multiple of 8 (>= 16).
+
+    Raises:
+        ValueError: for a factor that is not > 0.
+    """
+    if not float(factor) > 0:
+        raise ValueError(f'scale factor must be > 0, got {factor}')
+    return tuple(max(16, 8 * int(round(int(side) * float(factor) / 8))) for side in size)
+
+
 def make_loss_fn(loss_config: Optional[LoFTRLossConfig] = None, max_fine_matches: int = 128,
                  scales: Sequence[float] = (1.0,)):
     """Return ``loss_fn(model, batch) -> (loss, logs)`` for the ``Trainer``.
@@ -162,8 +175,9 @@ def make_loss_fn(loss_config: Optional[LoFTRLossConfig] = None, max_fine_matches
         loss_config: loss weights (``LoFTRLossConfig``).
         max_fine_matches: ground-truth coarse matches per image used for the fine loss (a
             random subset; the fine stage costs time proportional to it).
-        scales: each step resizes its batch by one of these factors (``rescale_batch``), drawn
-            uniformly with torch's generator; smaller scales make steps cheaper.
+        scales: each step resizes its batch by one of these factors (``rescale_batch``, to
+            multiples of 8), drawn uniformly with torch's generator; smaller scales make steps
+            cheaper.
 
     Returns:
         The loss function; ``batch`` is a collated ``HomographyPairDataset`` batch or a
