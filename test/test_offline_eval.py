@@ -240,8 +240,14 @@ class TestEvaluateBag:
         assert with_depth == [0, 1, 2, 4, 6, 8]
         assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
 
-    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(self, tmp_path):
-        """Every depth image refused: RGB-D tracks nothing, nothing is scored as metric."""
+    @pytest.mark.parametrize('mode', ['auto', 'rgbd'])
+    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(self, tmp_path,
+                                                                           mode):
+        """Every depth image refused: nothing is scored as metric.
+
+        ``auto`` tracks the frames monocularly, as the live node does; ``rgbd`` (asked for)
+        tracks nothing and scores no ATE over the held poses.
+        """
         bag = tmp_path / 'half_size_depth'
         camera, sequence = iter_sequence(num_frames=8, seed=1, width=WIDTH, height=HEIGHT)
         with BagWriter(bag) as writer:
@@ -251,15 +257,23 @@ class TestEvaluateBag:
                 writer.write_image(topics.DEPTH, frame.stamp_ns,
                                    frame.depth[::2, ::2].copy(), '32FC1')
                 writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
-        summary = evaluate_bag(bag, tmp_path / 'out', None, progress=False, plots=False)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, mode=mode, progress=False,
+                               plots=False)
         assert summary['mode'] == 'rgbd' and summary['depth_problems'] == {'wrong_size': 8}
-        assert summary['frames_tracked'] == 0 and summary['frames_with_depth'] == 0
+        assert summary['frames_with_depth'] == 0
         assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
         assert 'none metric' in summary['scale_source']
-        assert summary['ate_rmse_m'] is None and summary['rpe_trans_rmse_m'] is None
-        assert not (tmp_path / 'out' / 'trajectory.tum').exists()
         joined = '\n'.join(summary['errors'])
-        assert 'no frame was tracked' in joined and 'not one of the 8' in joined
+        assert 'not one of the 8' in joined
+        if mode == 'auto':
+            assert summary['frames_tracked'] >= 5 and summary['frames_lost'] == 0
+            assert np.isfinite(summary['ate_rmse_m'])
+            assert (tmp_path / 'out' / 'trajectory.tum').is_file()
+        else:
+            assert summary['frames_tracked'] == 0
+            assert summary['ate_rmse_m'] is None and summary['rpe_trans_rmse_m'] is None
+            assert not (tmp_path / 'out' / 'trajectory.tum').exists()
+            assert 'no frame was tracked' in joined
 
     @pytest.mark.parametrize('fps, depth_copies, depth_late_s, image_late_s', [
         (10.0, 1, 1.0, 0.0),    # depth logged 1 s after its stamp (10 images wait)

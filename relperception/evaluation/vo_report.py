@@ -237,8 +237,11 @@ def log_summary(summary: Mapping[str, Any]) -> None:
             return 'n/a'
         return f'{value:.4g}{unit}' if isinstance(value, float) else f'{value}{unit}'
 
+    mode = summary['mode']
+    if mode == 'rgbd' and summary.get('metric_depth_used') is False:
+        mode = 'rgbd (no usable depth image: monocular)'
     logger.info('%s: %s mode, %d frames processed, %d lost, %d re-initialisations, '
-                '%d errors', summary['bag'], summary['mode'], summary['frames_processed'],
+                '%d errors', summary['bag'], mode, summary['frames_processed'],
                 summary['frames_lost'], summary['reinitializations'], summary['num_errors'])
     logger.info('ATE RMSE %s, RPE %s / %s, drift %s, scale %s (%s); VO %s median, %s p95',
                 fmt(summary.get('ate_rmse_m'), ' m'), fmt(summary.get('rpe_trans_rmse_m'), ' m'),

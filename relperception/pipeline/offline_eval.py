@@ -292,7 +292,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         wheel = _wheel_hints(reader, config['topics.wheel_odometry'], bag_topics, gt_scale,
                              errors, T_base_cam)
         errors.add_new(reader.errors, seen_reader_errors)
-        pipeline = VOPipeline({**config, 'odometry.mode': resolved})
+        # 'auto' stays 'auto' for the tracker, as in the live node: a frame whose depth is
+        # refused is tracked monocularly instead of lost
+        pipeline = VOPipeline({**config, 'odometry.mode': 'auto' if requested == 'auto'
+                               and dense_depth is None else resolved})
         assembler = FrameAssembler(use_depth, errors,
                                    predict_depth=_depth_predictor(dense_depth),
                                    rectified_input=rectified_input)
