@@ -125,6 +125,13 @@ class TestTorchBackend:
         with pytest.raises(ValueError, match='lack'):
             backend.run({'image': _image(16, 16, 0)})
 
+    @pytest.mark.parametrize('dtype', [np.float64, np.float16, np.uint8])
+    def test_inputs_of_another_dtype_are_refused(self, dtype):
+        # as the exported backends refuse them (torch raised its own dtype RuntimeError)
+        backend = TorchBackend(TinyConv(), ['image'], ['depth', 'logits'])
+        with pytest.raises(ValueError, match="input 'image' must be float32"):
+            backend.run({'image': _image(16, 16, 0).astype(dtype)})
+
 
 class TestOnnxRuntimeBackend:
     @pytest.mark.parametrize('size', [(96, 128), (128, 160)])

@@ -52,9 +52,14 @@ class TorchBackend:
             One numpy array per output name (copied to the CPU).
 
         Raises:
-            ValueError: wrong input names, or outputs that do not match ``output_names``.
+            ValueError: wrong input names, an input that is not float32, or outputs that do
+                not match ``output_names``.
         """
         check_input_names(inputs, self.input_names)
+        for name in self.input_names:   # as the exported backends check theirs
+            dtype = getattr(inputs[name], 'dtype', None)
+            if dtype not in (np.float32, torch.float32):
+                raise ValueError(f'input {name!r} must be float32, got {dtype}')
         args = [torch.as_tensor(np.ascontiguousarray(inputs[n])
                                 if isinstance(inputs[n], np.ndarray) else inputs[n],
                                 device=self.device)
