@@ -225,13 +225,7 @@ def transform_from_pose_msg(pose) -> np.ndarray:
     Raises:
         ValueError: for a zero or non-finite quaternion or a non-finite position.
     """
-    while not hasattr(pose, 'position') and hasattr(pose, 'pose'):
-        pose = pose.pose
-    p, q = pose.position, pose.orientation
-    t = np.array([p.x, p.y, p.z], dtype=np.float64)
-    if not np.all(np.isfinite(t)):
-        raise ValueError(f'pose position must be finite, got {t.tolist()}')
-    return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
+    return _rigid_transform(pose, 'pose', ('position', 'orientation'), 'pose position')
 
 
 def transform_from_transform_msg(transform) -> np.ndarray:
@@ -243,12 +237,23 @@ def transform_from_transform_msg(transform) -> np.ndarray:
     Raises:
         ValueError: for a zero or non-finite quaternion or a non-finite translation.
     """
-    while not hasattr(transform, 'translation') and hasattr(transform, 'transform'):
-        transform = transform.transform
-    p, q = transform.translation, transform.rotation
+    return _rigid_transform(transform, 'transform', ('translation', 'rotation'),
+                            'transform translation')
+
+
+def _rigid_transform(msg, nested: str, fields: tuple, what: str) -> np.ndarray:
+    """Return the transform of the innermost ``nested`` message holding ``fields``.
+
+    ``fields`` are the names of its vector and its quaternion (``position``, ``orientation``
+    of a Pose; ``translation``, ``rotation`` of a Transform).
+    """
+    vector_field, rotation_field = fields
+    while not hasattr(msg, vector_field) and hasattr(msg, nested):
+        msg = getattr(msg, nested)
+    p, q = getattr(msg, vector_field), getattr(msg, rotation_field)
     t = np.array([p.x, p.y, p.z], dtype=np.float64)
     if not np.all(np.isfinite(t)):
-        raise ValueError(f'transform translation must be finite, got {t.tolist()}')
+        raise ValueError(f'{what} must be finite, got {t.tolist()}')
     return transform_from_quaternion_xyzw(t, [q.x, q.y, q.z, q.w])
 
 
