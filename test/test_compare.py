@@ -156,7 +156,11 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
         specs.append(str(tmp_path / f'{matcher}.yaml'))
     cells = plan_cells(bags, [parse_config_spec(spec) for spec in specs], output)
     study_run = subprocess.Popen(
-        [sys.executable, '-c', 'import sys; from relperception.cli.main import main; '
+        # Ctrl-C as a terminal delivers it: a test runner started in the background (nohup,
+        # `&` in a script) passes SIGINT down ignored, and Python keeps it ignored
+        [sys.executable, '-c', 'import signal, sys; '
+         'signal.signal(signal.SIGINT, signal.default_int_handler); '
+         'from relperception.cli.main import main; '
          'sys.exit(main(sys.argv[1:]))', 'compare', '--bags', *map(str, bags), '--configs',
          *specs, '--workers', '1', '-o', str(output), '--no-progress'],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)

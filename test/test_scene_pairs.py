@@ -403,7 +403,7 @@ class TestUnmatchedLoss:
         assert conf.grad[0, 0, 0] > 0 and conf.grad[0, 2, 0] > 0
         everything = unmatched_focal_loss(conf, unmatched, unmatched,
                                           LoFTRLossConfig(unmatched_gamma=1.0))
-        assert float(everything) < float(loss)
+        assert float(everything.detach()) < float(loss.detach())
         for bad in (0.0, 1.5, float('nan')):
             with pytest.raises(ValueError, match='unmatched_top_fraction'):
                 LoFTRLossConfig(unmatched_top_fraction=bad)
