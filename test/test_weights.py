@@ -113,6 +113,16 @@ class TestLoadWeights:
         assert '1 unexpected keys: extra.bias' in msg
         assert '0.weight: file (5, 3, 3, 3) vs model (4, 3, 3, 3)' in msg
 
+    def test_integer_tensors_for_float_weights_are_refused(self):
+        state = {k: v.to(torch.int64) if v.is_floating_point() else v
+                 for k, v in _net().state_dict().items()}
+        with pytest.raises(ValueError, match=r'floating-point weights stored as non-float '
+                                             r'tensors: .*0\.weight: torch\.int64'):
+            W.load_weights(_net(), state)
+        half = {k: v.half() if v.is_floating_point() else v   # another float type is fine
+                for k, v in _net().state_dict().items()}
+        W.load_weights(_net(), half)
+
     def test_non_strict_still_checks_shapes(self):
         """strict=False skips missing keys but not shapes."""
         state = {'0.weight': torch.ones(4, 3, 3, 3), 'extra': torch.zeros(1)}

@@ -185,7 +185,7 @@ def rename_keys(state: Mapping[str, torch.Tensor], key_map: KeyMap) -> StateDict
 
 def check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
                      strict: bool = True) -> List[str]:
-    """Compare a state dict with the expected names and shapes.
+    """Compare a state dict with the expected names, shapes and kinds (float or not).
 
     Args:
         expected: the module's ``state_dict()``.
@@ -200,7 +200,15 @@ def check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, t
     unexpected = [k for k in state if k not in expected]
     mismatched = [f'{k}: file {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}'
                   for k in expected if k in state and state[k].shape != expected[k].shape]
+    # a float parameter filled from integers (or booleans) is a file of something else:
+    # the copy would cast it silently (int64 values 0/1 gave a LoFTR with no match)
+    not_float = [f'{k}: {state[k].dtype}' for k in expected
+                 if k in state and expected[k].is_floating_point()
+                 and not state[k].is_floating_point()]
     problems = []
+    if not_float:
+        problems.append(f'{len(not_float)} floating-point weights stored as non-float tensors: '
+                        f'{_short(not_float)}')
     if strict and missing:
         problems.append(f'{len(missing)} missing keys: {_short(missing)}')
     if strict and unexpected:
