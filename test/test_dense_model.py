@@ -198,6 +198,7 @@ class TestPresets:
                 ('input: {mean: abc}', 'input.mean needs 3 finite'),
                 ('input: {height: 240.9}', 'input.height must be a whole number'),
                 ('input: [1, 2]', 'input must be a mapping'),
+                ('class_names: abcdefghijk', 'class_names must be a list of names'),
                 ('base: [fast_seg]', 'is not a preset')):
             path.write_text(f'base: fast_seg\n{text}\n' if 'base' not in text else text)
             with pytest.raises(ValueError, match=words):

@@ -129,7 +129,7 @@ class TestTorchBackend:
     def test_inputs_of_another_dtype_are_refused(self, dtype):
         # as the exported backends refuse them (torch raised its own dtype RuntimeError)
         backend = TorchBackend(TinyConv(), ['image'], ['depth', 'logits'])
-        with pytest.raises(ValueError, match="input 'image' must be float32"):
+        with pytest.raises(ValueError, match="input 'image' must be a float32 array"):
             backend.run({'image': _image(16, 16, 0).astype(dtype)})
 
 

@@ -283,6 +283,26 @@ class TestDenseData:
         assert np.array_equal(images[1], ref[2].rgb)
         np.testing.assert_array_equal(depths[1], ref[2].depth)
 
+    def test_a_bad_image_costs_its_frame_not_the_bag(self, tmp_path, caplog):
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.imaging.image_encodings import numpy_to_image_fields
+
+        _, sequence = iter_sequence(4, seed=2, width=64, height=48)
+        with BagWriter(tmp_path / 'bag') as writer:
+            for index, frame in enumerate(sequence):
+                rgb = frame.rgb[:-1] if index == 1 else frame.rgb   # one row short...
+                fields = numpy_to_image_fields(rgb, 'rgb8')
+                fields['height'] = 48                               # ...for its height
+                fields['data'] = np.ascontiguousarray(fields['data'], np.uint8).reshape(-1)
+                msg = writer.typestore.types[topics.IMAGE_MSGTYPE](
+                    header=writer.header(frame.stamp_ns, topics.CAMERA_FRAME), **fields)
+                writer.write_message(topics.IMAGE, topics.IMAGE_MSGTYPE, frame.stamp_ns, msg)
+                writer.write_image(topics.DEPTH, frame.stamp_ns, frame.depth, '32FC1')
+        images, _ = dense_data.bag_depth_frames(tmp_path / 'bag')
+        assert len(images) == 3
+        assert '1 undecodable_image: /camera/image_raw at' in caplog.text
+
     def test_depth_dataset(self, frames):
         images, depths, _ = frames
         aug = augment.DenseAugment({'size': (32, 48)})
@@ -1045,13 +1065,24 @@ class TestTrainResume:
         before = (out / 'last.pt').read_bytes()
         caplog.clear()
         assert main(argv) == 1
-        assert _errors(caplog) == [f'-o {out} already holds a training run ({out / "last.pt"}): '
-                                   'continue it with --resume, or give another -o folder (a new '
-                                   'run there would overwrite its checkpoint and weights)']
+        assert _errors(caplog) == [f"-o {out} already holds a run's weights "
+                                   f'({out / "last.pt"}): continue a training run with --resume, '
+                                   'or give another -o folder (a new run there would overwrite '
+                                   'them)']
         assert (out / 'last.pt').read_bytes() == before
         matcher = ['train', 'matcher', '--config', 'loftr_lite', '--data', str(data / 'images'),
                    '-o', str(out), '--steps', '1']
-        assert main(matcher) == 1 and 'already holds a training run' in _errors(caplog)[-1]
+        assert main(matcher) == 1 and "already holds a run's weights" in _errors(caplog)[-1]
+        # seg-adjust into the training run's folder would replace its model.safetensors, and a
+        # training run into a seg-adjust folder (weights, no last.pt) would replace them too
+        adjust = ['train', 'seg-adjust', '--config', str(tiny_config), '--init',
+                  str(out / 'model.safetensors'), '--val-data', str(data), '-o', str(out)]
+        assert main(adjust) == 1 and 'holds a training run (last.pt)' in _errors(caplog)[-1]
+        adjusted = tmp_path / 'adjusted'
+        adjusted.mkdir()
+        (adjusted / 'model.safetensors').write_bytes((out / 'model.safetensors').read_bytes())
+        assert main([str(adjusted) if arg == str(out) else arg for arg in argv]) == 1
+        assert f"{adjusted} already holds a run's weights" in _errors(caplog)[-1]
 
     def test_checkpoints_record_the_trained_heads(self, tmp_path, tiny_config):
         """A last.pt as --init counted as 'every head trained'; a resume forgot --init's record."""

@@ -113,6 +113,15 @@ class TestLoadWeights:
         assert '1 unexpected keys: extra.bias' in msg
         assert '0.weight: file (5, 3, 3, 3) vs model (4, 3, 3, 3)' in msg
 
+    @pytest.mark.parametrize('name', ['net.SAFETENSORS', 'net.pth', 'net'])
+    def test_a_safetensors_file_is_known_by_its_header(self, tmp_path, name):
+        saved = W.save_weights(_net(), tmp_path / 'net.safetensors')
+        other = tmp_path / name
+        saved.rename(other)
+        loaded = W.load_weights(_net(), other)
+        assert torch.equal(loaded[0].weight, _net()[0].weight)
+        assert set(W.load_state_dict_file(other)) == set(_net().state_dict())
+
     def test_integer_tensors_for_float_weights_are_refused(self):
         state = {k: v.to(torch.int64) if v.is_floating_point() else v
                  for k, v in _net().state_dict().items()}

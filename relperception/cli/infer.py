@@ -172,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
                 rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
                 result = pipeline.run(rgb, colors=True)
             except ValueError as error:   # unreadable, or a size the model cannot take
-                logger.error('%s: %s; skipped', path, error)
+                named = str(error) if str(path) in str(error) else f'{path}: {error}'
+                logger.error('%s; skipped', named)
                 failed += 1
                 continue
             if stem != path.stem:

@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     for tau in taus:
         logit_offsets([1.0], tau)          # range check before anything loads
     check_ship_name(args.ship, 'seg-adjust', args.config)
+    if (Path(args.output) / 'last.pt').is_file():
+        raise ValueError(f'-o {args.output} holds a training run (last.pt): the adjusted '
+                         'weights would replace its model.safetensors; give another -o folder')
     held_out = hold_out_sequences(args)
     if held_out and not args.data:
         raise ValueError('--hold-out-sequence needs --data, the folder holding those '

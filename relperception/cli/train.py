@@ -512,11 +512,12 @@ def resumed_checkpoint(args: argparse.Namespace):
     from relperception.training.loop import (CHECKPOINT_NAME, checkpoint_to_resume,
                                              read_checkpoint)
 
-    existing = Path(args.output) / CHECKPOINT_NAME
-    if args.resume is False and existing.is_file():
-        raise ValueError(f'-o {args.output} already holds a training run ({existing}): continue '
-                         'it with --resume, or give another -o folder (a new run there would '
-                         'overwrite its checkpoint and weights)')
+    earlier = [Path(args.output) / name for name in (CHECKPOINT_NAME, 'model.safetensors')]
+    existing = next((path for path in earlier if path.is_file()), None)
+    if args.resume is False and existing is not None:
+        raise ValueError(f'-o {args.output} already holds a run\'s weights ({existing}): '
+                         'continue a training run with --resume, or give another -o folder (a '
+                         'new run there would overwrite them)')
     path = checkpoint_to_resume(args.output, args.resume)
     state = None if path is None else read_checkpoint(path)
     config = dict(state.get('config') or {}) if state is not None else {}

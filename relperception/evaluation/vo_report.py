@@ -238,7 +238,8 @@ def log_summary(summary: Mapping[str, Any]) -> None:
         return f'{value:.4g}{unit}' if isinstance(value, float) else f'{value}{unit}'
 
     mode = summary['mode']
-    if mode == 'rgbd' and summary.get('metric_depth_used') is False:
+    if mode == 'rgbd' and summary.get('metric_depth_used') is False \
+            and summary.get('frames_processed'):
         mode = 'rgbd (no usable depth image: monocular)'
     logger.info('%s: %s mode, %d frames processed, %d lost, %d re-initialisations, '
                 '%d errors', summary['bag'], mode, summary['frames_processed'],

@@ -380,6 +380,9 @@ def _validate(conf: Dict[str, Any]) -> Dict[str, Any]:
     if model.get('depth_mode', 'metric') != conf['depth_mode']:
         raise ValueError(f'depth_mode {conf["depth_mode"]!r} differs from model.depth_mode '
                          f'{model.get("depth_mode")!r}')
+    names = conf.get('class_names') or []
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'class_names must be a list of names, got {names!r}')
     seg = (model.get('heads') or {}).get('segmentation')
     if seg and conf['class_names'] and len(conf['class_names']) != int(seg['num_classes']):
         raise ValueError(f'{len(conf["class_names"])} class_names for '

@@ -94,12 +94,26 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
-    if path.suffix == '.safetensors':
+    if is_safetensors(path):
         try:
             return dict(safetensors.torch.load_file(str(path), device='cpu'))
         except Exception as err:  # safetensors raises its own error types
             raise ValueError(f'{path}: not a valid safetensors file ({err})') from err
     return _unwrap(_load_torch_file(path), path)
+
+
+def is_safetensors(path: Path) -> bool:
+    """Return whether ``path`` is a safetensors file: by its suffix (any case) or its header.
+
+    A safetensors file starts with its JSON header's length (8 bytes, little endian) and the
+    header's ``{``, so a file named ``.pth`` or ``.SAFETENSORS`` is recognised too.
+    """
+    if path.suffix.lower() == '.safetensors':
+        return True
+    with open(path, 'rb') as handle:
+        head = handle.read(9)
+    return len(head) == 9 and head[8:9] == b'{' and \
+        0 < int.from_bytes(head[:8], 'little') < path.stat().st_size
 
 
 def _load_torch_file(path: Path) -> Any:
@@ -329,7 +343,7 @@ def read_weights_metadata(path: Union[str, Path]) -> Dict[str, str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
-    if path.suffix != '.safetensors':
+    if not is_safetensors(path):
         obj = _load_torch_file(path)
         metadata = obj.get(METADATA_KEY) if isinstance(obj, Mapping) else None
         if not isinstance(metadata, Mapping):

@@ -59,7 +59,8 @@ class TorchBackend:
         for name in self.input_names:   # as the exported backends check theirs
             dtype = getattr(inputs[name], 'dtype', None)
             if dtype not in (np.float32, torch.float32):
-                raise ValueError(f'input {name!r} must be float32, got {dtype}')
+                raise ValueError(f'input {name!r} must be a float32 array, got '
+                                 f'{dtype or type(inputs[name]).__name__}')
         args = [torch.as_tensor(np.ascontiguousarray(inputs[n])
                                 if isinstance(inputs[n], np.ndarray) else inputs[n],
                                 device=self.device)

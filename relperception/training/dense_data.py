@@ -330,7 +330,8 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
     Every depth image passes ``imaging.depth_checks.check_depth`` (what ``eval`` and the
     nodes use): one of another size than its image, byte-swapped, without a valid pixel or of
     implausible range (millimetres labelled ``32FC1``) is left out, and the problems are
-    counted and logged.
+    counted and logged; so is an undecodable image (the first of each kind named by topic and
+    stamp).
 
     Args:
         path: rosbag2 directory or file.
@@ -373,8 +374,14 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
         k = int(np.argmin(np.abs(depth_stamps - stamp)))
         if abs(int(depth_stamps[k]) - stamp) > tolerance_s * 1e9:
             continue
-        array, encoding = decode_image_message(message.msg, message.msgtype)
-        rgb = to_rgb8(array, encoding)
+        try:
+            array, encoding = decode_image_message(message.msg, message.msgtype)
+            rgb = to_rgb8(array, encoding)
+        except (ValueError, TypeError) as exc:   # one bad image costs its frame, as in eval
+            problems['undecodable_image'] += 1
+            reasons.setdefault('undecodable_image',
+                               f'{image_topic} at {stamp} ns: undecodable image ({exc})')
+            continue
         try:
             d_array, d_encoding = decode_image_message(stamped_depths[k][1].msg,
                                                        stamped_depths[k][1].msgtype)
@@ -398,8 +405,7 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
         raise ValueError(f'{path}: no image/depth pair within {tolerance_s} s (no message of '
                          f'{depth_topic} is that close to an image of {image_topic})')
     if problems:
-        logger.warning('%s: %d depth images of %s left out (%s)', path,
-                       sum(problems.values()), depth_topic, refused)
+        logger.warning('%s: %d frames left out (%s)', path, sum(problems.values()), refused)
     logger.info('bag %s: %d image/depth pairs', path, len(images))
     return images, depths
 

@@ -17,12 +17,15 @@ scattering its outputs) is numpy: this module never imports torch.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 from relperception.matching.loftr.contract import ONNX_INPUT_NAMES, ONNX_OUTPUT_NAMES
 from relperception.runtime.base import build_backend
+
+logger = logging.getLogger(__name__)
 
 COARSE_KIND = 'loftr_coarse'
 #: Names of the coarse outputs the fine graph takes for the chosen cells only (the others,
@@ -99,7 +102,11 @@ class TwoStageLoFTRBackend:
         self.fine = build_backend('onnxruntime', path=fine, device=device, providers=providers,
                                   num_threads=num_threads, allow_spinning=False)
         pair = (meta.get('weights_sha256'), self.fine.metadata.get('weights_sha256'))
-        if pair[0] != pair[1]:
+        if pair == (None, None):
+            logger.warning('%s and %s were exported before their weights were fingerprinted: '
+                           'whether they come from one export cannot be checked; export both '
+                           'again with `relperception export --two-stage`', coarse.path, fine)
+        elif pair[0] != pair[1]:
             raise ValueError(f'the coarse graph {coarse.path} and the fine graph {fine} come '
                              'from different exports (their weights fingerprints differ); '
                              'export both again with `relperception export --two-stage`')
