@@ -241,8 +241,8 @@ class TestEvaluateBag:
         assert summary['ate_rmse_m'] is not None and np.isfinite(summary['ate_rmse_m'])
 
     @pytest.mark.parametrize('mode', ['auto', 'rgbd'])
-    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(self, tmp_path,
-                                                                           mode):
+    def test_every_depth_refused_gives_no_metric_and_no_ate_over_held_poses(
+            self, tmp_path, mode):
         """Every depth image refused: nothing is scored as metric.
 
         ``auto`` tracks the frames monocularly, as the live node does; ``rgbd`` (asked for)

@@ -515,7 +515,7 @@ def resumed_checkpoint(args: argparse.Namespace):
     earlier = [Path(args.output) / name for name in (CHECKPOINT_NAME, 'model.safetensors')]
     existing = next((path for path in earlier if path.is_file()), None)
     if args.resume is False and existing is not None:
-        raise ValueError(f'-o {args.output} already holds a run\'s weights ({existing}): '
+        raise ValueError(f"-o {args.output} already holds a run's weights ({existing}): "
                          'continue a training run with --resume, or give another -o folder (a '
                          'new run there would overwrite them)')
     path = checkpoint_to_resume(args.output, args.resume)
