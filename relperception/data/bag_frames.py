@@ -143,6 +143,16 @@ class StampBuffer:
             self._keep(lambda item: item[1].log_time_ns >= log_time_ns)
 
 
+def pairing_overdue(newest_log_time_ns: int, message, held_bytes: int) -> bool:
+    """Whether an image ``message`` waiting for its pair has waited long enough.
+
+    True once the bag has moved :data:`PAIRING_WINDOW_S` of log time past it, or the messages
+    held for pairing exceed :data:`MAX_PAIRING_BYTES`.
+    """
+    return (newest_log_time_ns - message.log_time_ns > PAIRING_WINDOW_S * _NS_PER_S
+            or held_bytes > MAX_PAIRING_BYTES)
+
+
 def check_depth_message(message, image_shape):
     """Decode a depth message (Image or compressedDepth) and apply the odometry's checks.
 
@@ -517,8 +527,8 @@ class FrameAssembler:
             self.depths.drop_older(self.log_time_ns - window_ns)
         while self.pending:
             stamp, message = self.pending.first()
-            overflow = (self.log_time_ns - message.log_time_ns > window_ns
-                        or self.pending.nbytes + self.depths.nbytes > MAX_PAIRING_BYTES)
+            overflow = pairing_overdue(self.log_time_ns, message,
+                                       self.pending.nbytes + self.depths.nbytes)
             # The CameraInfo of the first image may follow it in the bag: wait for it.
             has_camera = self.camera is not None
             has_depth = not self.use_depth or self.depths.settled(stamp, self.tolerance_ns)

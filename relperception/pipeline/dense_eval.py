@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from relperception.config import section
 from relperception.data.bag_frames import (check_depth_message, DEPTH_PAIRING_TOLERANCE_S,
-                                           find_depth_topic, MAX_PAIRING_BYTES,
-                                           message_stamp_ns, PAIRING_WINDOW_S, StampBuffer)
+                                           find_depth_topic, message_stamp_ns,
+                                           pairing_overdue, PAIRING_WINDOW_S, StampBuffer)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.vo_report import percentile
 
@@ -98,9 +98,8 @@ class _DenseGroundTruth:
             stamp, message = self.pending.first()
             settled = all(self.buffers[kind].settled(stamp, self.tolerance_ns)
                           for kind in self.topics)
-            held = self.pending.nbytes + sum(b.nbytes for b in self.buffers.values())
-            overflow = (self.log_time_ns - message.log_time_ns > window_ns
-                        or held > MAX_PAIRING_BYTES)
+            overflow = pairing_overdue(self.log_time_ns, message, self.pending.nbytes
+                                       + sum(b.nbytes for b in self.buffers.values()))
             if not (final or settled or overflow):
                 break
             self.pending.popleft()

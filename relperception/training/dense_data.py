@@ -350,8 +350,8 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
     """
     from relperception.data import topics
     from relperception.data.bag import BagReader
+    from relperception.data.bag_frames import check_depth_message
     from relperception.data.messages import decode_image_message, stamp_to_ns
-    from relperception.imaging.depth_checks import check_depth, DepthCheck
     from relperception.imaging.image_encodings import to_rgb8
 
     image_topic = image_topic or topics.IMAGE
@@ -382,13 +382,7 @@ def bag_depth_frames(path, image_topic: Optional[str] = None,
             reasons.setdefault('undecodable_image',
                                f'{image_topic} at {stamp} ns: undecodable image ({exc})')
             continue
-        try:
-            d_array, d_encoding = decode_image_message(stamped_depths[k][1].msg,
-                                                       stamped_depths[k][1].msgtype)
-        except (ValueError, TypeError) as exc:
-            check = DepthCheck(None, 'undecodable', f'undecodable depth ({exc})')
-        else:
-            check = check_depth(d_array, d_encoding, rgb.shape[:2])
+        check = check_depth_message(stamped_depths[k][1], rgb.shape[:2])
         if check.depth is None:
             problems[check.problem] += 1
             reasons.setdefault(check.problem, check.message)
