@@ -458,7 +458,30 @@ def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = N
         if name not in SPECS:
             raise ValueError(f'unknown parameter {name!r}; {known_keys_hint(name, SPECS)}')
         config[name] = SPECS[name].validate(value)
+    check_distinct_topics(config)
     return config
+
+
+#: topics.* keys that may name the same topic: ground-truth depth defaults to the depth input.
+SHARED_TOPIC_KEYS = frozenset({'topics.depth', 'topics.ground_truth_depth'})
+
+
+def check_distinct_topics(config: Mapping[str, Any]) -> None:
+    """Refuse two ``topics.*`` keys naming one topic (they carry different messages).
+
+    An empty topic (an input switched off) is ignored; ``topics.depth`` and
+    ``topics.ground_truth_depth`` may be equal.
+
+    Raises:
+        ValueError: naming the two keys and the topic.
+    """
+    named = sorted((key, value) for key, value in config.items()
+                   if key.startswith('topics.') and isinstance(value, str) and value.strip())
+    for index, (key0, topic0) in enumerate(named):
+        for key1, topic1 in named[index + 1:]:
+            if topic0.strip() == topic1.strip() and {key0, key1} != SHARED_TOPIC_KEYS:
+                raise ValueError(f'{key0} and {key1} are both {topic0.strip()!r}; they carry '
+                                 'different messages')
 
 
 def known_keys_hint(name: str, known: Sequence[str]) -> str:

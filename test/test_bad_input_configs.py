@@ -168,6 +168,11 @@ class TestRunGraphNames:
         (['run', '--namespace', '/a//b'], ('repeated',)),
         (['run', '--image-topic', '/x', '--camera-info-topic', '/x'],
          ("image_topic and camera_info_topic are both '/x'",)),
+        # the odometry node used to read the colour images as depth and warn on every frame
+        (['run', '--depth-topic', '/camera/image_raw'],
+         ("image_topic and depth_topic are both '/camera/image_raw'",)),
+        (['run', '--depth-topic', '/d', '--wheel-odom-topic', '/d'],
+         ("depth_topic and wheel_odom_topic are both '/d'",)),
     ])
     def test_refused_before_any_node_starts(self, argv, words, caplog):
         code, errors = run_cli([*argv, '--duration', '1'], caplog)

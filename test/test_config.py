@@ -42,6 +42,23 @@ class TestLoadConfig:
         with pytest.raises(ValueError, match=word):
             config.load_config(overrides=overrides)
 
+    @pytest.mark.parametrize('overrides, words', [
+        # eval read the colour images as depth and reported 'no usable depth image'
+        ({'topics.depth': '/camera/image_raw'},
+         "topics.depth and topics.image are both '/camera/image_raw'"),
+        ({'topics.ground_truth_labels': '/l', 'topics.ground_truth_depth': '/l'},
+         "topics.ground_truth_depth and topics.ground_truth_labels are both '/l'"),
+    ])
+    def test_two_inputs_on_one_topic_are_refused(self, overrides, words):
+        with pytest.raises(ValueError, match=words):
+            config.load_config(overrides=overrides)
+
+    def test_depth_may_be_its_own_ground_truth_and_empty_topics_are_off(self):
+        cfg = config.load_config(overrides={
+            'topics.ground_truth_depth': '/camera/depth/image_raw',
+            'topics.ground_truth_labels': '', 'topics.wheel_odometry': ''})
+        assert cfg['topics.ground_truth_depth'] == cfg['topics.depth']
+
     def test_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError):
             config.load_config(tmp_path / 'nope.yaml')

@@ -242,10 +242,10 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
         The node descriptions, upstream first.
 
     Raises:
-        ValueError: for an unknown matcher or transport, an empty or malformed topic,
-            ``dense_depth_to_odometry`` without ``dense``, with ``depth_topic`` or with a
-            compressed depth transport, or depth or wheel odometry inputs with
-            ``correspondences_only``.
+        ValueError: for an unknown matcher or transport, an empty or malformed topic, two
+            inputs on one topic, ``dense_depth_to_odometry`` without ``dense``, with
+            ``depth_topic`` or with a compressed depth transport, or depth or wheel odometry
+            inputs with ``correspondences_only``.
     """
     if matcher and matcher not in MATCHERS:
         raise ValueError(f'matcher must be one of {list(MATCHERS)}, got {matcher!r}')
@@ -264,9 +264,14 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if wheel_odom_topic:
         wheel_odom_topic = _absolute_or_relative(wheel_odom_topic, 'wheel_odom_topic')
     namespace = normalize_namespace(namespace)
-    if image_topic == camera_info_topic:
-        raise ValueError(f'image_topic and camera_info_topic are both {image_topic!r}; they '
-                         'carry different messages')
+    inputs = [('image_topic', image_topic), ('camera_info_topic', camera_info_topic),
+              ('depth_topic', depth_topic), ('wheel_odom_topic', wheel_odom_topic)]
+    named = [(name, topic) for name, topic in inputs if topic]
+    for index, (name0, topic0) in enumerate(named):
+        for name1, topic1 in named[index + 1:]:
+            if topic0 == topic1:
+                raise ValueError(f'{name0} and {name1} are both {topic0!r}; they carry '
+                                 'different messages')
 
     image_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
     if image_transport == 'compressed':
