@@ -257,6 +257,15 @@ class TestTrainer:
         assert result.history[-1]['step'] == result.step
         assert torch.load(tmp_path / 'last.pt', weights_only=True)['step'] == result.step
 
+    def test_budget_spent_before_the_step_time_is_measured_says_so(self, tmp_path, caplog):
+        # the warning used to read 'time budget of 0 s used up at step 1 of None'
+        trainer = _trainer(tmp_path, total_steps=None, time_budget_s=1e-7, estimate_steps=5)
+        with caplog.at_level('WARNING', logger='relperception.training.loop'):
+            result = trainer.fit(_Regression(), batch_size=8)
+        assert not result.finished and result.step < 5
+        assert 'time budget of 1e-07 s used up at step' in caplog.text
+        assert 'barely trained' in caplog.text and 'None' not in caplog.text
+
     def test_export_weights(self, tmp_path):
         from relperception.models.weights import load_state_dict_file, read_metadata
 

@@ -786,8 +786,13 @@ class Trainer:
                         checkpoint = self.save_checkpoint()
             finally:
                 bar.close()
-        if stopped:
-            logger.warning('time budget of %.0f s used up at step %d of %s; the schedule did not '
+        if stopped and self.total_steps is None:
+            logger.warning('time budget of %.3g s used up at step %d, before the %d steps that '
+                           'measure the step time: the learning rate was still warming up, so '
+                           'these weights are barely trained; give a budget of minutes',
+                           self.time_budget_s, self.step, self.estimate_steps)
+        elif stopped:
+            logger.warning('time budget of %.3g s used up at step %d of %d; the schedule did not '
                            'finish', self.time_budget_s, self.step, self.total_steps)
         if pending.reason is not None:
             logger.warning('%s at step %d of %s: checkpoint %s written (resume with --resume)',
