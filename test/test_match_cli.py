@@ -104,6 +104,21 @@ class TestMatchNCC:
         assert main(['match', '--config', 'ncc', pair[0], str(small), '-o', str(tmp_path)]) == 1
         assert 'same size' in caplog.text
 
+    def test_exif_rotation_is_named(self, pair, tmp_path, caplog):
+        # a portrait phone photo: landscape pixels with EXIF orientation 6 (rotate 90 degrees)
+        ok, jpeg = cv2.imencode('.jpg', cv2.imread(pair[1]))
+        tiff = (b'MM\x00\x2a' + (8).to_bytes(4, 'big') + (1).to_bytes(2, 'big')
+                + bytes.fromhex('0112 0003 00000001 0006 0000') + (0).to_bytes(4, 'big'))
+        app1 = b'Exif\x00\x00' + tiff
+        rotated = tmp_path / 'portrait.jpg'
+        rotated.write_bytes(jpeg.tobytes()[:2] + b'\xff\xe1' + (len(app1) + 2).to_bytes(2, 'big')
+                            + app1 + jpeg.tobytes()[2:])
+        assert ok and cv2.imread(str(rotated)).shape[:2] == (WIDTH, HEIGHT)
+        assert main(['match', '--config', 'ncc', pair[0], str(rotated), '-o',
+                     str(tmp_path)]) == 1
+        assert f'got {WIDTH}x{HEIGHT} and {HEIGHT}x{WIDTH} (one is rotated: an EXIF' \
+            in caplog.text
+
     def test_degenerate_runs(self, pair, tmp_path, caplog):
         assert main(['match', '--config', 'ncc', *pair, '--runs', '0', '-o', str(tmp_path)]) == 1
         assert '--runs must be >= 1' in caplog.text

@@ -188,10 +188,15 @@ def run(args: argparse.Namespace) -> int:
     image0, image1 = read_gray(args.image0), read_gray(args.image1)
     name, conf = matcher_conf(args)
     if name == 'ncc' and image0.shape != image1.shape:
+        # a phone photo's EXIF orientation is applied when it is read (OpenCV's default)
+        rotated = image0.shape == image1.shape[::-1]
         raise ValueError(f'--config ncc needs two images of the same size, got '
                          f'{image0.shape[1]}x{image0.shape[0]} and '
-                         f'{image1.shape[1]}x{image1.shape[0]} (use a LoFTR configuration, '
-                         'which resizes each image to its input size)')
+                         f'{image1.shape[1]}x{image1.shape[0]} '
+                         + ('(one is rotated: an EXIF orientation tag is applied when an image '
+                            'is read; save both upright, or ' if rotated else '(')
+                         + 'use a LoFTR configuration, which resizes each image to its input '
+                         'size)')
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
 
