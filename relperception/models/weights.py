@@ -116,8 +116,11 @@ def is_safetensors(path: Path) -> bool:
         0 < int.from_bytes(head[:8], 'little') < path.stat().st_size
 
 
-def _load_torch_file(path: Path) -> Any:
-    """Return the object of a PyTorch file, read with ``weights_only=True`` (ValueError else)."""
+def _load_torch_file(path: Path, lazy: bool = False) -> Any:
+    """Return the object of a PyTorch file, read with ``weights_only=True`` (ValueError else).
+
+    With ``lazy`` a zip-format file's tensors are memory-mapped, not read (for its metadata).
+    """
     with open(path, 'rb') as handle:
         head = handle.read(2)
     # torch.save writes a zip archive (PK) or, before torch 1.6, a pickle (protocol byte 0x80)
@@ -125,7 +128,8 @@ def _load_torch_file(path: Path) -> Any:
         raise ValueError(f'{path}: not a weights file (neither safetensors, by its .safetensors '
                          'name, nor a PyTorch file, which is a zip archive or a pickle)')
     try:
-        return torch.load(str(path), map_location='cpu', weights_only=True)
+        return torch.load(str(path), map_location='cpu', weights_only=True,
+                          mmap=lazy and head == b'PK')
     except pickle.UnpicklingError as err:
         raise ValueError(
             f'{path}: refused to load: the file is a pickle that references code or objects '
@@ -344,7 +348,7 @@ def read_weights_metadata(path: Union[str, Path]) -> Dict[str, str]:
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
     if not is_safetensors(path):
-        obj = _load_torch_file(path)
+        obj = _load_torch_file(path, lazy=True)
         metadata = obj.get(METADATA_KEY) if isinstance(obj, Mapping) else None
         if not isinstance(metadata, Mapping):
             return {}
