@@ -263,13 +263,17 @@ def _write_kitti(root, frames=5, calib_prefix=True, times=True, folder='image_0'
     (seq / folder).mkdir(parents=True)
     images = []
     for i in range(frames):
-        image = rng.integers(0, 256, (30, 50), dtype=np.uint8)
+        # the colour camera's folder holds colour images (BGR on disk)
+        image = rng.integers(0, 256, (30, 50, 3) if folder == 'image_2' else (30, 50),
+                             dtype=np.uint8)
         cv2.imwrite(str(seq / folder / f'{i:06d}.png'), image)
         images.append(image)
     P0 = np.array([[45.5, 0, 24.25, 0], [0, 45.5, 14.75, 0], [0, 0, 1, 0]])
     P1 = P0.copy()
     P1[0, 3] = -21.7
-    rows = [' '.join(f'{v:.12e}' for v in P.reshape(-1)) for P in (P0, P1)]
+    P2 = P0.copy()   # KITTI's left colour camera: 6 cm left of camera 0, slightly ahead
+    P2[:, 3] = [2.73, -0.005, 0.004]
+    rows = [' '.join(f'{v:.12e}' for v in P.reshape(-1)) for P in (P0, P1, P2)]
     if calib_prefix:
         rows = [f'P{k}: {row}' for k, row in enumerate(rows)]
     (seq / 'calib.txt').write_text('\n'.join(rows) + '\n')
@@ -353,6 +357,35 @@ class TestConvertKitti:
         summary = convert_kitti(seq, tmp_path / 'bag', storage='sqlite3')
         np.testing.assert_array_equal(summary['K'], P0[:, :3])
         assert summary['frames'] == 5
+
+    def test_colour_camera_alone_gets_its_own_intrinsics_and_pose(self, tmp_path):
+        # the colour download has image_2/ only; it used to be refused ('no image_0 folder')
+        seq, images, P0 = _write_kitti(tmp_path, folder='image_2')
+        P2 = np.array([[45.5, 0, 24.25, 2.73], [0, 45.5, 14.75, -0.005], [0, 0, 1, 0.004]])
+        summary = convert_kitti(seq, tmp_path / 'bag')
+        assert summary['image_folder'] == 'image_2'
+        got = _read(tmp_path / 'bag')
+        array, encoding = _image(got[topics.IMAGE][0])
+        assert encoding == 'rgb8'
+        np.testing.assert_array_equal(array, images[0][..., ::-1])
+        np.testing.assert_array_equal(camera_from_camera_info(got[topics.CAMERA_INFO][0][2]).K,
+                                      P2[:, :3])
+        # reference: KITTI projects a camera-0 point into image 2 with P2; the bag's pose of
+        # the written camera must give the same pixel through its own K
+        poses = np.loadtxt(seq / 'poses.txt').reshape(-1, 3, 4)
+        points = np.random.default_rng(1).uniform([-5, -2, 4], [5, 2, 30], (20, 3))
+        for entry, M in zip(got[topics.GT_POSE], poses):
+            T_world_cam0 = np.vstack([M, [0, 0, 0, 1]])
+            T_world_cam = transform_from_pose_msg(entry[2].pose)
+            world = (T_world_cam0 @ np.c_[points, np.ones(20)].T)
+            kitti = P2 @ np.linalg.inv(T_world_cam0) @ world
+            ours = P2[:, :3] @ (np.linalg.inv(T_world_cam) @ world)[:3]
+            np.testing.assert_allclose(ours[:2] / ours[2], kitti[:2] / kitti[2], atol=1e-9)
+
+    def test_grey_camera_wins_over_colour(self, tmp_path):
+        seq, _, P0 = _write_kitti(tmp_path)
+        (seq / 'image_2').mkdir()
+        assert convert_kitti(seq, tmp_path / 'bag')['image_folder'] == 'image_0'
 
     def test_times_must_increase(self, tmp_path):
         seq, _, _ = _write_kitti(tmp_path)

@@ -1,13 +1,18 @@
 # Copyright 2026 The relperception Authors
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""KITTI odometry sequence (left grey camera) -> rosbag2.
+"""KITTI odometry sequence (left grey camera, else left colour camera) -> rosbag2.
 
 Layout::
 
-    <sequence>/image_0/%06d.png  (or image_l/)  8-bit grey, rectified
+    <sequence>/image_0/%06d.png  (or image_l/)  8-bit grey, rectified; or, where the colour
+                           download alone is there, image_2/ (left colour camera, P2)
     <sequence>/calib.txt   'P0: 12 floats' lines, or bare lines of 12 floats (first line = P0)
-    <sequence>/poses.txt   optional; 12 floats per frame, row-major 3x4 T_world_cam (metres)
+    <sequence>/poses.txt   optional; 12 floats per frame, row-major 3x4 T_world_cam0 (metres)
     <sequence>/times.txt   optional; seconds since the sequence start, one per frame
+
+KITTI's poses are those of the grey camera 0. For ``image_2/`` they are moved to camera 2
+(``T_world_cam2 = T_world_cam0 @ T_cam0_cam2``, ``T_cam0_cam2`` the rectified baseline
+``-K^-1 P2[:, 3]``), so the ground truth is the pose of the camera whose images are written.
 
 The official odometry download keeps the poses apart, ``dataset/poses/NN.txt`` next to
 ``dataset/sequences/NN/``: that file is found too (or give it with ``poses=``). Which poses were
@@ -39,7 +44,8 @@ from ...data.messages import seconds_to_ns
 logger = getLogger(__name__)
 
 DEFAULT_RATE_HZ = 10.0
-IMAGE_FOLDERS = ('image_0', 'image_l')
+#: Image folders read, first found wins, with the projection matrix of their camera.
+IMAGE_FOLDERS = (('image_0', 'P0'), ('image_l', 'P0'), ('image_2', 'P2'))
 
 
 def _numeric_lines(path: Path):
@@ -143,6 +149,34 @@ def read_kitti_times(path: Path) -> list[int]:
     return stamps
 
 
+def camera_from_camera0(P: np.ndarray, P0: np.ndarray) -> np.ndarray:
+    """Return ``T_cam0_cam`` (4, 4), metres: the pose of a rectified camera in camera 0's frame.
+
+    KITTI's rectified cameras share one orientation; ``P = K [I | t]`` with ``t`` the
+    camera-0 origin seen from that camera, so ``T_cam0_cam`` is the translation ``-K^-1 P[:, 3]``.
+
+    Args:
+        P: (3, 4) projection matrix of the camera (``P0`` .. ``P3`` of ``calib.txt``).
+        P0: (3, 4) projection matrix of camera 0.
+
+    Raises:
+        ValueError: the two left 3x3 blocks differ (not rectified together) or are singular.
+    """
+    P, P0 = np.asarray(P, np.float64), np.asarray(P0, np.float64)
+    if P.shape != (3, 4) or P0.shape != (3, 4):
+        raise ValueError(f'projection matrices must be (3, 4), got {P.shape} and {P0.shape}')
+    if not np.allclose(P[:, :3], P0[:, :3], rtol=1e-6, atol=1e-9):
+        raise ValueError('the camera and camera 0 have different intrinsics: not one '
+                         'rectified KITTI rig')
+    try:
+        t = np.linalg.solve(P[:, :3], P[:, 3])
+    except np.linalg.LinAlgError:
+        raise ValueError('singular projection matrix') from None
+    T_cam0_cam = np.eye(4)
+    T_cam0_cam[:3, 3] = -t
+    return T_cam0_cam
+
+
 def _frame_index(path: Path) -> int:
     try:
         return int(path.stem)
@@ -172,7 +206,8 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
     """Convert a KITTI odometry sequence folder to a rosbag2 bag (see the module docstring).
 
     Args:
-        sequence_dir: folder with ``image_0/`` or ``image_l/`` and ``calib.txt``.
+        sequence_dir: folder with ``image_0/``, ``image_l/`` or ``image_2/`` and
+            ``calib.txt``.
         output_bag: bag directory to create.
         storage: ``'mcap'`` or ``'sqlite3'``.
         times: per-frame times in seconds (index = frame number) replacing ``times.txt``.
@@ -183,24 +218,28 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
     Returns:
         summary dict: ``path``, ``storage``, ``messages`` per topic, ``start_ns``, ``end_ns``,
         ``frames``, ``gt_poses``, ``gt_source`` (the poses file, or None), ``times_source``
-        (``'times.txt'``, ``'argument'`` or ``'10 Hz'``), ``K`` (3x3 list).
+        (``'times.txt'``, ``'argument'`` or ``'10 Hz'``), ``K`` (3x3 list), ``image_folder``
+        (the folder read).
 
     Raises:
         FileNotFoundError: missing folder, image folder or ``calib.txt``.
         ValueError: malformed calibration/pose/time lines, too few poses or times.
     """
     sequence_dir = require_dir(sequence_dir, 'KITTI sequence folder')
-    folder = next((sequence_dir / n for n in IMAGE_FOLDERS if (sequence_dir / n).is_dir()), None)
+    folder, projection = next(((sequence_dir / name, matrix) for name, matrix in IMAGE_FOLDERS
+                               if (sequence_dir / name).is_dir()), (None, None))
     if folder is None:
-        raise FileNotFoundError(f'{sequence_dir} has no {" or ".join(IMAGE_FOLDERS)} folder')
+        raise FileNotFoundError(f'{sequence_dir} has no '
+                                f'{" or ".join(name for name, _ in IMAGE_FOLDERS)} folder')
     images = list_images(folder)
     indices = [_frame_index(p) for p in images]
     last = max(indices)
 
-    P0 = read_kitti_calib(sequence_dir / 'calib.txt', 'P0')
+    P = read_kitti_calib(sequence_dir / 'calib.txt', projection)
+    T_cam0_cam = camera_from_camera0(P, read_kitti_calib(sequence_dir / 'calib.txt', 'P0'))
     first, _ = read_colour_image(images[0])
     height, width = first.shape[:2]
-    camera = Camera(K=P0[:, :3], width=width, height=height)
+    camera = Camera(K=P[:, :3], width=width, height=height)
 
     if times is not None:
         stamps = [seconds_to_ns(t if isinstance(t, str) else repr(float(t))) for t in times]
@@ -226,7 +265,10 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
         if len(poses) <= last:
             raise ValueError(f'{gt_source} has {len(poses)} poses but the images go up to '
                              f'frame {last}')
-        logger.info('ground truth: %s (%d poses)', gt_source, len(poses))
+        poses = poses @ T_cam0_cam
+        logger.info('ground truth: %s (%d poses%s)', gt_source, len(poses),
+                    '' if projection == 'P0' else f", moved from camera 0 to {folder.name}'s "
+                    f'camera by {np.linalg.norm(T_cam0_cam[:3, 3]):.3f} m')
     else:
         logger.warning('%s has no poses.txt and no ../../poses/%s.txt (official layout); '
                        'writing no %s: give the poses file with --poses', sequence_dir,
@@ -253,6 +295,8 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
     summary.update(frames=len(images), gt_poses=0 if poses is None else len(images),
                    gt_source=None if gt_source is None else str(gt_source),
                    times_source=times_source, K=camera.K.tolist())
-    logger.info('KITTI %s -> %s: %d frames, GT %s, times from %s', sequence_dir.name,
-                output_bag, len(images), 'yes' if poses is not None else 'no', times_source)
+    summary['image_folder'] = folder.name
+    logger.info('KITTI %s -> %s: %d frames from %s, GT %s, times from %s', sequence_dir.name,
+                output_bag, len(images), folder.name, 'yes' if poses is not None else 'no',
+                times_source)
     return summary
