@@ -287,6 +287,19 @@ class TestEvalPairsTxt:
         assert len(rows) == 2 and rows[0]['num_matches'] > 20
         assert results['summaries']['ncc | pairs_with_gt']['num_pairs'] == 2
 
+    def test_orb_matches_a_portrait_image_with_a_landscape_one(self, rendered, tmp_path):
+        # rot0 1 turns image 0 to portrait; ORB used to refuse the pair ('differ in size')
+        folder, pair, _, _ = rendered
+        path = tmp_path / 'mixed.txt'
+        path.write_text(_line('a.png', 'b.png', 1, 0, pair.K0, pair.K1, pair.T_0to1) + '\n')
+        out = tmp_path / 'out'
+        assert main(['eval-pairs', '--pairs', str(path), '--image-dir', str(folder / 'images'),
+                     '--matchers', 'orb', '--drawings', '0', '-o', str(out),
+                     '--no-progress']) == 0
+        row, = json.loads((out / 'pairs_results.json').read_text())['rows']['orb | mixed']
+        assert row.get('error') is None and row['num_matches'] > 20
+        assert max(row['R_err_deg'], row['t_err_deg']) < 10
+
     def test_image_dir_and_bad_list(self, rendered, tmp_path, caplog):
         folder, pair, _, _ = rendered
         path = tmp_path / 'flat.txt'

@@ -102,8 +102,12 @@ class ORBMatcher:
 
     def match(self, image0: np.ndarray, image1: np.ndarray,
               predict: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Matches:
-        """Match ORB features of ``image0`` and ``image1`` (H, W) uint8; ``predict`` is unused."""
-        check_gray_pair(image0, image1)
+        """Match ORB features of ``image0`` (H0, W0) and ``image1`` (H1, W1) uint8.
+
+        The images may differ in size (pair lists mix portrait and landscape images);
+        ``predict`` is unused.
+        """
+        check_gray_pair(image0, image1, same_size=False)
         kp0, des0 = self._orb.detectAndCompute(image0, None)
         kp1, des1 = self._orb.detectAndCompute(image1, None)
         if des0 is None or des1 is None or len(kp0) < 2 or len(kp1) < 2:
