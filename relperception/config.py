@@ -462,15 +462,17 @@ def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = N
     return config
 
 
-#: topics.* keys that may name the same topic: ground-truth depth defaults to the depth input.
-SHARED_TOPIC_KEYS = frozenset({'topics.depth', 'topics.ground_truth_depth'})
+#: Pairs of topics.* keys that may name the same topic: the depth input scored as its own ground
+#: truth, and ground-truth poses used as the translation hints (an exact scale source).
+SHARED_TOPIC_KEYS = (frozenset({'topics.depth', 'topics.ground_truth_depth'}),
+                     frozenset({'topics.ground_truth_pose', 'topics.wheel_odometry'}))
 
 
 def check_distinct_topics(config: Mapping[str, Any]) -> None:
     """Refuse two ``topics.*`` keys naming one topic (they carry different messages).
 
-    An empty topic (an input switched off) is ignored; ``topics.depth`` and
-    ``topics.ground_truth_depth`` may be equal.
+    An empty topic (an input switched off) is ignored; the pairs of :data:`SHARED_TOPIC_KEYS`
+    may be equal.
 
     Raises:
         ValueError: naming the two keys and the topic.
@@ -479,7 +481,7 @@ def check_distinct_topics(config: Mapping[str, Any]) -> None:
                    if key.startswith('topics.') and isinstance(value, str) and value.strip())
     for index, (key0, topic0) in enumerate(named):
         for key1, topic1 in named[index + 1:]:
-            if topic0.strip() == topic1.strip() and {key0, key1} != SHARED_TOPIC_KEYS:
+            if topic0.strip() == topic1.strip() and {key0, key1} not in SHARED_TOPIC_KEYS:
                 raise ValueError(f'{key0} and {key1} are both {topic0.strip()!r}; they carry '
                                  'different messages')
 

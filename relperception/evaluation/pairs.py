@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import cv2
 import numpy as np
+from scipy.integrate import trapezoid   # numpy 1.x (a Jetson's) has no np.trapezoid
 from relperception.data.pairs import ImagePair
 from relperception.transforms import check_transform
 
@@ -132,7 +133,7 @@ def relpose_auc(errors_deg, thresholds: Sequence[float] = AUC_THRESHOLDS) -> Lis
         last = int(np.searchsorted(errors, t))
         r = np.r_[recall[:last], recall[last - 1]]
         e = np.r_[errors[:last], t]
-        aucs.append(float(np.trapezoid(r, x=e) / t))
+        aucs.append(float(trapezoid(r, x=e) / t))
     return aucs
 
 
