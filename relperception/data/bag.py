@@ -30,7 +30,6 @@ from shutil import rmtree
 import sqlite3
 from struct import error as StructError
 from struct import unpack
-from typing import Self
 
 import numpy as np
 from rosbags import typesys
@@ -120,7 +119,7 @@ class BagWriter:
         self._end_ns: int | None = None
 
     # -- life cycle -----------------------------------------------------------------------------
-    def __enter__(self) -> Self:
+    def __enter__(self) -> BagWriter:
         """Create the bag (see the class docstring for the errors)."""
         if self._writer is not None:
             raise RuntimeError(f'bag {self.path} is already open')
@@ -532,7 +531,7 @@ class BagReader:
         self._counts: dict[str, int] = {}
 
     # -- life cycle -----------------------------------------------------------------------------
-    def __enter__(self) -> Self:
+    def __enter__(self) -> BagReader:
         """Open the bag (see the class docstring for the errors)."""
         path = self.path
         if not path.exists():

@@ -43,9 +43,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import cv2
 import numpy as np
-from scipy.integrate import trapezoid   # numpy 1.x (a Jetson's) has no np.trapezoid
 from relperception.data.pairs import ImagePair
 from relperception.transforms import check_transform
+from scipy.integrate import trapezoid   # numpy 1.x (a Jetson's) has no np.trapezoid
 
 logger = logging.getLogger(__name__)
 
