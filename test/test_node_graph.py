@@ -272,6 +272,21 @@ class TestRunVerb:
         with pytest.raises(ValueError, match='NAME=VALUE'):
             run_verb._name_value('publish_tf')
 
+    def test_empty_wheel_odom_topic_overrides_the_parameter_file(self, tmp_path):
+        # one_process:=true passes --wheel-odom-topic '' (no wheel odometry, as the separate
+        # processes have): the parameter file's topics.wheel_odometry used to win over it
+        params = tmp_path / 'robot.yaml'
+        params.write_text('/**:\n  ros__parameters:\n    topics:\n'
+                          '      wheel_odometry: /base/odom\n      depth: /cam/depth\n')
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        from_file, _ = run_verb.node_descriptions(parser.parse_args(['--config', str(params)]))
+        assert from_file[0].remappings['wheel_odom'] == '/base/odom'
+        assert from_file[0].remappings['depth_in'] == '/cam/depth'
+        off, _ = run_verb.node_descriptions(parser.parse_args(
+            ['--config', str(params), '--wheel-odom-topic', '', '--depth-topic', '']))
+        assert 'wheel_odom' not in off[0].remappings and 'depth_in' not in off[0].remappings
+
     def test_parser_defaults(self):
         parser = argparse.ArgumentParser()
         run_verb.add_arguments(parser)
