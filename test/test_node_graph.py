@@ -235,13 +235,39 @@ class TestLaunchFile:
         assert values == {'odom_frame_id': 'odom_vo', 'publish_tf': False,
                           'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5],
                           'camera_mount_source': 'parameter'}
-        for arguments, word in (({'publish_tf': 'yes'}, 'true or false'),
+        for arguments, word in (({'publish_tf': 'ture'}, 'true or false'),
                                 ({'camera_mount_source': 'urdf'}, 'one of'),
                                 ({'camera_mount_xyz_qxyzw': '1 2 3'}, '7 numbers'),
                                 ({'camera_mount_xyz_qxyzw': 'a b'}, 'numbers'),
                                 ({'path_max_length': '5'}, 'not a launch argument')):
             with pytest.raises(ValueError, match=word):
                 graph.launch_odometry_parameters(arguments)
+
+    def test_boolean_arguments_refuse_other_words(self):
+        for word in ('true', 'True', '1', 'yes', 'on'):
+            assert graph.launch_flag('dense', word) is True
+        for word in ('false', 'FALSE', '0', 'no', 'off', ' false '):
+            assert graph.launch_flag('dense', word) is False
+        for word in ('ture', 'maybe', '', '2'):
+            with pytest.raises(ValueError, match='dense must be true or false'):
+                graph.launch_flag('dense', word)
+        assert graph.launch_odometry_parameters({'publish_tf': 'no'}) == {'publish_tf': False}
+
+    def test_launch_file_reads_every_boolean_argument_strictly(self):
+        # dense:=ture used to start without dense_node, silently: every argument whose
+        # default is 'false' must go through launch_flag (FLAGS), which refuses a typo
+        tree = ast.parse(LAUNCH_FILE.read_text(encoding='utf-8'))
+        flags = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], 'id', '') == 'FLAGS')
+        booleans = {n.args[0].value for n in ast.walk(tree)
+                    if isinstance(n, ast.Call) and getattr(n.func, 'id', '') ==
+                    'DeclareLaunchArgument' and any(
+                        k.arg == 'default_value' and getattr(k.value, 'value', None) == 'false'
+                        for k in n.keywords)}
+        assert booleans and booleans == set(flags)
+        called = {n.func.id for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert 'launch_flag' in called
 
     def test_launch_description_when_launch_is_installed(self):
         pytest.importorskip('launch_ros')
