@@ -31,7 +31,8 @@ from launch.actions import (DeclareLaunchArgument, ExecuteProcess, OpaqueFunctio
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
-from relperception.config import NODE_LOCAL_SPECS
+from relperception.config import (DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS,
+                                  NODE_LOCAL_SPECS, SPECS)
 from relperception.nodes.graph import (fastdds_environment, FASTDDS_PROFILE_ENV,
                                        FASTDDS_PROFILE_NAME, launch_flag,
                                        LAUNCH_ODOMETRY_PARAMETERS, launch_odometry_parameters,
@@ -137,9 +138,10 @@ def generate_launch_description():
                               description="the nodes' log level; '' = info"),
         DeclareLaunchArgument('respawn', default_value='false',
                               description='true: restart a node that exits (after 2 s)'),
-        DeclareLaunchArgument('image_topic', default_value='/camera/image_raw',
+        DeclareLaunchArgument('image_topic', default_value=SPECS['topics.image'].default,
                               description='camera image topic (sensor_msgs/Image)'),
-        DeclareLaunchArgument('camera_info_topic', default_value='/camera/camera_info',
+        DeclareLaunchArgument('camera_info_topic',
+                              default_value=SPECS['topics.camera_info'].default,
                               description='sensor_msgs/CameraInfo topic of that camera'),
         DeclareLaunchArgument('depth_topic', default_value='',
                               description='depth image topic (16UC1 mm or 32FC1 m) for RGB-D '
@@ -147,14 +149,14 @@ def generate_launch_description():
         DeclareLaunchArgument('wheel_odom_topic', default_value='',
                               description='nav_msgs/Odometry of the base (wheel odometry): the '
                                           "monocular translation hints; '' = none"),
-        DeclareLaunchArgument('image_transport', default_value='raw',
-                              choices=['raw', 'compressed'],
+        DeclareLaunchArgument('image_transport', default_value=IMAGE_TRANSPORTS[0],
+                              choices=list(IMAGE_TRANSPORTS),
                               description="'compressed' reads <image_topic>/compressed"),
-        DeclareLaunchArgument('depth_transport', default_value='raw',
-                              choices=['raw', 'compressedDepth'],
+        DeclareLaunchArgument('depth_transport', default_value=DEPTH_TRANSPORTS[0],
+                              choices=list(DEPTH_TRANSPORTS),
                               description="'compressedDepth' reads <depth_topic>/compressedDepth"),
         DeclareLaunchArgument('matcher', default_value='',
-                              choices=['', 'ncc', 'loftr', 'klt', 'orb'],
+                              choices=[''] + list(MATCHERS),
                               description="correspondence method; '' = the config file's"),
         DeclareLaunchArgument('dense', default_value='false',
                               description='true: also start dense_node (depth, labels, '

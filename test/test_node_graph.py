@@ -269,6 +269,21 @@ class TestLaunchFile:
                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         assert 'launch_flag' in called
 
+    def test_launch_choices_and_defaults_come_from_the_schema(self):
+        # the matcher and transport names and the topic defaults live in relperception.config;
+        # the launch file spells none of them
+        tree = ast.parse(LAUNCH_FILE.read_text(encoding='utf-8'))
+        literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+        names = set(graph.MATCHERS + graph.IMAGE_TRANSPORTS + graph.DEPTH_TRANSPORTS) - {'raw'}
+        assert not names & literals
+        assert SPECS['topics.image'].default not in literals
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
+        assert choices['matcher'] == graph.MATCHERS == SPECS['matcher'].choices
+        assert choices['image_transport'] == graph.IMAGE_TRANSPORTS
+        assert choices['depth_transport'] == graph.DEPTH_TRANSPORTS
+
     def test_launch_description_when_launch_is_installed(self):
         pytest.importorskip('launch_ros')
         packages = pytest.importorskip('ament_index_python.packages')

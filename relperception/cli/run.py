@@ -16,6 +16,7 @@ import argparse
 import logging
 
 from relperception.cli.common import float_in_range
+from relperception.config import DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS
 
 HELP = ('run the matcher and odometry nodes (and, with --dense, the dense node) live on ROS 2 '
         'topics, in one process')
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--config', metavar='YAML',
                         help='parameter file (ROS 2 parameter file, nested or flat YAML; '
                              'default: built-in defaults = config/default.yaml)')
-    parser.add_argument('--matcher', choices=('ncc', 'loftr', 'klt', 'orb'), default=None,
+    parser.add_argument('--matcher', choices=MATCHERS, default=None,
                         help="correspondence method (default: the configuration's, ncc)")
     parser.add_argument('--image-topic', metavar='T',
                         help='camera image topic (default: topics.image of --config, '
@@ -48,9 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='nav_msgs/Odometry of the base (wheel odometry): the distance '
                              'between frames is the monocular translation hint; default: '
                              "topics.wheel_odometry of --config, none; '' = none")
-    parser.add_argument('--image-transport', choices=('raw', 'compressed'), default='raw',
+    parser.add_argument('--image-transport', choices=IMAGE_TRANSPORTS,
+                        default=IMAGE_TRANSPORTS[0],
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
-    parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
+    parser.add_argument('--depth-transport', choices=DEPTH_TRANSPORTS,
+                        default=DEPTH_TRANSPORTS[0],
                         help='raw Image, or CompressedImage on <depth-topic>/compressedDepth')
     parser.add_argument('--dense', action='store_true',
                         help='also run dense_node (depth, labels, labels_color, depth_color of '

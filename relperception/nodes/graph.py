@@ -36,6 +36,8 @@ import sys
 import threading
 from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
+from relperception.config import DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS
+
 PACKAGE = 'relperception'
 FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
 # Fast DDS 3 (ROS 2 Kilted and later) reads this name; a user who set either keeps theirs.
@@ -44,9 +46,6 @@ FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
 #: rmw_fastrtps takes the history memory policy (and publication mode) from the XML profile
 #: only when this is '1'; the packaged profile needs it (see its comment).
 FASTDDS_QOS_FROM_XML_ENV = 'RMW_FASTRTPS_USE_QOS_FROM_XML'
-IMAGE_TRANSPORTS = ('raw', 'compressed')
-DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
-MATCHERS = ('ncc', 'loftr', 'klt', 'orb')
 #: The words a boolean launch argument (and ``--odometry-param`` boolean) takes, any case.
 TRUE_WORDS = ('true', '1', 'yes', 'on')
 FALSE_WORDS = ('false', '0', 'no', 'off')
