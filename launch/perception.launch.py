@@ -31,25 +31,26 @@ from launch.actions import (DeclareLaunchArgument, ExecuteProcess, OpaqueFunctio
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
-from relperception.config import NODE_LOCAL_SPECS
+from relperception.config import (DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS,
+                                  NODE_LOCAL_SPECS, SPECS)
 from relperception.nodes.graph import (fastdds_environment, FASTDDS_PROFILE_ENV,
-                                       FASTDDS_PROFILE_NAME, LAUNCH_ODOMETRY_PARAMETERS,
-                                       launch_odometry_parameters, node_set)
+                                       FASTDDS_PROFILE_NAME, launch_flag,
+                                       LAUNCH_ODOMETRY_PARAMETERS, launch_odometry_parameters,
+                                       node_set)
 
 PACKAGE = 'relperception'
-TRUE_WORDS = ('true', '1', 'yes', 'on')
+#: The boolean launch arguments (true/false; anything else is refused, named).
+FLAGS = ('dense', 'dense_depth_to_odometry', 'correspondences_only', 'use_sim_time', 'respawn',
+         'one_process', 'use_composition')
 
 
 def _value(context, name):
     return LaunchConfiguration(name).perform(context).strip()
 
 
-def _flag(context, name):
-    return _value(context, name).lower() in TRUE_WORDS
-
-
 def _launch_nodes(context, *args, **kwargs):
     """Build the actions from the evaluated launch arguments (an OpaqueFunction)."""
+    flags = {name: launch_flag(name, _value(context, name)) for name in FLAGS}
     descriptions = node_set(
         matcher=_value(context, 'matcher'), image_topic=_value(context, 'image_topic'),
         camera_info_topic=_value(context, 'camera_info_topic'),
@@ -57,22 +58,22 @@ def _launch_nodes(context, *args, **kwargs):
         image_transport=_value(context, 'image_transport'),
         namespace=_value(context, 'namespace'),
         depth_transport=_value(context, 'depth_transport'),
-        dense=_flag(context, 'dense') or _flag(context, 'dense_depth_to_odometry'),
-        dense_depth_to_odometry=_flag(context, 'dense_depth_to_odometry'),
-        correspondences_only=_flag(context, 'correspondences_only'),
+        dense=flags['dense'] or flags['dense_depth_to_odometry'],
+        dense_depth_to_odometry=flags['dense_depth_to_odometry'],
+        correspondences_only=flags['correspondences_only'],
         wheel_odom_topic=_value(context, 'wheel_odom_topic'))
     config_file = _value(context, 'config_file')
-    use_sim_time = _flag(context, 'use_sim_time')
+    use_sim_time = flags['use_sim_time']
     odometry_parameters = launch_odometry_parameters(
         {name: _value(context, name) for name in LAUNCH_ODOMETRY_PARAMETERS})
     log_level = _value(context, 'log_level')
-    respawn = _flag(context, 'respawn')
+    respawn = flags['respawn']
     actions = []
     profile = _value(context, 'fastdds_profile')
     if profile:
         actions += [SetEnvironmentVariable(name, value)
                     for name, value in fastdds_environment(profile).items()]
-    if _flag(context, 'one_process') or _flag(context, 'use_composition'):
+    if flags['one_process'] or flags['use_composition']:
         command = [os.path.join(get_package_prefix(PACKAGE), 'lib', PACKAGE, PACKAGE), 'run',
                    '--image-topic', _value(context, 'image_topic'),
                    '--camera-info-topic', _value(context, 'camera_info_topic'),
@@ -85,11 +86,11 @@ def _launch_nodes(context, *args, **kwargs):
             command += ['--config', config_file]
         if _value(context, 'matcher'):
             command += ['--matcher', _value(context, 'matcher')]
-        if _flag(context, 'dense'):
+        if flags['dense']:
             command.append('--dense')
-        if _flag(context, 'dense_depth_to_odometry'):
+        if flags['dense_depth_to_odometry']:
             command.append('--dense-depth-to-odometry')
-        if _flag(context, 'correspondences_only'):
+        if flags['correspondences_only']:
             command.append('--correspondences-only')
         if use_sim_time:
             command.append('--use-sim-time')
@@ -137,9 +138,10 @@ def generate_launch_description():
                               description="the nodes' log level; '' = info"),
         DeclareLaunchArgument('respawn', default_value='false',
                               description='true: restart a node that exits (after 2 s)'),
-        DeclareLaunchArgument('image_topic', default_value='/camera/image_raw',
+        DeclareLaunchArgument('image_topic', default_value=SPECS['topics.image'].default,
                               description='camera image topic (sensor_msgs/Image)'),
-        DeclareLaunchArgument('camera_info_topic', default_value='/camera/camera_info',
+        DeclareLaunchArgument('camera_info_topic',
+                              default_value=SPECS['topics.camera_info'].default,
                               description='sensor_msgs/CameraInfo topic of that camera'),
         DeclareLaunchArgument('depth_topic', default_value='',
                               description='depth image topic (16UC1 mm or 32FC1 m) for RGB-D '
@@ -147,14 +149,14 @@ def generate_launch_description():
         DeclareLaunchArgument('wheel_odom_topic', default_value='',
                               description='nav_msgs/Odometry of the base (wheel odometry): the '
                                           "monocular translation hints; '' = none"),
-        DeclareLaunchArgument('image_transport', default_value='raw',
-                              choices=['raw', 'compressed'],
+        DeclareLaunchArgument('image_transport', default_value=IMAGE_TRANSPORTS[0],
+                              choices=list(IMAGE_TRANSPORTS),
                               description="'compressed' reads <image_topic>/compressed"),
-        DeclareLaunchArgument('depth_transport', default_value='raw',
-                              choices=['raw', 'compressedDepth'],
+        DeclareLaunchArgument('depth_transport', default_value=DEPTH_TRANSPORTS[0],
+                              choices=list(DEPTH_TRANSPORTS),
                               description="'compressedDepth' reads <depth_topic>/compressedDepth"),
         DeclareLaunchArgument('matcher', default_value='',
-                              choices=['', 'ncc', 'loftr', 'klt', 'orb'],
+                              choices=[''] + list(MATCHERS),
                               description="correspondence method; '' = the config file's"),
         DeclareLaunchArgument('dense', default_value='false',
                               description='true: also start dense_node (depth, labels, '

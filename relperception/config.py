@@ -148,12 +148,19 @@ def _engine_specs(section: str) -> tuple:
     )
 
 
+#: The correspondence methods (the ``matcher`` parameter, ``run --matcher``, ``matcher:=``).
+MATCHERS = ('ncc', 'loftr', 'klt', 'orb')
+#: Transports of the image input (``image_transport``) and of the depth input
+#: (``depth_transport``), as image_transport names them.
+IMAGE_TRANSPORTS = ('raw', 'compressed')
+DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
+
 PARAMETERS = (
     # --- matcher choice -------------------------------------------------------------------
     ParameterSpec('matcher', 'ncc',
                   'correspondence method: ncc (patch correlation), loftr (learned detector-free '
                   'transformer matcher), or the baselines klt (pyramidal Lucas-Kanade) and orb '
-                  '(ORB + ratio test)', choices=('ncc', 'loftr', 'klt', 'orb')),
+                  '(ORB + ratio test)', choices=MATCHERS),
     # --- NCC matcher (relperception.matching.ncc.NCCMatcher.default_conf) -------------------
     ParameterSpec('ncc.max_keypoints', 1000, 'maximum number of keypoints per frame',
                   16, 20000),
@@ -345,7 +352,7 @@ CAMERA_MOUNT_SOURCES = ('tf', 'parameter')
 _IMAGE_TRANSPORT = ParameterSpec(
     'image_transport', 'raw',
     'transport of the image input: raw subscribes to image (sensor_msgs/Image), compressed to '
-    'image/compressed (sensor_msgs/CompressedImage)', choices=('raw', 'compressed'),
+    'image/compressed (sensor_msgs/CompressedImage)', choices=IMAGE_TRANSPORTS,
     read_only=True)
 NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
     node: {spec.name: spec for spec in specs} for node, specs in {
@@ -388,7 +395,7 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
                           'transport of depth_in: raw (sensor_msgs/Image) or compressedDepth '
                           '(sensor_msgs/CompressedImage on depth_in/compressedDepth, as '
                           'compressed_depth_image_transport writes it)',
-                          choices=('raw', 'compressedDepth'), read_only=True),
+                          choices=DEPTH_TRANSPORTS, read_only=True),
             ParameterSpec('depth_queue_size', 30,
                           'depth messages kept for the stamp lookup (the depth of a frame must '
                           'still be there when the frame is processed)', 1, 1000,

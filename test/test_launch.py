@@ -6,6 +6,9 @@ Needs a full ROS 2 install (launch, launch_ros, launch_testing, the package inst
 colcon so that ``ros2 launch`` finds its executables); the whole module is skipped where
 launch_testing is not installed (pip-only environments). Run with
 ``colcon test --packages-select relperception`` or ``launch_test test/test_launch.py``.
+launch_testing's pytest plugin (Jazzy's 3.4) does not load under pytest 9 (which gtsam 4.3
+requires): there pytest stops before any test unless run with ``-p no:launch_testing``, and
+these tests then skip under pytest; ``launch_test`` runs them.
 """
 
 import os
@@ -51,6 +54,14 @@ PARAMETER_FILE = {
         'odom_frame_id': 'odom_lt', 'base_frame_id': 'body_lt', 'depth_max_dt_s': 0.03}},
     'robot_state_publisher': {'ros__parameters': {'robot_description': '<robot/>'}},
 }
+
+
+@pytest.fixture(autouse=True)
+def _launch_testing_runs_this_module(request):
+    """Skip under plain pytest: only launch_testing's runners start the launch first."""
+    if not request.config.pluginmanager.hasplugin('launch_testing'):
+        pytest.skip("launch_testing's pytest plugin is not active (-p no:launch_testing): run "
+                    '`launch_test test/test_launch.py`')
 
 
 @pytest.mark.launch_test

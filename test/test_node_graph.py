@@ -235,13 +235,54 @@ class TestLaunchFile:
         assert values == {'odom_frame_id': 'odom_vo', 'publish_tf': False,
                           'camera_mount_xyz_qxyzw': [0.1, 0.0, 0.2, -0.5, 0.5, -0.5, 0.5],
                           'camera_mount_source': 'parameter'}
-        for arguments, word in (({'publish_tf': 'yes'}, 'true or false'),
+        for arguments, word in (({'publish_tf': 'ture'}, 'true or false'),
                                 ({'camera_mount_source': 'urdf'}, 'one of'),
                                 ({'camera_mount_xyz_qxyzw': '1 2 3'}, '7 numbers'),
                                 ({'camera_mount_xyz_qxyzw': 'a b'}, 'numbers'),
                                 ({'path_max_length': '5'}, 'not a launch argument')):
             with pytest.raises(ValueError, match=word):
                 graph.launch_odometry_parameters(arguments)
+
+    def test_boolean_arguments_refuse_other_words(self):
+        for word in ('true', 'True', '1', 'yes', 'on'):
+            assert graph.launch_flag('dense', word) is True
+        for word in ('false', 'FALSE', '0', 'no', 'off', ' false '):
+            assert graph.launch_flag('dense', word) is False
+        for word in ('ture', 'maybe', '', '2'):
+            with pytest.raises(ValueError, match='dense must be true or false'):
+                graph.launch_flag('dense', word)
+        assert graph.launch_odometry_parameters({'publish_tf': 'no'}) == {'publish_tf': False}
+
+    def test_launch_file_reads_every_boolean_argument_strictly(self):
+        # dense:=ture used to start without dense_node, silently: every argument whose
+        # default is 'false' must go through launch_flag (FLAGS), which refuses a typo
+        tree = ast.parse(LAUNCH_FILE.read_text(encoding='utf-8'))
+        flags = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], 'id', '') == 'FLAGS')
+        booleans = {n.args[0].value for n in ast.walk(tree)
+                    if isinstance(n, ast.Call) and getattr(n.func, 'id', '') ==
+                    'DeclareLaunchArgument' and any(
+                        k.arg == 'default_value' and getattr(k.value, 'value', None) == 'false'
+                        for k in n.keywords)}
+        assert booleans and booleans == set(flags)
+        called = {n.func.id for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert 'launch_flag' in called
+
+    def test_launch_choices_and_defaults_come_from_the_schema(self):
+        # the matcher and transport names and the topic defaults live in relperception.config;
+        # the launch file spells none of them
+        tree = ast.parse(LAUNCH_FILE.read_text(encoding='utf-8'))
+        literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+        names = set(graph.MATCHERS + graph.IMAGE_TRANSPORTS + graph.DEPTH_TRANSPORTS) - {'raw'}
+        assert not names & literals
+        assert SPECS['topics.image'].default not in literals
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
+        assert choices['matcher'] == graph.MATCHERS == SPECS['matcher'].choices
+        assert choices['image_transport'] == graph.IMAGE_TRANSPORTS
+        assert choices['depth_transport'] == graph.DEPTH_TRANSPORTS
 
     def test_launch_description_when_launch_is_installed(self):
         pytest.importorskip('launch_ros')
@@ -271,6 +312,21 @@ class TestRunVerb:
         assert graph.launch_odometry_parameters(pairs) == expected
         with pytest.raises(ValueError, match='NAME=VALUE'):
             run_verb._name_value('publish_tf')
+
+    def test_empty_wheel_odom_topic_overrides_the_parameter_file(self, tmp_path):
+        # one_process:=true passes --wheel-odom-topic '' (no wheel odometry, as the separate
+        # processes have): the parameter file's topics.wheel_odometry used to win over it
+        params = tmp_path / 'robot.yaml'
+        params.write_text('/**:\n  ros__parameters:\n    topics:\n'
+                          '      wheel_odometry: /base/odom\n      depth: /cam/depth\n')
+        parser = argparse.ArgumentParser()
+        run_verb.add_arguments(parser)
+        from_file, _ = run_verb.node_descriptions(parser.parse_args(['--config', str(params)]))
+        assert from_file[0].remappings['wheel_odom'] == '/base/odom'
+        assert from_file[0].remappings['depth_in'] == '/cam/depth'
+        off, _ = run_verb.node_descriptions(parser.parse_args(
+            ['--config', str(params), '--wheel-odom-topic', '', '--depth-topic', '']))
+        assert 'wheel_odom' not in off[0].remappings and 'depth_in' not in off[0].remappings
 
     def test_parser_defaults(self):
         parser = argparse.ArgumentParser()

@@ -16,6 +16,7 @@ import argparse
 import logging
 
 from relperception.cli.common import float_in_range
+from relperception.config import DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS
 
 HELP = ('run the matcher and odometry nodes (and, with --dense, the dense node) live on ROS 2 '
         'topics, in one process')
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--config', metavar='YAML',
                         help='parameter file (ROS 2 parameter file, nested or flat YAML; '
                              'default: built-in defaults = config/default.yaml)')
-    parser.add_argument('--matcher', choices=('ncc', 'loftr', 'klt', 'orb'), default=None,
+    parser.add_argument('--matcher', choices=MATCHERS, default=None,
                         help="correspondence method (default: the configuration's, ncc)")
     parser.add_argument('--image-topic', metavar='T',
                         help='camera image topic (default: topics.image of --config, '
@@ -47,10 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--wheel-odom-topic', metavar='T',
                         help='nav_msgs/Odometry of the base (wheel odometry): the distance '
                              'between frames is the monocular translation hint; default: '
-                             'topics.wheel_odometry of --config, none')
-    parser.add_argument('--image-transport', choices=('raw', 'compressed'), default='raw',
+                             "topics.wheel_odometry of --config, none; '' = none")
+    parser.add_argument('--image-transport', choices=IMAGE_TRANSPORTS,
+                        default=IMAGE_TRANSPORTS[0],
                         help='raw Image, or CompressedImage on <image-topic>/compressed')
-    parser.add_argument('--depth-transport', choices=('raw', 'compressedDepth'), default='raw',
+    parser.add_argument('--depth-transport', choices=DEPTH_TRANSPORTS,
+                        default=DEPTH_TRANSPORTS[0],
                         help='raw Image, or CompressedImage on <depth-topic>/compressedDepth')
     parser.add_argument('--dense', action='store_true',
                         help='also run dense_node (depth, labels, labels_color, depth_color of '
@@ -87,31 +90,9 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    from relperception.config import load_parameter_file, SPECS
     from relperception.nodes import graph
 
-    parameter_file = load_parameter_file(args.config)
-    config = parameter_file.config
-    # the topics.* of the parameter file, as eval and replay read them; an option wins
-    depth_topic = args.depth_topic
-    if depth_topic is None:   # a bag's depth topic is looked for; live, only one named
-        depth_topic = '' if config['topics.depth'] == SPECS['topics.depth'].default \
-            else config['topics.depth']
-    descriptions = graph.node_set(
-        matcher=args.matcher, image_topic=args.image_topic or config['topics.image'],
-        camera_info_topic=args.camera_info_topic or config['topics.camera_info'],
-        depth_topic=depth_topic, image_transport=args.image_transport,
-        namespace=args.namespace, depth_transport=args.depth_transport,
-        dense=args.dense or args.dense_depth_to_odometry,
-        dense_depth_to_odometry=args.dense_depth_to_odometry,
-        correspondences_only=args.correspondences_only,
-        wheel_odom_topic=args.wheel_odom_topic or config['topics.wheel_odometry'])
-    descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
-    odometry = graph.launch_odometry_parameters(dict(
-        _name_value(text) for text in args.odometry_param))
-    for description in descriptions:
-        if description.name == 'visual_odometry_node':
-            description.parameters.update(odometry)
+    descriptions, config = node_descriptions(args)
     profile = graph.apply_fastdds_profile(enabled=not args.no_fastdds_profile)
     logger.info('Fast DDS profile: %s', profile or 'none (Fast DDS defaults)')
     graph.ensure_ament_prefix()
@@ -120,6 +101,52 @@ def run(args: argparse.Namespace) -> int:
                     ', '.join(f'{a} -> {b}' for a, b in description.remapping_pairs()))
     return graph.run_node_set(descriptions, config=config, use_sim_time=args.use_sim_time,
                               duration_s=args.duration)
+
+
+def node_descriptions(args: argparse.Namespace):
+    """Describe the nodes ``run`` starts: the options, over the parameter file's ``topics.*``.
+
+    Args:
+        args: parsed options of ``run``.
+
+    Returns:
+        ``(descriptions, config)``: the :class:`~relperception.nodes.graph.NodeDescription`
+        list, with the parameter file's node values and the ``--odometry-param`` values, and
+        the flat validated configuration.
+
+    Raises:
+        ValueError: a bad parameter file, topic or ``--odometry-param``, named.
+    """
+    from relperception.config import load_parameter_file, SPECS
+    from relperception.nodes import graph
+
+    parameter_file = load_parameter_file(args.config)
+    config = parameter_file.config
+    # the topics.* of the parameter file, as eval and replay read them; an option wins, and
+    # an empty --depth-topic / --wheel-odom-topic means none (the launch file passes '')
+    depth_topic = args.depth_topic
+    if depth_topic is None:   # a bag's depth topic is looked for; live, only one named
+        depth_topic = '' if config['topics.depth'] == SPECS['topics.depth'].default \
+            else config['topics.depth']
+    wheel_odom_topic = args.wheel_odom_topic
+    if wheel_odom_topic is None:
+        wheel_odom_topic = config['topics.wheel_odometry']
+    descriptions = graph.node_set(
+        matcher=args.matcher, image_topic=args.image_topic or config['topics.image'],
+        camera_info_topic=args.camera_info_topic or config['topics.camera_info'],
+        depth_topic=depth_topic, image_transport=args.image_transport,
+        namespace=args.namespace, depth_transport=args.depth_transport,
+        dense=args.dense or args.dense_depth_to_odometry,
+        dense_depth_to_odometry=args.dense_depth_to_odometry,
+        correspondences_only=args.correspondences_only,
+        wheel_odom_topic=wheel_odom_topic)
+    descriptions = [d.with_parameter_file(parameter_file) for d in descriptions]
+    odometry = graph.launch_odometry_parameters(dict(
+        _name_value(text) for text in args.odometry_param))
+    for description in descriptions:
+        if description.name == 'visual_odometry_node':
+            description.parameters.update(odometry)
+    return descriptions, config
 
 
 def _name_value(text: str):

@@ -36,6 +36,8 @@ import sys
 import threading
 from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
+from relperception.config import DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS
+
 PACKAGE = 'relperception'
 FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
 # Fast DDS 3 (ROS 2 Kilted and later) reads this name; a user who set either keeps theirs.
@@ -44,9 +46,9 @@ FASTDDS_PROFILE_NAME = 'fastdds_profile.xml'
 #: rmw_fastrtps takes the history memory policy (and publication mode) from the XML profile
 #: only when this is '1'; the packaged profile needs it (see its comment).
 FASTDDS_QOS_FROM_XML_ENV = 'RMW_FASTRTPS_USE_QOS_FROM_XML'
-IMAGE_TRANSPORTS = ('raw', 'compressed')
-DEPTH_TRANSPORTS = ('raw', 'compressedDepth')
-MATCHERS = ('ncc', 'loftr', 'klt', 'orb')
+#: The words a boolean launch argument (and ``--odometry-param`` boolean) takes, any case.
+TRUE_WORDS = ('true', '1', 'yes', 'on')
+FALSE_WORDS = ('false', '0', 'no', 'off')
 
 logger = logging.getLogger(__name__)
 
@@ -131,13 +133,35 @@ LAUNCH_ODOMETRY_PARAMETERS = ('odom_frame_id', 'base_frame_id', 'publish_tf',
                               'camera_mount_source', 'camera_mount_xyz_qxyzw', 'rectified_input')
 
 
+def launch_flag(name: str, text: str) -> bool:
+    """Read the boolean launch argument ``name`` (``dense:=true``).
+
+    Args:
+        name: the argument's name, for the message.
+        text: its value: a word of :data:`TRUE_WORDS` or :data:`FALSE_WORDS`, any case.
+
+    Returns:
+        The value.
+
+    Raises:
+        ValueError: any other text (``ture``, ``maybe``), named: a typo must not switch a
+            feature off silently.
+    """
+    word = str(text).strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(f'{name} must be true or false, got {text!r}')
+
+
 def launch_odometry_parameters(arguments: Mapping[str, str]) -> Dict[str, Any]:
     """Turn launch-argument strings into typed ``visual_odometry_node`` parameter values.
 
     Args:
         arguments: ``{name: text}`` for names of :data:`LAUNCH_ODOMETRY_PARAMETERS`; empty texts
-            are left out. Booleans are ``true``/``false``; the mount is 7 numbers separated
-            by spaces or commas (``x y z qx qy qz qw``).
+            are left out. Booleans take the words of :func:`launch_flag`; the mount is 7
+            numbers separated by spaces or commas (``x y z qx qy qz qw``).
 
     Returns:
         ``{name: value}`` validated by the schema's node-local specs.
@@ -158,9 +182,7 @@ def launch_odometry_parameters(arguments: Mapping[str, str]) -> Dict[str, Any]:
             continue
         default = specs[name].default
         if isinstance(default, bool):
-            if text.lower() not in ('true', 'false'):
-                raise ValueError(f'{name} must be true or false, got {text!r}')
-            value: Any = text.lower() == 'true'
+            value: Any = launch_flag(name, text)
         elif isinstance(default, list):
             try:
                 value = [float(part) for part in text.replace(',', ' ').split()]
