@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
-from relperception.interruption import INTERRUPTIONS, raise_on_sigterm
+from relperception.interruption import INTERRUPTIONS, raise_on_sigterm, Terminated
 
 logger = logging.getLogger(__name__)
 
@@ -402,35 +402,75 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
     """Run ``indices`` of ``cells`` in one pool; return those lost with a dead worker."""
     context = multiprocessing.get_context('spawn')
     broken = []
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=_start_cell_worker,
-                                                initargs=(threads,)) as pool:
-        futures = {pool.submit(run_cell, cells[i], mode, plots): i for i in indices}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                index = futures[future]
-                try:
-                    record(index, {**future.result(), 'reused': False})
-                except concurrent.futures.process.BrokenProcessPool:
-                    broken.append(index)
-        except INTERRUPTIONS:
-            # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
-            # worker: the cell keeps what it computed) and the workers exit. Without this the
-            # pool went on with the queue and Ctrl-C never ended compare.
-            pool.shutdown(wait=False, cancel_futures=True)
-            for child in multiprocessing.active_children():
-                child.terminate()
-            raise
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                  initializer=_start_cell_worker,
+                                                  initargs=(threads,))
+    # run_cell as this module holds it now (a test puts a stand-in there)
+    futures = {pool.submit(_run_pool_cell, run_cell, cells[i], mode, plots): i
+               for i in indices}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            try:
+                record(index, {**future.result(), 'reused': False})
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(index)
+    except INTERRUPTIONS:
+        # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
+        # worker: the cell keeps what it computed, and the worker runs no other cell) and idle
+        # workers exit. One shutdown only: a second one (a `with` block's) reset the
+        # cancelling of the queue, and the workers, which outlived their SIGTERM, ran the
+        # whole queue before the study ended.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()
+        raise
+    pool.shutdown(wait=True)
     return sorted(broken)
 
 
+def _run_pool_cell(function: Callable, cell: Cell, mode: str | None, plots: bool) -> dict:
+    """Run ``function(cell, mode, plots)`` in a pool worker, unless the study was interrupted.
+
+    While the cell runs, SIGTERM raises :class:`~relperception.interruption.Terminated` (the
+    cell keeps what it computed). The pool's worker loop takes any exception for the cell's
+    result and goes on with its queue, so once a cell was interrupted the worker runs no other
+    (the ones queued to it end at once); SIGTERM between cells ends the worker.
+
+    Raises:
+        Terminated: the cell, or an earlier one of this worker, was interrupted.
+    """
+    import signal
+
+    global _pool_worker_interrupted
+    if _pool_worker_interrupted:
+        raise Terminated()
+    raise_on_sigterm()
+    try:
+        return function(cell, mode, plots)
+    except INTERRUPTIONS:
+        _pool_worker_interrupted = True
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+#: Set in a pool worker once one of its cells was interrupted (see _run_pool_cell).
+_pool_worker_interrupted = False
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM handler of a pool worker between cells: the worker exits (exit handlers run)."""
+    raise SystemExit(128 + signum)
+
+
 def _start_cell_worker(threads: int) -> None:
-    """Set up a cell worker: ``threads`` threads, Ctrl-C left to the parent, SIGTERM raised."""
+    """Set up a cell worker: ``threads`` threads, Ctrl-C left to the parent, SIGTERM exits."""
     import signal
 
     pin_threads(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise_on_sigterm()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _identity(cell: Cell) -> dict:
