@@ -17,7 +17,9 @@ import pytest
 
 from relperception.cli.main import main
 from relperception.config import load_config
+from relperception.data.bag import BagReader, BagWriter
 from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.data.topics import GT_POSE
 from relperception.evaluation.study_report import (aggregate, pareto_front, recommend,
                                                    write_results)
 from relperception.pipeline import study
@@ -270,6 +272,38 @@ def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
     assert report.count('cells/') >= 4 and 'relperception compare --study' in report
     assert main(['compare', '--bags', str(tmp_path / 'missing'), '--configs', 'default',
                  '-o', str(output)]) == 1   # a clear message, no traceback
+
+
+def _strict_json(path):
+    """Parse a JSON file, refusing NaN / Infinity (not JSON; browsers and jq reject them)."""
+    def refuse(constant):
+        raise ValueError(f'{path.name} has {constant}')
+    return json.loads(path.read_text(encoding='utf-8'), parse_constant=refuse)
+
+
+def test_undefined_metrics_are_written_as_null_not_nan(study_inputs, tmp_path):
+    # ground truth that never moves: the path length is 0 and the drift undefined (NaN)
+    root, bags, configs = study_inputs
+    parked = tmp_path / 'parked'
+    with BagReader(bags[0]) as reader, BagWriter(parked) as writer:
+        first = None
+        for m in reader.messages():
+            msg = m.msg
+            if m.topic == GT_POSE:
+                first = first or msg.pose
+                msg = type(msg)(header=msg.header, pose=first)
+            writer.write_message(m.topic, m.msgtype, m.log_time_ns, msg)
+    cells = plan_cells([parked], configs[:1], tmp_path / 'out')
+    rows = run_study(cells)
+    assert rows[0]['status'] == 'ok' and rows[0]['drift_percent'] is None
+    assert _strict_json(cells[0].folder / CELL_FILE)['drift_percent'] is None
+    # a row read back from an older cell.json may still hold NaN
+    rows.append({**rows[0], 'config': 'old', 'drift_percent': float('nan')})
+    write_results(rows, aggregate(rows, ['default', 'old']), 'line', tmp_path / 'out')
+    assert [r['drift_percent'] for r in _strict_json(tmp_path / 'out' / 'results.json')] \
+        == [None, None]
+    _strict_json(tmp_path / 'out' / 'aggregate.json')
+    assert 'nan' not in (tmp_path / 'out' / 'results.csv').read_text().lower()
 
 
 def _row(bag, config, ate, ms=10.0, status='ok'):

@@ -119,8 +119,14 @@ def write_results(rows: Sequence[dict], aggregates: Sequence[dict], recommendati
                   output) -> dict:
     """Write ``results.csv``, ``results.json``, ``aggregate.json`` (and ``results.parquet``).
 
+    NaN and infinite values (rows read back from an older ``cell.json``) are written as
+    empty / null, never as ``NaN`` (which is not JSON).
+
     Returns {name: path} of the files written.
     """
+    from relperception.evaluation.report import to_jsonable
+
+    rows = [to_jsonable(dict(row)) for row in rows]
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     columns = []
@@ -134,9 +140,10 @@ def write_results(rows: Sequence[dict], aggregates: Sequence[dict], recommendati
             writer.writerow({k: ('' if row.get(k) is None else row.get(k)) for k in columns})
     written['results.csv'] = output / 'results.csv'
     written['results.json'] = write_text_atomic(
-        output / 'results.json', json.dumps(list(rows), indent=2, default=str))
+        output / 'results.json', json.dumps(rows, indent=2, default=str, allow_nan=False))
     written['aggregate.json'] = write_text_atomic(output / 'aggregate.json', json.dumps(
-        {'configurations': list(aggregates), 'recommendation': recommendation}, indent=2))
+        to_jsonable({'configurations': list(aggregates), 'recommendation': recommendation}),
+        indent=2, allow_nan=False))
     try:
         import pyarrow
         import pyarrow.parquet

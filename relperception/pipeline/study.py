@@ -269,13 +269,15 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
     started = time.perf_counter()
     row = _identity(cell)
     try:
+        from relperception.evaluation.report import to_jsonable
         from relperception.pipeline.offline_eval import evaluate_bag
 
         summary = evaluate_bag(cell.bag, cell.folder, load_config(cell.config.path), mode=mode,
                                progress=False, plots=plots, dense=cell.dense)
-        row.update({k: summary.get(k) for k in ROW_METRICS})
+        # NaN (drift on a path too short or standing still) becomes None, as in summary.json
+        row.update(to_jsonable({k: summary.get(k) for k in ROW_METRICS}))
         if cell.dense:
-            row.update(dense_row_metrics(summary.get('dense') or {}))
+            row.update(to_jsonable(dense_row_metrics(summary.get('dense') or {})))
         row['status'] = 'ok' if summary.get('frames_processed') else 'failed'
         row['error'] = '' if row['status'] == 'ok' else 'no frame was processed'
     except (ValueError, OSError, RuntimeError, KeyError) as error:
@@ -286,7 +288,8 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
         row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
     row['elapsed_s'] = time.perf_counter() - started
     cell.folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(cell.folder / CELL_FILE, json.dumps(row, indent=2, default=str))
+    write_text_atomic(cell.folder / CELL_FILE,
+                      json.dumps(row, indent=2, default=str, allow_nan=False))
     return row
 
 
