@@ -6,6 +6,7 @@ import importlib.util
 import json
 import logging
 import os
+from pathlib import Path
 import re
 import shutil
 import signal
@@ -20,8 +21,9 @@ from relperception.config import load_config
 from relperception.data.bag import BagReader, BagWriter
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.data.topics import GT_POSE
-from relperception.evaluation.study_report import (aggregate, pareto_front, recommend,
-                                                   write_results)
+from relperception.evaluation.html_report import study_report
+from relperception.evaluation.study_report import (aggregate, best_configuration, format_table,
+                                                   pareto_front, recommend, write_results)
 from relperception.pipeline import study
 from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
@@ -166,6 +168,7 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
          'sys.exit(main(sys.argv[1:]))', 'compare', '--bags', *map(str, bags), '--configs',
          *specs, '--workers', '1', '-o', str(output), '--no-progress'],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
     def finished():
         return sum((c.folder / CELL_FILE).is_file() for c in cells)
 
@@ -329,7 +332,48 @@ def test_aggregate_ranks_per_bag_and_counts_failures():
     assert (x['ok'], x['failed'], y['ok'], y['failed']) == (3, 0, 2, 1)
     assert x['ate_rmse_m_median'] == pytest.approx(0.2)
     assert y['ate_rmse_m_mean'] == pytest.approx(0.2)
-    assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(1.5)
+    # y failed on c: ranked last there, behind x
+    assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(5 / 3)
+
+
+def test_the_table_compares_configurations_on_the_bags_all_of_them_succeeded_on():
+    # 'fragile' fails on the two hard bags: over its own bags its median ATE (0.1) looked
+    # better than the robust one's (0.3), and it stood highlighted as the best row of the
+    # report while the recommendation named `robust`
+    rows = [_row('easy1', 'robust', 0.1, 20), _row('easy1', 'fragile', 0.1, 20),
+            _row('easy2', 'robust', 0.1, 20), _row('easy2', 'fragile', 0.1, 20),
+            _row('hard1', 'robust', 0.5, 20), _row('hard1', 'fragile', None, status='failed'),
+            _row('hard2', 'robust', 0.6, 20), _row('hard2', 'fragile', None, status='failed'),
+            _row('broken', 'robust', None, status='failed'),
+            _row('broken', 'fragile', None, status='failed')]
+    robust, fragile = aggregate(rows, ['robust', 'fragile'])
+    assert fragile['ate_rmse_m_median'] < robust['ate_rmse_m_median']   # own bags
+    assert robust['common_bags'] == 2 and robust['bags'] == 5 and robust['ranked_bags'] == 4
+    assert robust['ate_rmse_m_median_common'] == fragile['ate_rmse_m_median_common'] == 0.1
+    assert robust['mean_rank'] == pytest.approx((1.5 + 1.5 + 1 + 1) / 4)
+    assert fragile['mean_rank'] == pytest.approx((1.5 + 1.5 + 2 + 2) / 4)
+    table = format_table([robust, fragile])
+    assert table.startswith('medians over the 2 of 5 bags where every configuration has an '
+                            'ATE; mean rank over the 4 bags')
+    assert best_configuration([robust, fragile]) == 'robust'
+    report = study_report(rows, [robust, fragile], 'line', [], Path('.'))
+    assert '<tr class="best"><td>robust</td>' in report and 'medians over the 2 of 5' in report
+
+
+def test_equal_median_ate_is_a_tie_that_the_faster_configuration_wins():
+    rows = [_row('a', 'ref', 0.2, 10), _row('a', 'same', 0.2, 8), _row('a', 'copy', 0.2, 10),
+            _row('b', 'ref', 0.4, 10), _row('b', 'same', 0.4, 8), _row('b', 'copy', 0.4, 10)]
+    line = recommend(rows, ['ref', 'same', 'copy'])
+    # was: '`ref` (the reference) has the lowest median ATE; the fastest, `same`, takes 0.8x
+    # its time per frame at 1x its median ATE'
+    assert line.startswith('on these 2 bags, `same` has the same median ATE as `ref` (0.3 m) '
+                           'at 0.8x the time per frame; `copy` has the same median ATE;')
+    assert recommend(rows[:1] + rows[2:4] + rows[5:], ['ref', 'copy']).startswith(
+        'on these 2 bags, `ref` (the reference) has the lowest median ATE (0.3 m); `copy` has '
+        'the same median ATE;')
+    # no time per frame known: no 'nanx' in the line
+    untimed = [{**r, 'timing_median_ms': None} for r in rows]
+    assert 'nan' not in recommend(untimed, ['ref', 'same'])
 
 
 def test_tied_configurations_share_their_rank():
@@ -356,10 +400,12 @@ def test_recommendation_states_its_criterion():
 
 
 def test_pareto_front_keeps_the_unbeaten():
-    entries = [{'config': 'slow_good', 'ate_rmse_m_median': 0.1, 'timing_median_ms_median': 90},
-               {'config': 'fast_bad', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 10},
-               {'config': 'beaten', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 50},
-               {'config': 'failed', 'ate_rmse_m_median': None, 'timing_median_ms_median': 5}]
+    def entry(name, ate, ms):
+        return {'config': name, 'ate_rmse_m_median_common': ate,
+                'timing_median_ms_median_common': ms}
+
+    entries = [entry('slow_good', 0.1, 90), entry('fast_bad', 0.3, 10), entry('beaten', 0.3, 50),
+               entry('failed', None, 5)]
     assert pareto_front(entries) == ['slow_good', 'fast_bad']
 
 

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 from relperception.atomic_files import write_text_atomic
 from relperception.evaluation.report import REPORT_NAME
+from relperception.evaluation.study_report import best_configuration, comparison_note
 
 #: Embedded PNGs larger than this are re-encoded as JPEG (quality 85) when that is smaller.
 _JPEG_ABOVE_BYTES = 300_000
@@ -421,17 +422,19 @@ def study_report(rows: Sequence[Mapping[str, Any]], aggregates: Sequence[Mapping
     if front:
         blocks.append(paragraph('Pareto front (no other configuration is both more accurate '
                                 'and faster): ' + ', '.join(front) + '.'))
-    medians = [a.get('ate_rmse_m_median') for a in aggregates]
-    finite = [m for m in medians if isinstance(m, (int, float))]
-    best = medians.index(min(finite)) if finite else None
-    blocks += [heading('Configurations (medians over their bags)'),
+    names = [a['config'] for a in aggregates]
+    best = best_configuration(aggregates)
+    blocks += [heading('Configurations'), paragraph(comparison_note(aggregates)),
                table(('configuration', 'cells ok', 'failed', 'ATE m', 'drift %', 'RPE m',
                       'ms per frame', 'tracking ms', 'frames lost', 'mean rank'),
-                     [(a['config'], a['ok'], a['failed'], a.get('ate_rmse_m_median'),
-                       a.get('drift_percent_median'), a.get('rpe_trans_rmse_m_median'),
-                       a.get('timing_median_ms_median'), a.get('tracking_median_ms_median'),
-                       a.get('frames_lost_median'), a.get('mean_rank')) for a in aggregates],
-                     best_row=best)]
+                     [(a['config'], a['ok'], a['failed'], a.get('ate_rmse_m_median_common'),
+                       a.get('drift_percent_median_common'),
+                       a.get('rpe_trans_rmse_m_median_common'),
+                       a.get('timing_median_ms_median_common'),
+                       a.get('tracking_median_ms_median_common'),
+                       a.get('frames_lost_median_common'), a.get('mean_rank'))
+                      for a in aggregates],
+                     best_row=names.index(best) if best is not None else None)]
     if any(a.get(f'{m}_median') is not None for a in aggregates
            for m in ('dense_miou', 'dense_abs_rel')):
         blocks += [heading('Dense model (medians over their bags, --dense)'),
