@@ -309,6 +309,23 @@ def test_undefined_metrics_are_written_as_null_not_nan(study_inputs, tmp_path):
     assert 'nan' not in (tmp_path / 'out' / 'results.csv').read_text().lower()
 
 
+def test_every_link_of_the_report_opens_also_after_the_folder_moved(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    not_a_bag = tmp_path / 'notes'
+    not_a_bag.mkdir()
+    (not_a_bag / 'readme.txt').write_text('not a recording')
+    output = tmp_path / 'study ü'
+    assert main(['compare', '--bags', str(bags[0]), str(not_a_bag), '--configs', 'default',
+                 '-o', str(output), '--no-progress']) == 0
+    moved = tmp_path / 'elsewhere' / 'moved study'
+    moved.parent.mkdir()
+    output.rename(moved)
+    links = re.findall(r'href="([^"]+)"', (moved / 'report.html').read_text())
+    assert len(links) == 2
+    # the failed cell's folder has only cell.json: its link went to a missing summary.json
+    assert all((moved / link).is_file() for link in links), links
+
+
 def _row(bag, config, ate, ms=10.0, status='ok'):
     return {'bag': bag, 'config': config, 'status': status, 'ate_rmse_m': ate,
             'timing_median_ms': ms, 'drift_percent': 1.0}

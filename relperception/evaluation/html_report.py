@@ -453,7 +453,9 @@ def study_report(rows: Sequence[Mapping[str, Any]], aggregates: Sequence[Mapping
             folder = Path(folder).relative_to(Path(output_dir)).as_posix() if folder else ''
         except ValueError:
             pass   # a cell folder outside the study folder: linked as it is
-        link = (f'<a href="{html.escape(folder)}/summary.json">{html.escape(folder)}</a>'
+        target = 'summary.json' if (Path(output_dir) / folder / 'summary.json').is_file() \
+            else 'cell.json'   # a cell that failed before eval wrote anything
+        link = (f'<a href="{html.escape(folder)}/{target}">{html.escape(folder)}</a>'
                 if folder else '')
         cell_rows.append('<tr>' + ''.join(f'<td>{_text(v)}</td>' for v in (
             row.get('bag'), row.get('config'), row.get('status'), row.get('ate_rmse_m'),
