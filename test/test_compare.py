@@ -27,7 +27,7 @@ from relperception.evaluation.study_report import (aggregate, best_configuration
 from relperception.pipeline import study
 from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
-                                          run_study, StudyConfig)
+                                          run_study, study_folder_lock, StudyConfig)
 from relperception.pipeline.study_ray import gpus_for_config
 
 
@@ -324,6 +324,21 @@ def test_every_link_of_the_report_opens_also_after_the_folder_moved(study_inputs
     assert len(links) == 2
     # the failed cell's folder has only cell.json: its link went to a missing summary.json
     assert all((moved / link).is_file() for link in links), links
+
+
+def test_a_second_study_into_a_folder_in_use_is_refused(study_inputs, tmp_path, caplog):
+    # Two compares into one folder computed the same cells into the same cell folders at once,
+    # and the one that ended last replaced the other's results.json, table and report.
+    root, bags, configs = study_inputs
+    output = tmp_path / 'out'
+    with study_folder_lock(output):   # a compare running in another process holds it so
+        with caplog.at_level(logging.ERROR):
+            assert main(['compare', '--bags', str(bags[0]), '--configs', 'default', '-o',
+                         str(output), '--no-progress']) == 1
+    assert f'in use by another compare (pid {os.getpid()})' in caplog.text
+    assert not (output / 'cells').exists() and not (output / 'results.json').exists()
+    with study_folder_lock(output):   # released with the block
+        pass
 
 
 def _row(bag, config, ate, ms=10.0, status='ok'):

@@ -25,7 +25,9 @@ Aggregation and the report are :mod:`relperception.evaluation.study_report`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
@@ -34,7 +36,7 @@ import os
 from pathlib import Path
 import re
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import relperception
 from relperception.atomic_files import write_text_atomic
@@ -63,6 +65,8 @@ DEFAULT_CONFIG = 'default'
 STUDY_KEYS = ('bags', 'configs', 'mode', 'dense')
 #: ``error`` of a cell whose worker process died (both executors).
 WORKER_DIED = 'the worker process died'
+#: Lock file in a study folder while a study runs there (:func:`study_folder_lock`).
+LOCK_FILE = '.compare.lock'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,6 +241,42 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
                               / f'{bag_name}__{_slug(config.name)}', key,
                               hashes[config.name], fingerprint, bool(dense)))
     return cells
+
+
+@contextlib.contextmanager
+def study_folder_lock(output) -> Iterator[Path]:
+    """Hold the study folder ``output`` (created if missing) for this process while the block runs.
+
+    Two studies in one folder computed the same cells into the same cell folders at once and
+    the one that finished last replaced the other's tables. The lock is an advisory ``flock``
+    on ``output/.compare.lock`` (the holder's pid inside), released when the block ends or
+    the process dies.
+
+    Yields:
+        the lock file.
+
+    Raises:
+        ValueError: another process holds the folder.
+    """
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / LOCK_FILE
+    with open(path, 'a+', encoding='utf-8') as stream:
+        try:
+            fcntl.flock(stream, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stream.seek(0)
+            holder = stream.read().strip() or 'unknown'
+            raise ValueError(f'study folder {output} is in use by another compare (pid '
+                             f'{holder}); wait for it to end or give another -o') from None
+        try:
+            stream.seek(0)
+            stream.truncate()
+            stream.write(str(os.getpid()))
+            stream.flush()
+            yield path
+        finally:
+            fcntl.flock(stream, fcntl.LOCK_UN)
 
 
 def pin_threads(threads: int) -> None:
