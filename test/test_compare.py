@@ -477,6 +477,26 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     assert loaded_configs == [StudyConfig('a')]
 
 
+def test_bags_of_one_name_from_several_robots_get_their_own_cells(study_inputs, tmp_path):
+    # robot_a/run1 and robot_b/run1 were refused ('bag names must be unique'); the same bag
+    # given twice (once through a symlink) would have been evaluated twice
+    root, bags, configs = study_inputs
+    runs = []
+    for robot, bag in zip(('robot_a', 'robot_b'), bags):
+        (tmp_path / robot).mkdir()
+        runs.append(tmp_path / robot / 'run1')
+        shutil.copytree(bag, runs[-1])
+    (tmp_path / 'latest').symlink_to(bags[0])   # named by the link, not its target
+    cells = plan_cells([*runs, tmp_path / 'latest'], configs[:1], tmp_path / 'out')
+    assert [c.folder.name for c in cells] == ['robot_a_run1__default', 'robot_b_run1__default',
+                                              'latest__default']
+    rows = run_study(cells[:2])
+    assert [r['status'] for r in rows] == ['ok', 'ok']
+    assert rows[0]['ate_rmse_m'] != rows[1]['ate_rmse_m']   # each its own bag
+    with pytest.raises(ValueError, match='given twice'):
+        plan_cells([bags[0], tmp_path / 'latest'], configs[:1], tmp_path)
+
+
 def test_a_changed_weights_file_changes_the_cell_key(study_inputs, tmp_path):
     """A rerun reused the cells of weights that had been replaced under the same path."""
     root, bags, _ = study_inputs

@@ -202,15 +202,41 @@ def _slug(text: str) -> str:
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', text).strip('_') or 'x'
 
 
+def _bag_names(bags: Sequence[Path]) -> list[str]:
+    """Return the cell-folder names of ``bags``: unique, see :func:`plan_cells`."""
+    resolved = [bag.resolve() for bag in bags]
+    for index, path in enumerate(resolved):
+        if path in resolved[:index]:
+            raise ValueError(f'bag {bags[index]} is given twice (as '
+                             f'{bags[resolved.index(path)]} too)')
+    # named as given (a symlink by its own name), absolute for the parent folders
+    absolute = [Path(os.path.abspath(bag)) for bag in bags]
+    parts = [path.with_suffix('').parts if path.is_file() else path.parts for path in absolute]
+    names = [_slug(p[-1]) for p in parts]
+    for depth in range(2, max(map(len, parts)) + 1):
+        clashing = {name for name in names if names.count(name) > 1}
+        if not clashing:
+            break
+        names = [_slug('_'.join(p[-depth:])) if name in clashing else name
+                 for name, p in zip(names, parts)]
+    if len(set(names)) != len(names):   # 'a b' and 'a_b': one folder name
+        raise ValueError(f'bag names must stay unique as folder names, got {names}')
+    return names
+
+
 def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
                mode: str | None = None, dense: bool = False) -> list[Cell]:
     """Return every (bag, configuration) cell of a study, bags outer, configurations inner.
 
     ``dense``: every cell also scores the dense model (``eval --dense``); part of the key.
 
+    Bags are named by their folder (or file stem); bags of one name in different folders
+    (``robot_a/run1``, ``robot_b/run1``) by as many of their parent folders as tell them apart
+    (``robot_a_run1``).
+
     Raises:
-        ValueError: no bags or configurations, a bag that does not exist, two configurations
-            with one name (or one folder name), or two bags with one name.
+        ValueError: no bags or configurations, a bag that does not exist or is given twice,
+            two configurations with one name (or one folder name).
     """
     if not bags or not configs:
         raise ValueError('a study needs at least one bag and one configuration')
@@ -225,9 +251,7 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
     for bag in bags:
         if not bag.exists():
             raise ValueError(f'bag {bag} does not exist')
-    bag_names = [_slug(b.stem if b.is_file() else b.name) for b in bags]
-    if len(set(bag_names)) != len(bag_names):
-        raise ValueError(f'bag names must be unique within a study, got {bag_names}')
+    bag_names = _bag_names(bags)
     hashes = {c.name: config_hash(load_config(c.path)) for c in configs}
     cells = []
     for bag, bag_name in zip(bags, bag_names):
