@@ -73,8 +73,10 @@ def _frames_with_pose(summary: Mapping[str, Any]) -> Any:
 
 
 def _text(value: Any) -> str:
-    """Return ``value`` as escaped HTML text, numbers in 4 significant digits."""
-    if isinstance(value, bool) or value is None:
+    """Return ``value`` as escaped HTML text, numbers in 4 significant digits, None as n/a."""
+    if value is None:   # a figure that was not computed (or NaN in the JSON)
+        return 'n/a'
+    if isinstance(value, bool):
         return html.escape(str(value))
     if isinstance(value, float):
         if math.isnan(value):
