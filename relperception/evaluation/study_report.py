@@ -8,7 +8,8 @@ where pyarrow is installed).
 
 * :func:`aggregate`: per configuration, the cells that succeeded and failed; the mean and median
   of each metric over the bags where *every* configuration has an ATE (the common bags, keys
-  ``<metric>_mean_common`` / ``_median_common``: the figures the table compares) and over the
+  ``<metric>_mean_common`` / ``_median_common``: the figures the table compares; for the dense
+  figures the bags where every configuration has that figure) and over the
   configuration's own bags (``<metric>_mean`` / ``_median``: a configuration that fails on the
   hard bags looks better there); and its mean rank over the bags where any configuration has
   an ATE (1 = the lowest ATE on that bag; a configuration without an ATE there shares the last
@@ -47,11 +48,12 @@ def _finite(value) -> bool:
         and math.isfinite(value)
 
 
-def common_bags(rows: Sequence[dict], config_names: Sequence[str]) -> list[str]:
-    """Return the bags (sorted) where every configuration has a finite :data:`RANK_METRIC`."""
+def common_bags(rows: Sequence[dict], config_names: Sequence[str],
+                metric: str = RANK_METRIC) -> list[str]:
+    """Return the bags (sorted) where every configuration has a finite ``metric``."""
     have: dict[str, set] = {}
     for row in rows:
-        if row['status'] == 'ok' and _finite(row.get(RANK_METRIC)):
+        if row['status'] == 'ok' and _finite(row.get(metric)):
             have.setdefault(row['bag'], set()).add(row['config'])
     return sorted(bag for bag, names in have.items() if set(config_names) <= names)
 
@@ -65,6 +67,10 @@ def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
     ``_median`` (None without values), and ``mean_rank`` (None without ranked bags).
     """
     common = set(common_bags(rows, config_names))
+    # the dense figures: over the bags where every configuration has that figure (bags with
+    # depth or labels need no ground-truth pose)
+    common_of = {metric: (set(common_bags(rows, config_names, metric))
+                          if metric.startswith('dense_') else common) for metric in AGGREGATED}
     scores: dict[str, dict[str, float]] = {}
     for row in rows:
         if row['status'] == 'ok' and _finite(row.get(RANK_METRIC)):
@@ -84,7 +90,7 @@ def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
                                  'bags': len({r['bag'] for r in rows}),
                                  'common_bags': len(common), 'ranked_bags': len(scores)}
         for metric in AGGREGATED:
-            for suffix, cells in (('_common', [r for r in ok if r['bag'] in common]),
+            for suffix, cells in (('_common', [r for r in ok if r['bag'] in common_of[metric]]),
                                   ('', ok)):
                 values = [float(r[metric]) for r in cells if _finite(r.get(metric))]
                 entry[f'{metric}_mean{suffix}'] = float(np.mean(values)) if values else None
