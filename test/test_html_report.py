@@ -116,8 +116,8 @@ def test_a_figure_that_was_not_computed_reads_n_a_not_none():
     # a compare report of a fleet with broken bags had 86 cells reading 'None'
     from relperception.evaluation.html_report import table
 
-    text = table(('configuration', 'ATE m', 'converged'), [('failed', None, False),
-                                                            ('ok', float('nan'), True)])
+    rows = [('failed', None, False), ('ok', float('nan'), True)]
+    text = table(('configuration', 'ATE m', 'converged'), rows)
     assert 'None' not in text
     assert '<td>failed</td><td>n/a</td><td>False</td>' in text
     assert '<td>ok</td><td>n/a</td><td>True</td>' in text

@@ -131,7 +131,7 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
     aggregates = aggregate(rows, config_names)
     best = best_configuration(aggregates)
     if best is None:
-        return 'no bag where every configuration succeeded: no recommendation'
+        return 'no bag where every configuration has an ATE: no recommendation'
     count = aggregates[0]['common_bags']
     ate = {a['config']: a['ate_rmse_m_median_common'] for a in aggregates}
     time = {a['config']: _time(a) for a in aggregates}
@@ -140,7 +140,7 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
             if name not in (best, reference) and _tied(ate[name], ate[best])]
     bags_text = f'{count} bag' + ('s' if count != 1 else '')
     criterion = (f'criterion: lowest median ATE over the {bags_text} where every '
-                 'configuration succeeded')
+                 'configuration has an ATE')
     if best == reference:
         line = (f'on these {bags_text}, `{reference}` (the reference) has the lowest '
                 f'median ATE ({ate[reference]:.4g} m)')
