@@ -5,6 +5,7 @@
 import importlib.util
 import json
 import logging
+import multiprocessing
 import os
 from pathlib import Path
 import re
@@ -195,6 +196,26 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
     # the queue stopped: at most the cell that was running then finished (the pool's worker
     # used to outlive its SIGTERM and run every queued cell before the driver exited)
     assert finished() <= before + 1 < len(cells)
+
+
+def test_a_bug_in_the_driver_stops_the_queue(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    specs = [configs[0], configs[1]]
+    for matcher in ('klt', 'orb'):
+        (tmp_path / f'{matcher}.yaml').write_text(f'matcher: {matcher}\n')
+        specs.append(parse_config_spec(str(tmp_path / f'{matcher}.yaml')))
+    cells = plan_cells(bags, specs, tmp_path / 'out')
+
+    def bug(row):
+        raise KeyError('a bug in the code that records a row')
+
+    with pytest.raises(KeyError, match='a bug'):
+        run_study(cells, workers=1, on_row=bug)
+    for worker in multiprocessing.active_children():   # the pool went on with its queue
+        worker.join(timeout=60.0)
+    # the cell running then and the ones already handed to the worker; the pool ran all 8
+    finished = sum((c.folder / CELL_FILE).is_file() for c in cells)
+    assert finished <= 3 < len(cells)
 
 
 def _exit_on_doomed_bag(cell, mode, plots):

@@ -492,6 +492,9 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
         for child in multiprocessing.active_children():
             child.terminate()
         raise
+    except BaseException:   # a bug: the running cells end, the queued ones never start
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     pool.shutdown(wait=True)
     return sorted(broken)
 
