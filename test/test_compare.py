@@ -213,9 +213,10 @@ def test_a_bug_in_the_driver_stops_the_queue(study_inputs, tmp_path):
         run_study(cells, workers=1, on_row=bug)
     for worker in multiprocessing.active_children():   # the pool went on with its queue
         worker.join(timeout=60.0)
-    # the cell running then and the ones already handed to the worker; the pool ran all 8
+    # the cell whose row met the bug, the one running then and the two already handed to the
+    # worker (the pool queues workers + 1 calls); the pool used to run all 8
     finished = sum((c.folder / CELL_FILE).is_file() for c in cells)
-    assert finished <= 3 < len(cells)
+    assert finished <= 4 < len(cells)
 
 
 def _exit_on_doomed_bag(cell, mode, plots):
