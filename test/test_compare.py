@@ -5,7 +5,9 @@
 import importlib.util
 import json
 import logging
+import multiprocessing
 import os
+from pathlib import Path
 import re
 import shutil
 import signal
@@ -17,13 +19,16 @@ import pytest
 
 from relperception.cli.main import main
 from relperception.config import load_config
+from relperception.data.bag import BagReader, BagWriter
 from relperception.data.synthetic_bag import write_synthetic_bag
-from relperception.evaluation.study_report import (aggregate, pareto_front, recommend,
-                                                   write_results)
+from relperception.data.topics import GT_POSE
+from relperception.evaluation.html_report import study_report
+from relperception.evaluation.study_report import (aggregate, best_configuration, format_table,
+                                                   pareto_front, recommend, write_results)
 from relperception.pipeline import study
 from relperception.pipeline.offline_eval import evaluate_bag
 from relperception.pipeline.study import (CELL_FILE, load_study, parse_config_spec, plan_cells,
-                                          run_study, StudyConfig)
+                                          run_study, study_folder_lock, StudyConfig)
 from relperception.pipeline.study_ray import gpus_for_config
 
 
@@ -164,9 +169,13 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
          'sys.exit(main(sys.argv[1:]))', 'compare', '--bags', *map(str, bags), '--configs',
          *specs, '--workers', '1', '-o', str(output), '--no-progress'],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def finished():
+        return sum((c.folder / CELL_FILE).is_file() for c in cells)
+
     try:
-        assert wait_for(lambda: any((c.folder / CELL_FILE).is_file() for c in cells),
-                        timeout=180.0)
+        assert wait_for(lambda: finished() > 0, timeout=180.0)
+        before = finished()
         (os.killpg if to_group else os.kill)(study_run.pid, signal.SIGINT)
         _, stderr = study_run.communicate(timeout=60)
     finally:
@@ -182,8 +191,32 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
 
     assert study_run.returncode == 130
     assert wait_for(group_gone, timeout=30.0)   # no worker or bundle-adjustment process left
-    assert b'Traceback' not in stderr
+    assert b'Traceback' not in stderr and b'leaked' not in stderr
     assert not (output / 'results.json').exists()
+    # the queue stopped: at most the cell that was running then finished (the pool's worker
+    # used to outlive its SIGTERM and run every queued cell before the driver exited)
+    assert finished() <= before + 1 < len(cells)
+
+
+def test_a_bug_in_the_driver_stops_the_queue(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    specs = [configs[0], configs[1]]
+    for matcher in ('klt', 'orb'):
+        (tmp_path / f'{matcher}.yaml').write_text(f'matcher: {matcher}\n')
+        specs.append(parse_config_spec(str(tmp_path / f'{matcher}.yaml')))
+    cells = plan_cells(bags, specs, tmp_path / 'out')
+
+    def bug(row):
+        raise KeyError('a bug in the code that records a row')
+
+    with pytest.raises(KeyError, match='a bug'):
+        run_study(cells, workers=1, on_row=bug)
+    for worker in multiprocessing.active_children():   # the pool went on with its queue
+        worker.join(timeout=60.0)
+    # the cell whose row met the bug, the one running then and the two already handed to the
+    # worker (the pool queues workers + 1 calls); the pool used to run all 8
+    finished = sum((c.folder / CELL_FILE).is_file() for c in cells)
+    assert finished <= 4 < len(cells)
 
 
 def _exit_on_doomed_bag(cell, mode, plots):
@@ -266,6 +299,70 @@ def test_cli_writes_tables_and_recommendation(study_inputs, tmp_path, capsys):
                  '-o', str(output)]) == 1   # a clear message, no traceback
 
 
+def _strict_json(path):
+    """Parse a JSON file, refusing NaN / Infinity (not JSON; browsers and jq reject them)."""
+    def refuse(constant):
+        raise ValueError(f'{path.name} has {constant}')
+    return json.loads(path.read_text(encoding='utf-8'), parse_constant=refuse)
+
+
+def test_undefined_metrics_are_written_as_null_not_nan(study_inputs, tmp_path):
+    # ground truth that never moves: the path length is 0 and the drift undefined (NaN)
+    root, bags, configs = study_inputs
+    parked = tmp_path / 'parked'
+    with BagReader(bags[0]) as reader, BagWriter(parked) as writer:
+        first = None
+        for m in reader.messages():
+            msg = m.msg
+            if m.topic == GT_POSE:
+                first = first or msg.pose
+                msg = type(msg)(header=msg.header, pose=first)
+            writer.write_message(m.topic, m.msgtype, m.log_time_ns, msg)
+    cells = plan_cells([parked], configs[:1], tmp_path / 'out')
+    rows = run_study(cells)
+    assert rows[0]['status'] == 'ok' and rows[0]['drift_percent'] is None
+    assert _strict_json(cells[0].folder / CELL_FILE)['drift_percent'] is None
+    # a row read back from an older cell.json may still hold NaN
+    rows.append({**rows[0], 'config': 'old', 'drift_percent': float('nan')})
+    write_results(rows, aggregate(rows, ['default', 'old']), 'line', tmp_path / 'out')
+    assert [r['drift_percent'] for r in _strict_json(tmp_path / 'out' / 'results.json')] \
+        == [None, None]
+    _strict_json(tmp_path / 'out' / 'aggregate.json')
+    assert 'nan' not in (tmp_path / 'out' / 'results.csv').read_text().lower()
+
+
+def test_every_link_of_the_report_opens_also_after_the_folder_moved(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    not_a_bag = tmp_path / 'notes'
+    not_a_bag.mkdir()
+    (not_a_bag / 'readme.txt').write_text('not a recording')
+    output = tmp_path / 'study ü'
+    assert main(['compare', '--bags', str(bags[0]), str(not_a_bag), '--configs', 'default',
+                 '-o', str(output), '--no-progress']) == 0
+    moved = tmp_path / 'elsewhere' / 'moved study'
+    moved.parent.mkdir()
+    output.rename(moved)
+    links = re.findall(r'href="([^"]+)"', (moved / 'report.html').read_text())
+    assert len(links) == 2
+    # the failed cell's folder has only cell.json: its link went to a missing summary.json
+    assert all((moved / link).is_file() for link in links), links
+
+
+def test_a_second_study_into_a_folder_in_use_is_refused(study_inputs, tmp_path, caplog):
+    # Two compares into one folder computed the same cells into the same cell folders at once,
+    # and the one that ended last replaced the other's results.json, table and report.
+    root, bags, configs = study_inputs
+    output = tmp_path / 'out'
+    with study_folder_lock(output):   # a compare running in another process holds it so
+        with caplog.at_level(logging.ERROR):
+            assert main(['compare', '--bags', str(bags[0]), '--configs', 'default', '-o',
+                         str(output), '--no-progress']) == 1
+    assert f'in use by another compare (pid {os.getpid()})' in caplog.text
+    assert not (output / 'cells').exists() and not (output / 'results.json').exists()
+    with study_folder_lock(output):   # released with the block
+        pass
+
+
 def _row(bag, config, ate, ms=10.0, status='ok'):
     return {'bag': bag, 'config': config, 'status': status, 'ate_rmse_m': ate,
             'timing_median_ms': ms, 'drift_percent': 1.0}
@@ -289,7 +386,65 @@ def test_aggregate_ranks_per_bag_and_counts_failures():
     assert (x['ok'], x['failed'], y['ok'], y['failed']) == (3, 0, 2, 1)
     assert x['ate_rmse_m_median'] == pytest.approx(0.2)
     assert y['ate_rmse_m_mean'] == pytest.approx(0.2)
-    assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(1.5)
+    # y failed on c: ranked last there, behind x
+    assert x['mean_rank'] == pytest.approx(4 / 3) and y['mean_rank'] == pytest.approx(5 / 3)
+
+
+def test_the_table_compares_configurations_on_the_bags_all_of_them_succeeded_on():
+    # 'fragile' fails on the two hard bags: over its own bags its median ATE (0.1) looked
+    # better than the robust one's (0.3), and it stood highlighted as the best row of the
+    # report while the recommendation named `robust`
+    rows = [_row('easy1', 'robust', 0.1, 20), _row('easy1', 'fragile', 0.1, 20),
+            _row('easy2', 'robust', 0.1, 20), _row('easy2', 'fragile', 0.1, 20),
+            _row('hard1', 'robust', 0.5, 20), _row('hard1', 'fragile', None, status='failed'),
+            _row('hard2', 'robust', 0.6, 20), _row('hard2', 'fragile', None, status='failed'),
+            _row('broken', 'robust', None, status='failed'),
+            _row('broken', 'fragile', None, status='failed')]
+    robust, fragile = aggregate(rows, ['robust', 'fragile'])
+    assert fragile['ate_rmse_m_median'] < robust['ate_rmse_m_median']   # own bags
+    assert robust['common_bags'] == 2 and robust['bags'] == 5 and robust['ranked_bags'] == 4
+    assert robust['ate_rmse_m_median_common'] == fragile['ate_rmse_m_median_common'] == 0.1
+    assert robust['mean_rank'] == pytest.approx((1.5 + 1.5 + 1 + 1) / 4)
+    assert fragile['mean_rank'] == pytest.approx((1.5 + 1.5 + 2 + 2) / 4)
+    table = format_table([robust, fragile])
+    assert table.startswith('medians over the 2 of 5 bags where every configuration has an '
+                            'ATE; mean rank over the 4 bags')
+    assert best_configuration([robust, fragile]) == 'robust'
+    report = study_report(rows, [robust, fragile], 'line', [], Path('.'))
+    assert '<tr class="best"><td>robust</td>' in report and 'medians over the 2 of 5' in report
+
+
+def test_dense_figures_are_compared_on_the_bags_every_configuration_scored():
+    # 'vit' ran out of memory on the large bag, where depth is hardest; 'parked' has depth but
+    # no ground-truth pose, so no ATE: it counts for the dense figures all the same
+    rows = [{**_row('small', 'conv', 0.1), 'dense_abs_rel': 0.10},
+            {**_row('small', 'vit', 0.1), 'dense_abs_rel': 0.08},
+            {**_row('large', 'conv', 0.1), 'dense_abs_rel': 0.30},
+            {**_row('large', 'vit', 0.1), 'dense_abs_rel': None},
+            {**_row('parked', 'conv', None), 'dense_abs_rel': 0.12},
+            {**_row('parked', 'vit', None), 'dense_abs_rel': 0.09}]
+    conv, vit = aggregate(rows, ['conv', 'vit'])
+    assert conv['dense_abs_rel_median'] == pytest.approx(0.12)   # own bags: worse than vit...
+    assert conv['dense_abs_rel_median_common'] == pytest.approx(0.11)   # ...on the same: too
+    assert vit['dense_abs_rel_median_common'] == pytest.approx(0.085)
+    report = study_report(rows, [conv, vit], 'line', [], Path('.'))
+    assert '<td>conv</td><td>n/a</td><td>n/a</td><td>0.11</td>' in report
+
+
+def test_equal_median_ate_is_a_tie_that_the_faster_configuration_wins():
+    rows = [_row('a', 'ref', 0.2, 10), _row('a', 'same', 0.2, 8), _row('a', 'copy', 0.2, 10),
+            _row('b', 'ref', 0.4, 10), _row('b', 'same', 0.4, 8), _row('b', 'copy', 0.4, 10)]
+    line = recommend(rows, ['ref', 'same', 'copy'])
+    # was: '`ref` (the reference) has the lowest median ATE; the fastest, `same`, takes 0.8x
+    # its time per frame at 1x its median ATE'
+    assert line.startswith('on these 2 bags, `same` has the same median ATE as `ref` (0.3 m) '
+                           'at 0.8x the time per frame; `copy` has the same median ATE;')
+    assert recommend(rows[:1] + rows[2:4] + rows[5:], ['ref', 'copy']).startswith(
+        'on these 2 bags, `ref` (the reference) has the lowest median ATE (0.3 m); `copy` has '
+        'the same median ATE;')
+    # no time per frame known: no 'nanx' in the line
+    untimed = [{**r, 'timing_median_ms': None} for r in rows]
+    assert 'nan' not in recommend(untimed, ['ref', 'same'])
 
 
 def test_tied_configurations_share_their_rank():
@@ -316,10 +471,12 @@ def test_recommendation_states_its_criterion():
 
 
 def test_pareto_front_keeps_the_unbeaten():
-    entries = [{'config': 'slow_good', 'ate_rmse_m_median': 0.1, 'timing_median_ms_median': 90},
-               {'config': 'fast_bad', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 10},
-               {'config': 'beaten', 'ate_rmse_m_median': 0.3, 'timing_median_ms_median': 50},
-               {'config': 'failed', 'ate_rmse_m_median': None, 'timing_median_ms_median': 5}]
+    def entry(name, ate, ms):
+        return {'config': name, 'ate_rmse_m_median_common': ate,
+                'timing_median_ms_median_common': ms}
+
+    entries = [entry('slow_good', 0.1, 90), entry('fast_bad', 0.3, 10), entry('beaten', 0.3, 50),
+               entry('failed', None, 5)]
     assert pareto_front(entries) == ['slow_good', 'fast_bad']
 
 
@@ -357,6 +514,26 @@ def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     loaded_bags, loaded_configs, _ = load_study(study)
     assert loaded_bags == [tmp_path / os.path.relpath(bags[0], tmp_path)]
     assert loaded_configs == [StudyConfig('a')]
+
+
+def test_bags_of_one_name_from_several_robots_get_their_own_cells(study_inputs, tmp_path):
+    # robot_a/run1 and robot_b/run1 were refused ('bag names must be unique'); the same bag
+    # given twice (once through a symlink) would have been evaluated twice
+    root, bags, configs = study_inputs
+    runs = []
+    for robot, bag in zip(('robot_a', 'robot_b'), bags):
+        (tmp_path / robot).mkdir()
+        runs.append(tmp_path / robot / 'run1')
+        shutil.copytree(bag, runs[-1])
+    (tmp_path / 'latest').symlink_to(bags[0])   # named by the link, not its target
+    cells = plan_cells([*runs, tmp_path / 'latest'], configs[:1], tmp_path / 'out')
+    assert [c.folder.name for c in cells] == ['robot_a_run1__default', 'robot_b_run1__default',
+                                              'latest__default']
+    rows = run_study(cells[:2])
+    assert [r['status'] for r in rows] == ['ok', 'ok']
+    assert rows[0]['ate_rmse_m'] != rows[1]['ate_rmse_m']   # each its own bag
+    with pytest.raises(ValueError, match='given twice'):
+        plan_cells([bags[0], tmp_path / 'latest'], configs[:1], tmp_path)
 
 
 def test_a_changed_weights_file_changes_the_cell_key(study_inputs, tmp_path):

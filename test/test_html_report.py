@@ -110,3 +110,14 @@ def test_a_real_browser_shows_the_plots(eval_run, tmp_path):
                        check=True, timeout=120, capture_output=True)
         fractions.append(_coloured_fraction(shot))
     assert fractions[0] > 0.002 and fractions[0] > 5 * fractions[1], fractions
+
+
+def test_a_figure_that_was_not_computed_reads_n_a_not_none():
+    # a compare report of a fleet with broken bags had 86 cells reading 'None'
+    from relperception.evaluation.html_report import table
+
+    rows = [('failed', None, False), ('ok', float('nan'), True)]
+    text = table(('configuration', 'ATE m', 'converged'), rows)
+    assert 'None' not in text
+    assert '<td>failed</td><td>n/a</td><td>False</td>' in text
+    assert '<td>ok</td><td>n/a</td><td>True</td>' in text

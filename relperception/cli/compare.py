@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from relperception.evaluation.study_report import (aggregate, format_table, pareto_front,
                                                        plot_pareto, recommend, write_results)
     from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
-                                              run_study)
+                                              run_study, study_folder_lock)
 
     if not args.ray and args.cpus_per_cell != 1:
         raise ValueError('--cpus-per-cell applies with --ray (without it, --workers sets how '
@@ -75,22 +75,23 @@ def run(args: argparse.Namespace) -> int:
     bags += args.bags
     configs += [parse_config_spec(spec) for spec in args.configs]
     cells = plan_cells(bags, configs, args.output, mode, dense=dense)
-    if args.ray and args.workers != 1:
-        logger.warning('--workers is not used with --ray (see --cpus-per-cell)')
-    with tqdm(total=len(cells), unit='cell', disable=args.no_progress,
-              desc='compare (ray)' if args.ray else 'compare') as bar:
-        rows = run_study(cells, workers=args.workers, mode=mode, plots=args.plots,
-                         on_row=lambda row: bar.update(1), ray_address=args.ray,
-                         cpus_per_cell=args.cpus_per_cell)
-    names = [c.name for c in configs]
-    aggregates = aggregate(rows, names)
-    recommendation = recommend(rows, names)
-    written = write_results(rows, aggregates, recommendation, args.output)
-    front = pareto_front(aggregates)
-    pareto_png = plot_pareto(Path(args.output) / 'pareto.png', aggregates)
-    written['report.html'] = write_report(args.output, study_report(
-        rows, aggregates, recommendation, front, Path(args.output), command_line(args),
-        pareto_png))
+    with study_folder_lock(args.output):
+        if args.ray and args.workers != 1:
+            logger.warning('--workers is not used with --ray (see --cpus-per-cell)')
+        with tqdm(total=len(cells), unit='cell', disable=args.no_progress,
+                  desc='compare (ray)' if args.ray else 'compare') as bar:
+            rows = run_study(cells, workers=args.workers, mode=mode, plots=args.plots,
+                             on_row=lambda row: bar.update(1), ray_address=args.ray,
+                             cpus_per_cell=args.cpus_per_cell)
+        names = [c.name for c in configs]
+        aggregates = aggregate(rows, names)
+        recommendation = recommend(rows, names)
+        written = write_results(rows, aggregates, recommendation, args.output)
+        front = pareto_front(aggregates)
+        pareto_png = plot_pareto(Path(args.output) / 'pareto.png', aggregates)
+        written['report.html'] = write_report(args.output, study_report(
+            rows, aggregates, recommendation, front, Path(args.output), command_line(args),
+            pareto_png))
     reused = sum(bool(r.get('reused')) for r in rows)
     failed = [r for r in rows if r['status'] != 'ok']
     for row in failed:

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 from relperception.atomic_files import write_text_atomic
 from relperception.evaluation.report import REPORT_NAME
+from relperception.evaluation.study_report import best_configuration, comparison_note
 
 #: Embedded PNGs larger than this are re-encoded as JPEG (quality 85) when that is smaller.
 _JPEG_ABOVE_BYTES = 300_000
@@ -72,8 +73,10 @@ def _frames_with_pose(summary: Mapping[str, Any]) -> Any:
 
 
 def _text(value: Any) -> str:
-    """Return ``value`` as escaped HTML text, numbers in 4 significant digits."""
-    if isinstance(value, bool) or value is None:
+    """Return ``value`` as escaped HTML text, numbers in 4 significant digits, None as n/a."""
+    if value is None:   # a figure that was not computed (or NaN in the JSON)
+        return 'n/a'
+    if isinstance(value, bool):
         return html.escape(str(value))
     if isinstance(value, float):
         if math.isnan(value):
@@ -421,26 +424,30 @@ def study_report(rows: Sequence[Mapping[str, Any]], aggregates: Sequence[Mapping
     if front:
         blocks.append(paragraph('Pareto front (no other configuration is both more accurate '
                                 'and faster): ' + ', '.join(front) + '.'))
-    medians = [a.get('ate_rmse_m_median') for a in aggregates]
-    finite = [m for m in medians if isinstance(m, (int, float))]
-    best = medians.index(min(finite)) if finite else None
-    blocks += [heading('Configurations (medians over their bags)'),
+    names = [a['config'] for a in aggregates]
+    best = best_configuration(aggregates)
+    blocks += [heading('Configurations'), paragraph(comparison_note(aggregates)),
                table(('configuration', 'cells ok', 'failed', 'ATE m', 'drift %', 'RPE m',
                       'ms per frame', 'tracking ms', 'frames lost', 'mean rank'),
-                     [(a['config'], a['ok'], a['failed'], a.get('ate_rmse_m_median'),
-                       a.get('drift_percent_median'), a.get('rpe_trans_rmse_m_median'),
-                       a.get('timing_median_ms_median'), a.get('tracking_median_ms_median'),
-                       a.get('frames_lost_median'), a.get('mean_rank')) for a in aggregates],
-                     best_row=best)]
+                     [(a['config'], a['ok'], a['failed'], a.get('ate_rmse_m_median_common'),
+                       a.get('drift_percent_median_common'),
+                       a.get('rpe_trans_rmse_m_median_common'),
+                       a.get('timing_median_ms_median_common'),
+                       a.get('tracking_median_ms_median_common'),
+                       a.get('frames_lost_median_common'), a.get('mean_rank'))
+                      for a in aggregates],
+                     best_row=names.index(best) if best is not None else None)]
     if any(a.get(f'{m}_median') is not None for a in aggregates
            for m in ('dense_miou', 'dense_abs_rel')):
-        blocks += [heading('Dense model (medians over their bags, --dense)'),
+        blocks += [heading('Dense model (--dense; medians over the bags where every '
+                           'configuration has the figure)'),
                    table(('configuration', 'mIoU %', 'pixel accuracy %', 'AbsRel', 'delta1',
                           'ms per image'),
-                         [(a['config'], _percent(a.get('dense_miou_median')),
-                           _percent(a.get('dense_pixel_accuracy_median')),
-                           a.get('dense_abs_rel_median'), a.get('dense_delta1_median'),
-                           a.get('dense_ms_median_median')) for a in aggregates])]
+                         [(a['config'], _percent(a.get('dense_miou_median_common')),
+                           _percent(a.get('dense_pixel_accuracy_median_common')),
+                           a.get('dense_abs_rel_median_common'),
+                           a.get('dense_delta1_median_common'),
+                           a.get('dense_ms_median_median_common')) for a in aggregates])]
     if pareto_png is not None:
         blocks.append(figure(pareto_png, 'median ATE against median time per frame'))
     cell_rows = []
@@ -450,7 +457,9 @@ def study_report(rows: Sequence[Mapping[str, Any]], aggregates: Sequence[Mapping
             folder = Path(folder).relative_to(Path(output_dir)).as_posix() if folder else ''
         except ValueError:
             pass   # a cell folder outside the study folder: linked as it is
-        link = (f'<a href="{html.escape(folder)}/summary.json">{html.escape(folder)}</a>'
+        target = 'summary.json' if (Path(output_dir) / folder / 'summary.json').is_file() \
+            else 'cell.json'   # a cell that failed before eval wrote anything
+        link = (f'<a href="{html.escape(folder)}/{target}">{html.escape(folder)}</a>'
                 if folder else '')
         cell_rows.append('<tr>' + ''.join(f'<td>{_text(v)}</td>' for v in (
             row.get('bag'), row.get('config'), row.get('status'), row.get('ate_rmse_m'),

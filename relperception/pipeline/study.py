@@ -25,7 +25,9 @@ Aggregation and the report are :mod:`relperception.evaluation.study_report`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
@@ -34,12 +36,12 @@ import os
 from pathlib import Path
 import re
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
-from relperception.interruption import INTERRUPTIONS, raise_on_sigterm
+from relperception.interruption import INTERRUPTIONS, raise_on_sigterm, Terminated
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ DEFAULT_CONFIG = 'default'
 STUDY_KEYS = ('bags', 'configs', 'mode', 'dense')
 #: ``error`` of a cell whose worker process died (both executors).
 WORKER_DIED = 'the worker process died'
+#: Lock file in a study folder while a study runs there (:func:`study_folder_lock`).
+LOCK_FILE = '.compare.lock'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,15 +202,41 @@ def _slug(text: str) -> str:
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', text).strip('_') or 'x'
 
 
+def _bag_names(bags: Sequence[Path]) -> list[str]:
+    """Return the cell-folder names of ``bags``: unique, see :func:`plan_cells`."""
+    resolved = [bag.resolve() for bag in bags]
+    for index, path in enumerate(resolved):
+        if path in resolved[:index]:
+            raise ValueError(f'bag {bags[index]} is given twice (as '
+                             f'{bags[resolved.index(path)]} too)')
+    # named as given (a symlink by its own name), absolute for the parent folders
+    absolute = [Path(os.path.abspath(bag)) for bag in bags]
+    parts = [path.with_suffix('').parts if path.is_file() else path.parts for path in absolute]
+    names = [_slug(p[-1]) for p in parts]
+    for depth in range(2, max(map(len, parts)) + 1):
+        clashing = {name for name in names if names.count(name) > 1}
+        if not clashing:
+            break
+        names = [_slug('_'.join(p[-depth:])) if name in clashing else name
+                 for name, p in zip(names, parts)]
+    if len(set(names)) != len(names):   # 'a b' and 'a_b': one folder name
+        raise ValueError(f'bag names must stay unique as folder names, got {names}')
+    return names
+
+
 def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
                mode: str | None = None, dense: bool = False) -> list[Cell]:
     """Return every (bag, configuration) cell of a study, bags outer, configurations inner.
 
     ``dense``: every cell also scores the dense model (``eval --dense``); part of the key.
 
+    Bags are named by their folder (or file stem); bags of one name in different folders
+    (``robot_a/run1``, ``robot_b/run1``) by as many of their parent folders as tell them apart
+    (``robot_a_run1``).
+
     Raises:
-        ValueError: no bags or configurations, a bag that does not exist, two configurations
-            with one name (or one folder name), or two bags with one name.
+        ValueError: no bags or configurations, a bag that does not exist or is given twice,
+            two configurations with one name (or one folder name).
     """
     if not bags or not configs:
         raise ValueError('a study needs at least one bag and one configuration')
@@ -221,9 +251,7 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
     for bag in bags:
         if not bag.exists():
             raise ValueError(f'bag {bag} does not exist')
-    bag_names = [_slug(b.stem if b.is_file() else b.name) for b in bags]
-    if len(set(bag_names)) != len(bag_names):
-        raise ValueError(f'bag names must be unique within a study, got {bag_names}')
+    bag_names = _bag_names(bags)
     hashes = {c.name: config_hash(load_config(c.path)) for c in configs}
     cells = []
     for bag, bag_name in zip(bags, bag_names):
@@ -237,6 +265,42 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
                               / f'{bag_name}__{_slug(config.name)}', key,
                               hashes[config.name], fingerprint, bool(dense)))
     return cells
+
+
+@contextlib.contextmanager
+def study_folder_lock(output) -> Iterator[Path]:
+    """Hold the study folder ``output`` (created if missing) for this process while the block runs.
+
+    Two studies in one folder computed the same cells into the same cell folders at once and
+    the one that finished last replaced the other's tables. The lock is an advisory ``flock``
+    on ``output/.compare.lock`` (the holder's pid inside), released when the block ends or
+    the process dies.
+
+    Yields:
+        the lock file.
+
+    Raises:
+        ValueError: another process holds the folder.
+    """
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / LOCK_FILE
+    with open(path, 'a+', encoding='utf-8') as stream:
+        try:
+            fcntl.flock(stream, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stream.seek(0)
+            holder = stream.read().strip() or 'unknown'
+            raise ValueError(f'study folder {output} is in use by another compare (pid '
+                             f'{holder}); wait for it to end or give another -o') from None
+        try:
+            stream.seek(0)
+            stream.truncate()
+            stream.write(str(os.getpid()))
+            stream.flush()
+            yield path
+        finally:
+            fcntl.flock(stream, fcntl.LOCK_UN)
 
 
 def pin_threads(threads: int) -> None:
@@ -269,13 +333,15 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
     started = time.perf_counter()
     row = _identity(cell)
     try:
+        from relperception.evaluation.report import to_jsonable
         from relperception.pipeline.offline_eval import evaluate_bag
 
         summary = evaluate_bag(cell.bag, cell.folder, load_config(cell.config.path), mode=mode,
                                progress=False, plots=plots, dense=cell.dense)
-        row.update({k: summary.get(k) for k in ROW_METRICS})
+        # NaN (drift on a path too short or standing still) becomes None, as in summary.json
+        row.update(to_jsonable({k: summary.get(k) for k in ROW_METRICS}))
         if cell.dense:
-            row.update(dense_row_metrics(summary.get('dense') or {}))
+            row.update(to_jsonable(dense_row_metrics(summary.get('dense') or {})))
         row['status'] = 'ok' if summary.get('frames_processed') else 'failed'
         row['error'] = '' if row['status'] == 'ok' else 'no frame was processed'
     except (ValueError, OSError, RuntimeError, KeyError) as error:
@@ -286,7 +352,8 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
         row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
     row['elapsed_s'] = time.perf_counter() - started
     cell.folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(cell.folder / CELL_FILE, json.dumps(row, indent=2, default=str))
+    write_text_atomic(cell.folder / CELL_FILE,
+                      json.dumps(row, indent=2, default=str, allow_nan=False))
     return row
 
 
@@ -402,35 +469,78 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
     """Run ``indices`` of ``cells`` in one pool; return those lost with a dead worker."""
     context = multiprocessing.get_context('spawn')
     broken = []
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=_start_cell_worker,
-                                                initargs=(threads,)) as pool:
-        futures = {pool.submit(run_cell, cells[i], mode, plots): i for i in indices}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                index = futures[future]
-                try:
-                    record(index, {**future.result(), 'reused': False})
-                except concurrent.futures.process.BrokenProcessPool:
-                    broken.append(index)
-        except INTERRUPTIONS:
-            # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
-            # worker: the cell keeps what it computed) and the workers exit. Without this the
-            # pool went on with the queue and Ctrl-C never ended compare.
-            pool.shutdown(wait=False, cancel_futures=True)
-            for child in multiprocessing.active_children():
-                child.terminate()
-            raise
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                  initializer=_start_cell_worker,
+                                                  initargs=(threads,))
+    # run_cell as this module holds it now (a test puts a stand-in there)
+    futures = {pool.submit(_run_pool_cell, run_cell, cells[i], mode, plots): i
+               for i in indices}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            try:
+                record(index, {**future.result(), 'reused': False})
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(index)
+    except INTERRUPTIONS:
+        # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
+        # worker: the cell keeps what it computed, and the worker runs no other cell) and idle
+        # workers exit. One shutdown only: a second one (a `with` block's) reset the
+        # cancelling of the queue, and the workers, which outlived their SIGTERM, ran the
+        # whole queue before the study ended.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()
+        raise
+    except BaseException:   # a bug: the running cells end, the queued ones never start
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return sorted(broken)
 
 
+def _run_pool_cell(function: Callable, cell: Cell, mode: str | None, plots: bool) -> dict:
+    """Run ``function(cell, mode, plots)`` in a pool worker, unless the study was interrupted.
+
+    While the cell runs, SIGTERM raises :class:`~relperception.interruption.Terminated` (the
+    cell keeps what it computed). The pool's worker loop takes any exception for the cell's
+    result and goes on with its queue, so once a cell was interrupted the worker runs no other
+    (the ones queued to it end at once); SIGTERM between cells ends the worker.
+
+    Raises:
+        Terminated: the cell, or an earlier one of this worker, was interrupted.
+    """
+    import signal
+
+    global _pool_worker_interrupted
+    if _pool_worker_interrupted:
+        raise Terminated()
+    raise_on_sigterm()
+    try:
+        return function(cell, mode, plots)
+    except INTERRUPTIONS:
+        _pool_worker_interrupted = True
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+#: Set in a pool worker once one of its cells was interrupted (see _run_pool_cell).
+_pool_worker_interrupted = False
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM handler of a pool worker between cells: the worker exits (exit handlers run)."""
+    raise SystemExit(128 + signum)
+
+
 def _start_cell_worker(threads: int) -> None:
-    """Set up a cell worker: ``threads`` threads, Ctrl-C left to the parent, SIGTERM raised."""
+    """Set up a cell worker: ``threads`` threads, Ctrl-C left to the parent, SIGTERM exits."""
     import signal
 
     pin_threads(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise_on_sigterm()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _identity(cell: Cell) -> dict:
