@@ -303,6 +303,36 @@ class TestVisualOdometryNode:
                                    atol=1e-9)
         assert run.node.status_counts['initialized'] == 2
 
+    def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames[:6]:   # monocular: the translation variance is large
+            run.send_image(frame.rgb, frame.stamp_ns)
+        given = np.zeros(36)
+        given[0] = given[7] = 0.25   # RViz's "2D Pose Estimate"
+        given[35] = 0.0685
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose.orientation.w = 1.0
+        anchor.pose.covariance = given.tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        run.send_image(frames[6].rgb, frames[6].stamp_ns)
+        # depth arrives (auto mode): metric scale, the tracked translation variance drops
+        for frame in frames[7:10]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(10)
+        assert run.node.scale_source == 'depth'
+        for msg in run.odom[6:]:
+            covariance = np.asarray(msg.pose.covariance).reshape(6, 6)
+            # never below the given one, never negative, and positive semi-definite
+            assert np.all(np.diag(covariance) >= given.reshape(6, 6).diagonal() - 1e-12)
+            assert np.linalg.eigvalsh(covariance).min() >= -1e-12
+
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
         run = harness([Parameter('depth_wait_s', value=0.05),

@@ -83,7 +83,7 @@ from relperception.nodes.ros_messages import (
 )
 from relperception.nodes.stamp_order import StampOrder
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
-from relperception.odometry.covariance import (conjugate_covariance, ros_order,
+from relperception.odometry.covariance import (conjugate_covariance, positive_part, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_from_odom, odom_from_camera
 from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
@@ -160,10 +160,11 @@ class VisualOdometryNode(Node):
         #: (T_world_cam, T_odom_base tracked, stamp ns) of the last published pose (twist).
         self._last_published: Optional[tuple] = None
         self._pending_anchor = None
-        #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; the anchor's
-        #: covariance (36 ROS-ordered values) is added to the tracked one.
+        #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; published
+        #: covariance = the given one + what the tracked one grew by since (None: the tracked
+        #: one): (given, tracked at the anchor), each 36 ROS-ordered values.
         self._T_anchor = np.eye(4)
-        self._anchor_covariance = np.zeros(36)
+        self._anchor_covariances: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.status_counts: collections.Counter = collections.Counter()
 
         self._tf_broadcaster = None
@@ -331,7 +332,7 @@ class VisualOdometryNode(Node):
         self.pipeline.reset()
         self._last_published = None
         self._T_anchor = np.eye(4)
-        self._anchor_covariance = np.zeros(36)
+        self._anchor_covariances = None
         self._path_poses.clear()
         self.depth.clear()
         self.wheel.clear()
@@ -418,11 +419,17 @@ class VisualOdometryNode(Node):
             T_given, covariance_given = self._pending_anchor
             self._pending_anchor = None
             self._T_anchor = T_given @ invert_transform(T_tracked)
-            self._anchor_covariance = covariance_given - pose_covariance
+            self._anchor_covariances = (covariance_given, pose_covariance)
             self._path_poses.clear()
             self.get_logger().info('re-anchored at the initialpose; the path restarts')
         T_odom_base = self._T_anchor @ T_tracked
-        pose_covariance = pose_covariance + self._anchor_covariance
+        if self._anchor_covariances is not None:
+            # the growth since the anchor, never negative: the tracked covariance can shrink
+            # (metric scale from depth or wheel odometry, a bundle adjustment), and the given
+            # covariance minus the shrinkage would be no covariance (negative variances)
+            covariance_given, covariance_at_anchor = self._anchor_covariances
+            growth = positive_part((pose_covariance - covariance_at_anchor).reshape(6, 6))
+            pose_covariance = covariance_given + growth.reshape(36)
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
         previous = self._last_published
