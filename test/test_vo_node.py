@@ -71,8 +71,8 @@ def sequence():
 class Harness(NodeHarness):
     """A visual_odometry_node and a probe node spinning in one SingleThreadedExecutor."""
 
-    def __init__(self, context, overrides=()):
-        super().__init__(context, VisualOdometryNode, overrides)
+    def __init__(self, context, overrides=(), namespace=None):
+        super().__init__(context, VisualOdometryNode, overrides, namespace)
         self.odom, self.paths, self.clouds = [], [], []
         self.probe.create_subscription(nav_msgs.Odometry, 'odom', self.odom.append, 50)
         self.probe.create_subscription(nav_msgs.Path, 'path', self.paths.append, 50)
@@ -302,6 +302,45 @@ class TestVisualOdometryNode:
         np.testing.assert_allclose(transform_from_pose_msg(run.odom[4].pose.pose), np.eye(4),
                                    atol=1e-9)
         assert run.node.status_counts['initialized'] == 2
+
+    def test_latched_camera_info_and_what_is_missing(self, context, harnesses, sequence,
+                                                    capfd):
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        camera, frames = sequence
+        # a driver that published camera_info once, latched, before the node started
+        namespace = unique_namespace()
+        driver = rclpy.create_node('driver', context=context, namespace=namespace)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        driver.create_publisher(CameraInfo, 'camera_info', latched).publish(
+            camera_info_msg(camera))
+        try:
+            harnesses.append(Harness(context, namespace=namespace))
+            run = harnesses[-1]
+            assert wait_for(lambda: run.node.camera is not None)
+            for frame in frames[:2]:
+                run.send_image(frame.rgb, frame.stamp_ns)
+            run.wait_odom(2)
+        finally:
+            driver.destroy_node()
+        capfd.readouterr()
+        # camera_info published, but not received: the skipped frames and /diagnostics say
+        # which topic is silent
+        harnesses.append(Harness(context))
+        run = harnesses[-1]
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)
+        problem = run.node.camera_info_problem()
+        assert problem.startswith('no camera_info received yet from the 1 publisher(s) of '
+                                  f'{run.namespace}/camera_info')
+        level, message, _ = run.node.tracking_report()
+        assert level == 1 and problem in message
+        error_output = capfd.readouterr().err
+        assert problem in error_output
+        # a usual driver (volatile): no transient-local subscription, no QoS warning
+        run.node._subscribe_latched_camera_info()
+        assert run.node._latched_camera_info_subscription is None
+        assert 'incompatible QoS' not in error_output
 
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
         from geometry_msgs.msg import PoseWithCovarianceStamped
