@@ -116,6 +116,11 @@ LATCHED_CAMERA_INFO_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELI
                                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
+#: How often (s, steady time) the publishers of ``camera_info`` are looked at for a latching one
+#: while no camera_info arrived.
+LATCHED_CAMERA_INFO_CHECK_S = 0.25
+
+
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
     """Return the VO pipeline of a flat configuration (matchers and ``odometry.*``).
 
@@ -221,7 +226,7 @@ class VisualOdometryNode(Node):
         #: a publisher latches it (checked by a steady timer: sim time may not run yet).
         self._latched_camera_info_subscription = None
         self._latched_camera_info_check = self.create_timer(
-            1.0, self._subscribe_latched_camera_info,
+            LATCHED_CAMERA_INFO_CHECK_S, self._subscribe_latched_camera_info,
             clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
             f'visual odometry ({config["matcher"]}, {config["odometry.mode"]}) on '
