@@ -117,8 +117,8 @@ class Harness(NodeHarness):
 
 @pytest.fixture
 def harness(context, harnesses):
-    def make(overrides=()):
-        harnesses.append(Harness(context, overrides))
+    def make(overrides=(), namespace=None):
+        harnesses.append(Harness(context, overrides, namespace))
         return harnesses[-1]
 
     return make
@@ -513,6 +513,21 @@ class TestVisualOdometryNode:
         # metric: the last position is the true one (relative to the first frame)
         truth = (T_cam0_world @ frames[-1].T_world_cam)[:3, 3]
         assert np.linalg.norm(expected[-1][:3, 3] - truth) < 0.05 * np.linalg.norm(truth)
+
+    def test_wheel_odometry_qos_is_overridable(self, harness):
+        """A best-effort wheel odometry (e.g. a micro-ROS base) is heard after an override."""
+        from rclpy.qos import qos_profile_sensor_data
+
+        namespace = unique_namespace()
+        override = f'qos_overrides.{namespace}/wheel_odom.subscription.reliability'
+        run = harness([Parameter(override, value='best_effort')], namespace=namespace)
+        wheel = run.probe.create_publisher(nav_msgs.Odometry, 'wheel_odom',
+                                           qos_profile_sensor_data)
+        assert wait_for(lambda: wheel.get_subscription_count() > 0)
+        for i in range(3):
+            wheel.publish(odometry_msg(make_transform(np.eye(3), [0.1 * i, 0.0, 0.0]),
+                                       10**9 * (i + 1)))
+        assert wait_for(lambda: len(run.node.wheel.hints) > 0)
 
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence
