@@ -90,7 +90,6 @@ class TestPropagation:
         inflated = cov_lib.inflate_translation(np.zeros((6, 6)), 2.0)
         assert np.diag(inflated).tolist() == [0, 0, 0, 4, 4, 4]
 
-
     def test_positive_part(self):
         rng = np.random.default_rng(3)
         cov = _random_covariance(rng)

@@ -304,7 +304,7 @@ class TestVisualOdometryNode:
         assert run.node.status_counts['initialized'] == 2
 
     def test_latched_camera_info_and_what_is_missing(self, context, harnesses, sequence,
-                                                    capfd):
+                                                     capfd):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
         camera, frames = sequence
