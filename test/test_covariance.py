@@ -90,6 +90,17 @@ class TestPropagation:
         inflated = cov_lib.inflate_translation(np.zeros((6, 6)), 2.0)
         assert np.diag(inflated).tolist() == [0, 0, 0, 4, 4, 4]
 
+    def test_positive_part(self):
+        rng = np.random.default_rng(3)
+        cov = _random_covariance(rng)
+        np.testing.assert_allclose(cov_lib.positive_part(cov), cov, atol=1e-12)
+        # a covariance minus a larger one: nothing positive is left
+        np.testing.assert_allclose(cov_lib.positive_part(cov - 2 * cov), 0.0, atol=1e-12)
+        mixed = cov_lib.positive_part(np.diag([1.0, -3.0, 2.0, 0.0, -1.0, 5.0]))
+        np.testing.assert_allclose(mixed, np.diag([1.0, 0.0, 2.0, 0.0, 0.0, 5.0]), atol=1e-12)
+        with pytest.raises(ValueError, match='square'):
+            cov_lib.positive_part(np.full((6, 6), np.inf))
+
 
 class TestPnpCovariance:
     def test_matches_monte_carlo_of_pnp(self):

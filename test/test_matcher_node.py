@@ -210,6 +210,33 @@ class TestMatcherNode:
         assert len(matches) == len(strict) < len(loose)
         assert matches.confidence.min() >= 0.98 - 1e-6 or len(matches) == 0
 
+    def test_a_matcher_that_cannot_be_built_is_refused(self, harness, frames, tmp_path):
+        """``ros2 param set`` of a LoFTR whose weights cannot be loaded: refused with the reason.
+
+        The check builds the matcher; a failure other than ValueError (a missing or corrupt
+        weights file) is a refusal too, not an exception in the parameter service.
+        """
+        run = harness()
+        client = AsyncParameterClient(run.probe, run.node.get_fully_qualified_name())
+        assert client.wait_for_services(5.0)
+        corrupt = tmp_path / 'corrupt.safetensors'
+        corrupt.write_bytes(b'not weights')
+        for weights in (str(tmp_path / 'missing.safetensors'), str(corrupt)):
+            future = client.set_parameters([Parameter('loftr.weights', value=weights),
+                                            Parameter('matcher', value='loftr')])
+            assert wait_for(future.done, timeout=30.0)
+            results = future.result().results
+            assert results[0].successful   # the weights alone are not used by ncc
+            assert not results[1].successful
+            assert os.path.basename(weights) in results[1].reason
+            future = client.set_parameters([Parameter('loftr.weights', value='')])
+            assert wait_for(future.done) and future.result().results[0].successful
+        assert run.node.get_parameter('matcher').value == 'ncc'
+        assert run.spinner.running
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        run.wait_clouds(1)
+
     def test_diagnostics(self, harness, frames):
         run = harness()
         run.send(image_msg(frames[0].rgb, frames[0].stamp_ns, frame_id='cam_42'))

@@ -71,8 +71,8 @@ def sequence():
 class Harness(NodeHarness):
     """A visual_odometry_node and a probe node spinning in one SingleThreadedExecutor."""
 
-    def __init__(self, context, overrides=()):
-        super().__init__(context, VisualOdometryNode, overrides)
+    def __init__(self, context, overrides=(), namespace=None):
+        super().__init__(context, VisualOdometryNode, overrides, namespace)
         self.odom, self.paths, self.clouds = [], [], []
         self.probe.create_subscription(nav_msgs.Odometry, 'odom', self.odom.append, 50)
         self.probe.create_subscription(nav_msgs.Path, 'path', self.paths.append, 50)
@@ -117,8 +117,8 @@ class Harness(NodeHarness):
 
 @pytest.fixture
 def harness(context, harnesses):
-    def make(overrides=()):
-        harnesses.append(Harness(context, overrides))
+    def make(overrides=(), namespace=None):
+        harnesses.append(Harness(context, overrides, namespace))
         return harnesses[-1]
 
     return make
@@ -303,6 +303,75 @@ class TestVisualOdometryNode:
                                    atol=1e-9)
         assert run.node.status_counts['initialized'] == 2
 
+    def test_latched_camera_info_and_what_is_missing(self, context, harnesses, sequence,
+                                                     capfd):
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        camera, frames = sequence
+        # a driver that published camera_info once, latched, before the node started
+        namespace = unique_namespace()
+        driver = rclpy.create_node('driver', context=context, namespace=namespace)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        driver.create_publisher(CameraInfo, 'camera_info', latched).publish(
+            camera_info_msg(camera))
+        try:
+            harnesses.append(Harness(context, namespace=namespace))
+            run = harnesses[-1]
+            assert wait_for(lambda: run.node.camera is not None)
+            for frame in frames[:2]:
+                run.send_image(frame.rgb, frame.stamp_ns)
+            run.wait_odom(2)
+        finally:
+            driver.destroy_node()
+        capfd.readouterr()
+        # camera_info published, but not received: the skipped frames and /diagnostics say
+        # which topic is silent
+        harnesses.append(Harness(context))
+        run = harnesses[-1]
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)
+        problem = run.node.camera_info_problem()
+        assert problem.startswith('no camera_info received yet from the 1 publisher(s) of '
+                                  f'{run.namespace}/camera_info')
+        level, message, _ = run.node.tracking_report()
+        assert level == 1 and problem in message
+        error_output = capfd.readouterr().err
+        assert problem in error_output
+        # a usual driver (volatile): no transient-local subscription, no QoS warning
+        run.node._subscribe_latched_camera_info()
+        assert run.node._latched_camera_info_subscription is None
+        assert 'incompatible QoS' not in error_output
+
+    def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames[:6]:   # monocular: the translation variance is large
+            run.send_image(frame.rgb, frame.stamp_ns)
+        given = np.zeros(36)
+        given[0] = given[7] = 0.25   # RViz's "2D Pose Estimate"
+        given[35] = 0.0685
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose.orientation.w = 1.0
+        anchor.pose.covariance = given.tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        run.send_image(frames[6].rgb, frames[6].stamp_ns)
+        # depth arrives (auto mode): metric scale, the tracked translation variance drops
+        for frame in frames[7:10]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(10)
+        assert run.node.scale_source == 'depth'
+        for msg in run.odom[6:]:
+            covariance = np.asarray(msg.pose.covariance).reshape(6, 6)
+            # never below the given one, never negative, and positive semi-definite
+            assert np.all(np.diag(covariance) >= given.reshape(6, 6).diagonal() - 1e-12)
+            assert np.linalg.eigvalsh(covariance).min() >= -1e-12
+
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
         run = harness([Parameter('depth_wait_s', value=0.05),
@@ -444,6 +513,21 @@ class TestVisualOdometryNode:
         # metric: the last position is the true one (relative to the first frame)
         truth = (T_cam0_world @ frames[-1].T_world_cam)[:3, 3]
         assert np.linalg.norm(expected[-1][:3, 3] - truth) < 0.05 * np.linalg.norm(truth)
+
+    def test_wheel_odometry_qos_is_overridable(self, harness):
+        """A best-effort wheel odometry (e.g. a micro-ROS base) is heard after an override."""
+        from rclpy.qos import qos_profile_sensor_data
+
+        namespace = unique_namespace()
+        override = f'qos_overrides.{namespace}/wheel_odom.subscription.reliability'
+        run = harness([Parameter(override, value='best_effort')], namespace=namespace)
+        wheel = run.probe.create_publisher(nav_msgs.Odometry, 'wheel_odom',
+                                           qos_profile_sensor_data)
+        assert wait_for(lambda: wheel.get_subscription_count() > 0)
+        for i in range(3):
+            wheel.publish(odometry_msg(make_transform(np.eye(3), [0.1 * i, 0.0, 0.0]),
+                                       10**9 * (i + 1)))
+        assert wait_for(lambda: len(run.node.wheel.hints) > 0)
 
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence

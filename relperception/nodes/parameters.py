@@ -97,7 +97,8 @@ def declare_parameters(node: Node, names: Iterable[str],
 
     Initial values are the schema defaults unless the node has overrides (command line or
     parameter file). A change is rejected with ``SetParametersResult(successful=False,
-    reason=...)`` when :meth:`ParameterSpec.validate` or ``check`` raises ``ValueError``; the
+    reason=...)`` when :meth:`ParameterSpec.validate` raises ``ValueError`` or ``check`` raises
+    any exception (building a component can fail with ``OSError``, ``RuntimeError``, ...); the
     old value stays and the node keeps running. Call once per node and group of names.
 
     Args:
@@ -107,8 +108,9 @@ def declare_parameters(node: Node, names: Iterable[str],
             parameters among ``names`` (on the thread that set them: keep it short, e.g.
             ``VersionedConfig.update``).
         check: optional whole-configuration check: called with the flat configuration of
-            ``names`` as it would be after the change; raise ``ValueError`` to reject it
-            (e.g. try to build the component).
+            ``names`` as it would be after the change; raise ``ValueError`` (or anything else
+            building the component raises) to reject it (e.g. try to build the component). At
+            declaration, its exception propagates: the node does not start.
         specs: the schema (default :data:`relperception.config.SPECS`), e.g. to add node-local
             parameters.
 
@@ -137,6 +139,10 @@ def declare_parameters(node: Node, names: Iterable[str],
                 check({**current_config(node, names), **changes})
             except ValueError as error:
                 return SetParametersResult(successful=False, reason=str(error))
+            except Exception as error:  # noqa: B902 - raised here, it would stop the node
+                # building the component failed otherwise (a missing or corrupt weights file)
+                return SetParametersResult(successful=False,
+                                           reason=f'{type(error).__name__}: {error}')
         return SetParametersResult(successful=True)
 
     node.add_on_set_parameters_callback(validate)

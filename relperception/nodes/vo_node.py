@@ -4,7 +4,9 @@
 
 Subscribes:
     ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``),
-    ``camera_info`` (``sensor_msgs/CameraInfo``, latest kept) and the optional ``depth_in``
+    ``camera_info`` (``sensor_msgs/CameraInfo``, latest kept; while none arrived and a publisher
+    latches it (reliable, transient local: published once, maybe before this node started), a
+    second subscription with that QoS takes it) and the optional ``depth_in``
     (:mod:`relperception.nodes.depth_input`; the depth nearest the image within
     ``depth_max_dt_s``). Sensor-data QoS (best effort, keep last 5), overridable. The optional
     ``wheel_odom`` (``nav_msgs/Odometry``, :mod:`relperception.nodes.wheel_odometry_input`):
@@ -58,8 +60,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
+from rclpy.clock import Clock, ClockType
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
@@ -83,7 +87,7 @@ from relperception.nodes.ros_messages import (
 )
 from relperception.nodes.stamp_order import StampOrder
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
-from relperception.odometry.covariance import (conjugate_covariance, ros_order,
+from relperception.odometry.covariance import (conjugate_covariance, positive_part, ros_order,
                                                twist_from_poses, UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_from_odom, odom_from_camera
 from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
@@ -103,6 +107,18 @@ VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
 LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
+
+#: QoS of a latched ``camera_info`` (published once, e.g. by a driver whose calibration is fixed):
+#: only a transient-local subscription receives it when it was published before the node started.
+#: Volatile publishers (most drivers) are incompatible with it, so it is made only for a latching
+#: publisher.
+LATCHED_CAMERA_INFO_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+#: How often (s, steady time) the publishers of ``camera_info`` are looked at for a latching one
+#: while no camera_info arrived.
+LATCHED_CAMERA_INFO_CHECK_S = 0.25
 
 
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
@@ -160,10 +176,11 @@ class VisualOdometryNode(Node):
         #: (T_world_cam, T_odom_base tracked, stamp ns) of the last published pose (twist).
         self._last_published: Optional[tuple] = None
         self._pending_anchor = None
-        #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; the anchor's
-        #: covariance (36 ROS-ordered values) is added to the tracked one.
+        #: re-anchoring (initialpose): published pose = T_anchor @ tracked pose; published
+        #: covariance = the given one + what the tracked one grew by since (None: the tracked
+        #: one): (given, tracked at the anchor), each 36 ROS-ordered values.
         self._T_anchor = np.eye(4)
-        self._anchor_covariance = np.zeros(36)
+        self._anchor_covariances: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self.status_counts: collections.Counter = collections.Counter()
 
         self._tf_broadcaster = None
@@ -205,6 +222,12 @@ class VisualOdometryNode(Node):
             CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
             event_callbacks=self.lost.callbacks('camera_info'))
+        #: the transient-local camera_info subscription, made while no camera_info arrived and
+        #: a publisher latches it (checked by a steady timer: sim time may not run yet).
+        self._latched_camera_info_subscription = None
+        self._latched_camera_info_check = self.create_timer(
+            LATCHED_CAMERA_INFO_CHECK_S, self._subscribe_latched_camera_info,
+            clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
             f'visual odometry ({config["matcher"]}, {config["odometry.mode"]}) on '
             f'{self.resolve_topic_name(self._input.topic)}, publishing '
@@ -253,7 +276,9 @@ class VisualOdometryNode(Node):
         """Return the tracking state for ``/diagnostics``: ``(level, message, values)``.
 
         ERROR while tracking is lost (nothing is published then: the last pose would be stale
-        and a held pose would read as a robot standing still); WARN while the translation has
+        and a held pose would read as a robot standing still); WARN while images are skipped
+        for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why) and while
+        the translation has
         no metric scale (monocular without depth or a scale hint: its covariance is large);
         OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
@@ -273,8 +298,11 @@ class VisualOdometryNode(Node):
                   'camera_mount_detail': self.camera_mount.detail}
         depth_level, depth_message, depth_values = self.depth_sync.report()
         values.update(depth_values)
+        missing_camera = self.camera_info_problem() if self.stats.snapshot().received else ''
         if self.control.paused:
             level, message = LEVEL_WARN, 'paused (~/pause): frames are skipped'
+        elif missing_camera:
+            level, message = LEVEL_WARN, f'frames are skipped: {missing_camera}'
         elif self.tracking_state == STATUS_LOST:
             level, message = LEVEL_ERROR, (f'tracking lost for {self.frames_lost_in_a_row} '
                                            'frames: no odometry published until it recovers')
@@ -298,6 +326,42 @@ class VisualOdometryNode(Node):
     def _on_parameters(self, changes: Dict[str, Any]) -> None:
         if self._config is not None:
             self._config.update(changes)
+
+    def _subscribe_latched_camera_info(self) -> None:
+        if self._camera is not None or self._latched_camera_info_subscription is not None:
+            self._latched_camera_info_check.cancel()
+            return
+        topic = self._camera_info_subscription.topic_name
+        latching = [info for info in self.get_publishers_info_by_topic(topic)
+                    if info.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                    and info.qos_profile.reliability == ReliabilityPolicy.RELIABLE]
+        if not latching:
+            return
+        self._latched_camera_info_check.cancel()
+        self.get_logger().info(f'no camera_info yet and {latching[0].node_name} latches {topic} '
+                               '(reliable, transient local): subscribing with that QoS too')
+        self._latched_camera_info_subscription = self.create_subscription(
+            CameraInfo, topic, self._on_camera_info, LATCHED_CAMERA_INFO_QOS,
+            event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
+
+    def camera_info_problem(self) -> str:
+        """Return why no camera is known yet ('' once a valid ``camera_info`` arrived).
+
+        Names the resolved topic and says whether anything publishes it or what was refused,
+        for the skipped frames' log line and ``/diagnostics``.
+        """
+        if self._camera is not None:
+            return ''
+        topic = self._camera_info_subscription.topic_name
+        if self.camera_info_refused:
+            return (f'no valid camera_info yet: all {self.camera_info_refused} received on '
+                    f'{topic} were refused (see the warnings)')
+        publishers = self.count_publishers(topic)
+        if publishers == 0:
+            return (f'no camera_info yet: nothing publishes {topic} (remap camera_info to the '
+                    "camera's CameraInfo topic)")
+        return (f'no camera_info received yet from the {publishers} publisher(s) of {topic} '
+                '(a QoS incompatibility is logged when there is one)')
 
     def _on_camera_info(self, msg: CameraInfo) -> None:
         try:
@@ -331,7 +395,7 @@ class VisualOdometryNode(Node):
         self.pipeline.reset()
         self._last_published = None
         self._T_anchor = np.eye(4)
-        self._anchor_covariance = np.zeros(36)
+        self._anchor_covariances = None
         self._path_poses.clear()
         self.depth.clear()
         self.wheel.clear()
@@ -353,7 +417,7 @@ class VisualOdometryNode(Node):
             raise SkipFrame(f'undecodable image: {error}') from None
         camera = self._camera
         if camera is None:
-            raise SkipFrame('no valid camera_info received yet')
+            raise SkipFrame(self.camera_info_problem())
         if image.gray.shape != (camera.height, camera.width):
             raise SkipFrame(f'image is {image.gray.shape[1]}x{image.gray.shape[0]} but '
                             f'camera_info says {camera.width}x{camera.height}')
@@ -418,11 +482,17 @@ class VisualOdometryNode(Node):
             T_given, covariance_given = self._pending_anchor
             self._pending_anchor = None
             self._T_anchor = T_given @ invert_transform(T_tracked)
-            self._anchor_covariance = covariance_given - pose_covariance
+            self._anchor_covariances = (covariance_given, pose_covariance)
             self._path_poses.clear()
             self.get_logger().info('re-anchored at the initialpose; the path restarts')
         T_odom_base = self._T_anchor @ T_tracked
-        pose_covariance = pose_covariance + self._anchor_covariance
+        if self._anchor_covariances is not None:
+            # the growth since the anchor, never negative: the tracked covariance can shrink
+            # (metric scale from depth or wheel odometry, a bundle adjustment), and the given
+            # covariance minus the shrinkage would be no covariance (negative variances)
+            covariance_given, covariance_at_anchor = self._anchor_covariances
+            growth = positive_part((pose_covariance - covariance_at_anchor).reshape(6, 6))
+            pose_covariance = covariance_given + growth.reshape(36)
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
         previous = self._last_published

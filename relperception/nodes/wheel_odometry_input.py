@@ -3,7 +3,8 @@
 """The ``wheel_odom`` input of ``visual_odometry_node``: translation hints from wheel odometry.
 
 Subscribes ``wheel_odom`` (``nav_msgs/Odometry``, remap it to the base controller's or the
-EKF's odometry, reliable, keep last 100) and keeps its poses in a
+EKF's odometry, reliable, keep last 100; for a best-effort publisher set
+``qos_overrides.<topic>.subscription.reliability: best_effort``) and keeps its poses in a
 :class:`~relperception.odometry.wheel_hints.WheelHints`. :meth:`WheelOdometryInput.hint_m`
 gives each frame the distance the camera moved since the last frame that had one, which the
 node hands to the tracker as ``translation_norm_m``; without wheel odometry nothing changes.
@@ -19,6 +20,7 @@ from nav_msgs.msg import Odometry
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
 from relperception.odometry.wheel_hints import WheelHints
 from relperception.transforms import check_transform
@@ -43,8 +45,9 @@ class WheelOdometryInput:
         self._lock = threading.Lock()
         #: the poses and the hint bookkeeping (read its counters; call under no lock).
         self.hints = WheelHints(T_base_cam, max_gap_s, max_speed_mps=max_speed_mps)
-        self._subscription = node.create_subscription(Odometry, TOPIC, self._on_odometry,
-                                                      QoSProfile(depth=100))
+        self._subscription = node.create_subscription(
+            Odometry, TOPIC, self._on_odometry, QoSProfile(depth=100),
+            qos_overriding_options=QoSOverridingOptions.with_default_policies())
 
     def _on_odometry(self, msg: Odometry) -> None:
         with self._lock:

@@ -196,6 +196,29 @@ def inflate_translation(cov, sigma_m: float) -> np.ndarray:
     return cov
 
 
+def positive_part(matrix) -> np.ndarray:
+    """Return the positive semi-definite part of a symmetric matrix (negative eigenvalues zeroed).
+
+    Args:
+        matrix: (n, n) finite, (nearly) symmetric matrix, e.g. the difference of two
+            covariances; it is symmetrised first.
+
+    Returns:
+        (n, n) float64 symmetric positive semi-definite matrix; zero where ``matrix`` has no
+        positive eigenvalue.
+
+    Raises:
+        ValueError: not a finite square matrix.
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or \
+            not np.all(np.isfinite(matrix)):
+        raise ValueError(f'matrix must be a finite square matrix, got shape {matrix.shape}')
+    values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
+    positive = (vectors * np.clip(values, 0.0, None)) @ vectors.T
+    return 0.5 * (positive + positive.T)
+
+
 def ros_order(cov) -> np.ndarray:
     """Reorder a (6, 6) covariance from (rotation, translation) to ROS (x, y, z, rx, ry, rz).
 

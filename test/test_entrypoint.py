@@ -1,0 +1,72 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""relperception.nodes.entrypoint: a node executable stops cleanly on SIGINT / SIGTERM."""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip('rclpy')
+pytest.importorskip('std_msgs')
+
+from node_harness import unique_namespace  # noqa: E402, I100, I202
+
+# A node whose worker is in the middle of a frame when the signal arrives, and publishes the
+# frame's result when it is done (as the real nodes do).
+SLOW_NODE = """
+import sys
+import time
+from rclpy.node import Node
+from relperception.nodes.entrypoint import spin_node
+from relperception.nodes.processing import FrameWorker
+from std_msgs.msg import String
+
+
+class SlowNode(Node):
+    def __init__(self):
+        super().__init__('slow_node')
+        self.publisher = self.create_publisher(String, 'out', 1)
+        self.worker = FrameWorker('slow_node work', self.process, self.get_logger())
+        self.worker.submit('frame')
+
+    def process(self, item):
+        print('processing', flush=True)
+        time.sleep(1.0)   # the signal arrives meanwhile
+        self.publisher.publish(String(data=item))
+        print('published', flush=True)
+
+    def destroy_node(self):
+        self.worker.stop()
+        super().destroy_node()
+
+
+spin_node(SlowNode, sys.argv)
+"""
+
+
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_frame_lets_the_frame_finish(tmp_path, signum):
+    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path))
+    process = subprocess.Popen(
+        [sys.executable, '-c', SLOW_NODE, '--ros-args', '-r', f'__ns:={unique_namespace()}'],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30.0)
+        assert ready, 'the node printed nothing in 30 s'
+        line = process.stdout.readline()
+        assert line.strip() == 'processing', line
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    # the node is destroyed after its worker finished the frame, while DDS still runs: the
+    # result is published, not "frame failed: RCLError: ... context is invalid"
+    assert process.returncode == 0, output
+    assert 'published' in output, output
+    assert 'frame failed' not in output and 'Traceback' not in output, output
