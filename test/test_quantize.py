@@ -37,8 +37,8 @@ from relperception.runtime.model_export import export_spec  # noqa: E402
 from relperception.runtime.onnx_export import find_ops, read_metadata  # noqa: E402
 from relperception.runtime.onnxruntime_backend import OnnxRuntimeBackend  # noqa: E402
 from relperception.runtime.quantize import (  # noqa: E402
-    ATTENTION_QUANTIZED_OPS, CalibrationReader, compare_outputs, file_precision, ops_to_quantize,
-    output_layers, quantize_int8)
+    ATTENTION_QUANTIZED_OPS, batched_matmul_constants, CalibrationReader, compare_outputs,
+    file_precision, ops_to_quantize, output_layers, quantize_int8)
 from test_dense_pipeline import write_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_torch_thread')  # conftest.py
@@ -221,6 +221,16 @@ class TestInt8:
         _check_only_products_quantized(path, out)
         _check_close(compare_outputs(path, out, _inputs(yaml_path)), INT8_REL_MAX,
                      INT8_LABELS)
+        # the position-embedding product's constant B ([1, C, H, W]) has one scale: with one
+        # per channel of its axis 1, onnxruntime 1.23 (a Jetson's) refused to run the model
+        model = onnx.load(str(out))
+        inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+        producer = {o: n for n in model.graph.node for o in n.output}
+        batched = [producer[n.input[1]] for n in model.graph.node if n.op_type == 'MatMul'
+                   and n.input[1] in producer and producer[n.input[1]].input[0] in inits
+                   and inits[producer[n.input[1]].input[0]].ndim > 2]
+        assert batched and all(inits[dq.input[1]].ndim == 0 for dq in batched)
+        assert batched_matmul_constants(onnx.load(str(path)).graph)
 
     def test_symmetric_activations(self, conv, bag, tmp_path):
         _, path = conv

@@ -263,7 +263,9 @@ def quantize_int8(float_path, output, reader, activation_type: str = ACTIVATION_
                     extra_options={'ActivationSymmetric': symmetric,
                                    'WeightSymmetric': True,
                                    # TensorRT dequantises int8 only: float biases there
-                                   'QuantizeBias': not symmetric})
+                                   'QuantizeBias': not symmetric,
+                                   'TensorQuantOverrides': {
+                                       name: [{}] for name in batched_matmul_constants(graph)}})
         except ValueError:
             if samples.count == 0:  # onnxruntime says 'No data is collected.'
                 raise ValueError('the calibration reader gave no input') from None
@@ -298,6 +300,19 @@ def ops_to_quantize(graph) -> Optional[Tuple[str, ...]]:
     if any(node.op_type in ATTENTION_OPS for node in graph.node):
         return ATTENTION_QUANTIZED_OPS
     return None
+
+
+def batched_matmul_constants(graph) -> List[str]:
+    """Return the constant ``B`` inputs of rank > 2 of the graph's ``MatMul`` nodes.
+
+    They are quantised with one scale (per tensor): onnxruntime puts per-channel scales on
+    axis 1, a batch axis of such a ``B`` (the ViT's position-embedding product), and
+    onnxruntime 1.23 (a Jetson's newest wheel) cannot run the fused ``QLinearMatMul`` then.
+    """
+    ranks = {init.name: len(init.dims) for init in graph.initializer}
+    return sorted({node.input[1] for node in graph.node
+                   if node.op_type == 'MatMul' and len(node.input) > 1
+                   and ranks.get(node.input[1], 0) > 2})
 
 
 def output_layers(graph) -> List[str]:
