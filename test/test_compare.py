@@ -193,8 +193,10 @@ def test_ctrl_c_stops_a_study_and_its_workers(study_inputs, tmp_path, to_group):
     assert wait_for(group_gone, timeout=30.0)   # no worker or bundle-adjustment process left
     assert b'Traceback' not in stderr and b'leaked' not in stderr
     assert not (output / 'results.json').exists()
-    # the queue stopped: at most the cell that was running then finished (the pool's worker
-    # used to outlive its SIGTERM and run every queued cell before the driver exited)
+    # the queue stopped: at most the cell that was running then finished. A SIGTERM that met
+    # the worker between two cells used to be taken by the pool's worker loop for the cell's
+    # result, and the pool's manager thread, which cancels the queue only while the driver
+    # still holds the executor, then handed it every queued cell: all 8 ran
     assert finished() <= before + 1 < len(cells)
 
 
@@ -217,6 +219,31 @@ def test_a_bug_in_the_driver_stops_the_queue(study_inputs, tmp_path):
     # worker (the pool queues workers + 1 calls); the pool used to run all 8
     finished = sum((c.folder / CELL_FILE).is_file() for c in cells)
     assert finished <= 4 < len(cells)
+
+
+class _SigtermWhenSent:
+    """A value whose pickling, as the pool worker sends its cell's row back, SIGTERMs it."""
+
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return (str, ('sent',))
+
+
+def _sigterm_while_the_row_is_sent(cell, mode, plots):
+    """Stand-in for run_cell in a pool worker: SIGTERM arrives between this cell and the next."""
+    return {**study.run_cell(cell, mode, plots), 'probe': _SigtermWhenSent()}
+
+
+def test_a_sigterm_between_two_cells_stops_the_worker(study_inputs, tmp_path, monkeypatch):
+    root, bags, configs = study_inputs
+    cells = plan_cells(bags, configs, tmp_path / 'out')
+    monkeypatch.setattr(study, 'run_cell', _sigterm_while_the_row_is_sent)
+    # the pool's worker loop takes what its SIGTERM raised while it sent the row back for the
+    # cell's result: the driver gets that, and the worker goes on with its call queue
+    with pytest.raises(SystemExit):
+        run_study(cells, workers=1)
+    # only the cell that had ended; the worker used to run the two calls queued to it as well
+    assert sum((c.folder / CELL_FILE).is_file() for c in cells) == 1 < len(cells)
 
 
 def _exit_on_doomed_bag(cell, mode, plots):

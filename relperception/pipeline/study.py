@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
-from relperception.interruption import INTERRUPTIONS, raise_on_sigterm, Terminated
+from relperception.interruption import INTERRUPTIONS, Terminated
 
 logger = logging.getLogger(__name__)
 
@@ -485,9 +485,14 @@ def _run_pool(cells, indices, workers, threads, mode, plots, record) -> list[int
     except INTERRUPTIONS:
         # Queued cells never start; running ones stop (SIGTERM raises Terminated in the
         # worker: the cell keeps what it computed, and the worker runs no other cell) and idle
-        # workers exit. One shutdown only: a second one (a `with` block's) reset the
-        # cancelling of the queue, and the workers, which outlived their SIGTERM, ran the
-        # whole queue before the study ended.
+        # workers exit. The queue is cancelled here, not left to shutdown(cancel_futures=True):
+        # the pool's manager thread cancels only while it can still reach the executor, which
+        # is gone once this exception has unwound, and then it handed the whole queue to the
+        # worker. Calls already in the pool's call queue cannot be cancelled; the worker ends
+        # them at once (see _run_pool_cell). One shutdown only: a second one (a `with`
+        # block's) would wait for the workers before they are told to stop.
+        for future in futures:
+            future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
         for child in multiprocessing.active_children():
             child.terminate()
@@ -503,34 +508,41 @@ def _run_pool_cell(function: Callable, cell: Cell, mode: str | None, plots: bool
     """Run ``function(cell, mode, plots)`` in a pool worker, unless the study was interrupted.
 
     While the cell runs, SIGTERM raises :class:`~relperception.interruption.Terminated` (the
-    cell keeps what it computed). The pool's worker loop takes any exception for the cell's
-    result and goes on with its queue, so once a cell was interrupted the worker runs no other
-    (the ones queued to it end at once); SIGTERM between cells ends the worker.
+    cell keeps what it computed); SIGTERM between cells ends the worker. Both handlers first
+    mark the worker interrupted: the pool's worker loop takes any exception for the cell's
+    result (also one raised between the cell's end and the next call) and goes on with its
+    queue, so once SIGTERM arrived the worker runs no other cell (the ones queued to it end
+    at once).
 
     Raises:
         Terminated: the cell, or an earlier one of this worker, was interrupted.
     """
     import signal
 
-    global _pool_worker_interrupted
     if _pool_worker_interrupted:
         raise Terminated()
-    raise_on_sigterm()
+    signal.signal(signal.SIGTERM, _interrupt_cell_on_sigterm)
     try:
         return function(cell, mode, plots)
-    except INTERRUPTIONS:
-        _pool_worker_interrupted = True
-        raise
     finally:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
-#: Set in a pool worker once one of its cells was interrupted (see _run_pool_cell).
+#: Set in a pool worker by its SIGTERM handlers (see _run_pool_cell).
 _pool_worker_interrupted = False
+
+
+def _interrupt_cell_on_sigterm(signum, frame) -> None:
+    """SIGTERM handler of a pool worker during a cell: the cell raises Terminated."""
+    global _pool_worker_interrupted
+    _pool_worker_interrupted = True
+    raise Terminated()
 
 
 def _exit_on_sigterm(signum, frame) -> None:
     """SIGTERM handler of a pool worker between cells: the worker exits (exit handlers run)."""
+    global _pool_worker_interrupted
+    _pool_worker_interrupted = True
     raise SystemExit(128 + signum)
 
 
