@@ -762,6 +762,33 @@ class TestMonocularMap:
         T_rotation = invert_transform(rotating[9].T_world_cam) @ results[-1].T_world_cam
         assert abs(rotation_angle_deg(T_rotation) - np.degrees(0.2)) < 0.3
 
+    def test_rotation_on_the_spot_before_the_map_keeps_the_position(self, sequence):
+        """Before the first map, a turn without parallax gives no translation.
+
+        The essential matrix of a pure rotation has an arbitrary translation direction; the
+        step must not take a length from it.
+        """
+        camera, frames = sequence
+        scene = SyntheticScene(seed=0, width=WIDTH, height=HEIGHT)
+        stamp = frames[0].stamp_ns
+        turning = []
+        for k in range(10):   # out and back: 5 frames turning one way, 5 the other
+            yaw = 0.03 * (k if k <= 5 else 10 - k)
+            T_world_cam = frames[0].T_world_cam @ make_transform(
+                cv2.Rodrigues(np.array([0.0, yaw, 0.0]))[0], [0, 0, 0])
+            turning.append(Frame(scene.render(T_world_cam)[0], stamp + k * 100_000_000, camera))
+        moving = [Frame(f.rgb, stamp + (10 + i) * 100_000_000, camera)
+                  for i, f in enumerate(frames[1:16])]
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = [vo.step(frame) for frame in turning + moving]
+        assert all(r.status == 'tracking' for r in results[1:])
+        assert {r.scale_source for r in results[1:10]} == {'unit'}   # no map yet
+        assert results[-1].scale_source == 'map'
+        typical_step = np.median(np.linalg.norm(np.diff(
+            [r.T_world_cam[:3, 3] for r in results[-6:]], axis=0), axis=1))
+        moved = [np.linalg.norm(r.T_world_cam[:3, 3]) for r in results[:10]]
+        assert max(moved) < 0.3 * typical_step
+
     def test_background_keyframes_give_the_same_trajectory_at_any_pace(self, sequence):
         """Keyframes complete in the background; the frame sequence alone fixes the result."""
         camera, frames = sequence
