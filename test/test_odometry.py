@@ -641,6 +641,28 @@ class TestVisualOdometry:
         assert 'static' in result.message
         np.testing.assert_array_equal(result.T_world_cam, first[1].T_world_cam)
 
+    def test_constant_speed_does_not_count_a_stop_as_travel(self, sequence):
+        """Two-view steps (constant-speed scale): the first step after a stop keeps its length.
+
+        The camera stands still for 10 frames (the same image, later stamps), then moves on;
+        the time it stood still at the keyframe's pose is no travel time.
+        """
+        camera, frames = sequence
+        step_ns = frames[1].stamp_ns - frames[0].stamp_ns
+        still = [Frame(frames[5].rgb, frames[5].stamp_ns + k * step_ns, camera)
+                 for k in range(1, 11)]
+        after = [Frame(f.rgb, f.stamp_ns + 10 * step_ns, camera) for f in frames[6:10]]
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False})
+        results = _run(vo, camera, frames[:6], use_depth=False)
+        results += [vo.step(frame) for frame in still + after]
+        assert all(r.status == 'tracking' for r in results[1:])
+        assert {r.scale_source for r in results[6:16]} == {'static'}
+        assert {r.scale_source for r in results[16:]} == {'constant speed'}
+        steps = np.linalg.norm(np.diff([r.T_world_cam[:3, 3] for r in results], axis=0), axis=1)
+        np.testing.assert_allclose(steps[:5], 1.0, rtol=1e-6)
+        np.testing.assert_allclose(steps[5:15], 0.0, atol=1e-12)
+        np.testing.assert_allclose(steps[15:], 1.0, rtol=1e-6)   # not 11 frame intervals
+
     def test_reset(self, sequence):
         camera, frames = sequence
         vo = VisualOdometry(NCCMatcher())

@@ -21,7 +21,8 @@ Estimation (keyframe ``kf`` -> current frame ``cur``; any :class:`Matcher` gives
      truth in benchmarks): the distance travelled since the previous call; hints of frames
      that did not become keyframes are summed;
   3. constant speed: the last keyframe-to-keyframe speed (translation norm / time) times the
-     time since the keyframe (the previous step's norm when stamps do not increase); this
+     time since the keyframe, or since the last frame seen static at its pose when there was
+     one (a stop is no travel time; the previous step's norm when stamps do not increase); this
      keeps the scale of the first pair, it does not observe it. Before any scale is known
      (first pair of a pure monocular run) the translation keeps unit norm, i.e. the
      trajectory is defined up to that scale.
@@ -575,6 +576,8 @@ class VisualOdometry:
         self._velocity: tuple[np.ndarray, float] | None = None  # (T_cur_prev, dt_s)
         self._speed_mps: float | None = None
         self._last_step_m: float | None = None  # last keyframe-to-keyframe distance
+        # stamp of the last frame seen static at the keyframe's pose (after the keyframe)
+        self._static_stamp: int | None = None
         self._hint_since_keyframe: float | None = None
         self._map_tracker.reset()
         #: Time the last :meth:`step` waited for the previous keyframe's background work (ms).
@@ -711,6 +714,7 @@ class VisualOdometry:
         self._stamp_last = frame.stamp_ns
         self._velocity = None
         self._hint_since_keyframe = None
+        self._static_stamp = None
         message = reason if status == STATUS_INITIALIZED else \
             f'{reason}; re-initialised from this frame at the held pose'
         return VOResult(frame.stamp_ns, self._T_world_last.copy(), status, is_keyframe=True,
@@ -731,9 +735,11 @@ class VisualOdometry:
             dt = (frame.stamp_ns - self._stamp_last) * 1e-9
             T_cur_prev = invert_transform(T_world_cur) @ self._T_world_last
             self._velocity = (T_cur_prev, dt)
+        if estimate.scale_source == 'static':
+            self._static_stamp = frame.stamp_ns
         if estimate.is_keyframe:
             kf = self._keyframe
-            dt_kf = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+            dt_kf = (frame.stamp_ns - self._moving_since_ns(kf)) * 1e-9
             distance = float(np.linalg.norm(T_world_cur[:3, 3] - kf.T_world_cam[:3, 3]))
             self._last_step_m = distance
             if dt_kf > 0:
@@ -741,6 +747,7 @@ class VisualOdometry:
             self._keyframe = _Keyframe(gray, depth, frame.camera, T_world_cur.copy(),
                                        frame.stamp_ns, map_keyframe, pose_covariance.copy())
             self._hint_since_keyframe = None
+            self._static_stamp = None
         self._anchor = self._keyframe
         self._T_world_last = T_world_cur.copy()
         self._cov_world_last = pose_covariance.copy()
@@ -996,12 +1003,22 @@ class VisualOdometry:
         kf = self._keyframe
         if self._hint_since_keyframe is not None:
             return self._hint_since_keyframe, 'translation_norm_m'
-        dt = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+        dt = (frame.stamp_ns - self._moving_since_ns(kf)) * 1e-9
         if self._speed_mps is not None and dt > 0:
             return self._speed_mps * dt, 'constant speed'
         if self._last_step_m is not None:
             return self._last_step_m, 'previous step (no usable stamps)'
         return _unit_scale()
+
+    def _moving_since_ns(self, kf: _Keyframe) -> int:
+        """Return the stamp since which the camera may have moved from the keyframe's pose.
+
+        That of the last frame seen static at it (flow below ``keyframe_min_parallax_px``),
+        else the keyframe's: a stop does not count as travel time in the constant speed.
+        """
+        if self._static_stamp is not None and self._static_stamp > kf.stamp_ns:
+            return self._static_stamp
+        return kf.stamp_ns
 
     def _make_predict(self, frame: Frame, use_rgbd: bool,
                       reference=None) -> Predictor | None:
