@@ -663,6 +663,24 @@ class TestVisualOdometry:
         np.testing.assert_allclose(steps[5:15], 0.0, atol=1e-12)
         np.testing.assert_allclose(steps[15:], 1.0, rtol=1e-6)   # not 11 frame intervals
 
+    def test_constant_speed_through_slow_motion_below_the_parallax_threshold(self):
+        """At 100 Hz most frames move less than keyframe_min_parallax_px: 'static'.
+
+        They are slow motion, not stops: the keyframe steps keep one scale.
+        """
+        camera, frames = iter_sequence(40, seed=0, width=WIDTH, height=HEIGHT, fps=100.0)
+        frames = list(frames)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False})
+        results = [vo.step(Frame(f.rgb, f.stamp_ns, camera)) for f in frames]
+        assert sum(r.scale_source == 'static' for r in results) > 20
+        keyframes = [i for i, r in enumerate(results) if r.is_keyframe][1:]
+        assert len(keyframes) >= 5
+        estimated = np.array([results[i].T_world_cam[:3, 3] for i in keyframes])
+        true = np.array([frames[i].T_world_cam[:3, 3] for i in keyframes])
+        ratios = (np.linalg.norm(np.diff(estimated, axis=0), axis=1)
+                  / np.linalg.norm(np.diff(true, axis=0), axis=1))
+        assert ratios.max() / ratios.min() < 1.05
+
     def test_reset(self, sequence):
         camera, frames = sequence
         vo = VisualOdometry(NCCMatcher())
