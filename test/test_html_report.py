@@ -42,6 +42,9 @@ def test_eval_report_is_self_contained(eval_run):
     assert re.findall(r'src="(?!data:)', text) == []
     assert '<link' not in text and '<script' not in text
     assert f'{summary["ate_rmse_m"]:.4g}' in text
+    # how many poses the ATE, RPE and drift were taken over
+    assert re.search(r'poses the metrics are taken over \(with ground truth\)</td><td>'
+                     f'{summary["num_poses_matched"]}<', text)
     assert 'relperception eval ' in text and '--mode mono' in text
     assert 'Configuration: the defaults.' in text
 

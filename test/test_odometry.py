@@ -641,6 +641,46 @@ class TestVisualOdometry:
         assert 'static' in result.message
         np.testing.assert_array_equal(result.T_world_cam, first[1].T_world_cam)
 
+    def test_constant_speed_does_not_count_a_stop_as_travel(self, sequence):
+        """Two-view steps (constant-speed scale): the first step after a stop keeps its length.
+
+        The camera stands still for 10 frames (the same image, later stamps), then moves on;
+        the time it stood still at the keyframe's pose is no travel time.
+        """
+        camera, frames = sequence
+        step_ns = frames[1].stamp_ns - frames[0].stamp_ns
+        still = [Frame(frames[5].rgb, frames[5].stamp_ns + k * step_ns, camera)
+                 for k in range(1, 11)]
+        after = [Frame(f.rgb, f.stamp_ns + 10 * step_ns, camera) for f in frames[6:10]]
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False})
+        results = _run(vo, camera, frames[:6], use_depth=False)
+        results += [vo.step(frame) for frame in still + after]
+        assert all(r.status == 'tracking' for r in results[1:])
+        assert {r.scale_source for r in results[6:16]} == {'static'}
+        assert {r.scale_source for r in results[16:]} == {'constant speed'}
+        steps = np.linalg.norm(np.diff([r.T_world_cam[:3, 3] for r in results], axis=0), axis=1)
+        np.testing.assert_allclose(steps[:5], 1.0, rtol=1e-6)
+        np.testing.assert_allclose(steps[5:15], 0.0, atol=1e-12)
+        np.testing.assert_allclose(steps[15:], 1.0, rtol=1e-6)   # not 11 frame intervals
+
+    def test_constant_speed_through_slow_motion_below_the_parallax_threshold(self):
+        """At 100 Hz most frames move less than keyframe_min_parallax_px: 'static'.
+
+        They are slow motion, not stops: the keyframe steps keep one scale.
+        """
+        camera, frames = iter_sequence(40, seed=0, width=WIDTH, height=HEIGHT, fps=100.0)
+        frames = list(frames)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono', 'mono_map': False})
+        results = [vo.step(Frame(f.rgb, f.stamp_ns, camera)) for f in frames]
+        assert sum(r.scale_source == 'static' for r in results) > 20
+        keyframes = [i for i, r in enumerate(results) if r.is_keyframe][1:]
+        assert len(keyframes) >= 5
+        estimated = np.array([results[i].T_world_cam[:3, 3] for i in keyframes])
+        true = np.array([frames[i].T_world_cam[:3, 3] for i in keyframes])
+        ratios = (np.linalg.norm(np.diff(estimated, axis=0), axis=1)
+                  / np.linalg.norm(np.diff(true, axis=0), axis=1))
+        assert ratios.max() / ratios.min() < 1.05
+
     def test_reset(self, sequence):
         camera, frames = sequence
         vo = VisualOdometry(NCCMatcher())
@@ -761,6 +801,33 @@ class TestMonocularMap:
         assert np.linalg.norm(centres - centres.mean(axis=0), axis=1).max() < 0.2 * typical_step
         T_rotation = invert_transform(rotating[9].T_world_cam) @ results[-1].T_world_cam
         assert abs(rotation_angle_deg(T_rotation) - np.degrees(0.2)) < 0.3
+
+    def test_rotation_on_the_spot_before_the_map_keeps_the_position(self, sequence):
+        """Before the first map, a turn without parallax gives no translation.
+
+        The essential matrix of a pure rotation has an arbitrary translation direction; the
+        step must not take a length from it.
+        """
+        camera, frames = sequence
+        scene = SyntheticScene(seed=0, width=WIDTH, height=HEIGHT)
+        stamp = frames[0].stamp_ns
+        turning = []
+        for k in range(10):   # out and back: 5 frames turning one way, 5 the other
+            yaw = 0.03 * (k if k <= 5 else 10 - k)
+            T_world_cam = frames[0].T_world_cam @ make_transform(
+                cv2.Rodrigues(np.array([0.0, yaw, 0.0]))[0], [0, 0, 0])
+            turning.append(Frame(scene.render(T_world_cam)[0], stamp + k * 100_000_000, camera))
+        moving = [Frame(f.rgb, stamp + (10 + i) * 100_000_000, camera)
+                  for i, f in enumerate(frames[1:16])]
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        results = [vo.step(frame) for frame in turning + moving]
+        assert all(r.status == 'tracking' for r in results[1:])
+        assert {r.scale_source for r in results[1:10]} == {'unit'}   # no map yet
+        assert results[-1].scale_source == 'map'
+        typical_step = np.median(np.linalg.norm(np.diff(
+            [r.T_world_cam[:3, 3] for r in results[-6:]], axis=0), axis=1))
+        moved = [np.linalg.norm(r.T_world_cam[:3, 3]) for r in results[:10]]
+        assert max(moved) < 0.3 * typical_step
 
     def test_background_keyframes_give_the_same_trajectory_at_any_pace(self, sequence):
         """Keyframes complete in the background; the frame sequence alone fixes the result."""

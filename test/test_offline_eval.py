@@ -275,6 +275,31 @@ class TestEvaluateBag:
             assert not (tmp_path / 'out' / 'trajectory.tum').exists()
             assert 'no frame was tracked' in joined
 
+    def test_rgbd_run_with_frames_tracked_without_depth_says_the_scale_is_mixed(self, tmp_path):
+        """Depth only from the ninth frame on: 'auto' tracks the first frames monocularly.
+
+        Their steps are in the monocular map's unit, not metres; the summary must not call
+        the whole trajectory metric.
+        """
+        bag = tmp_path / 'late_depth'
+        camera, sequence = iter_sequence(num_frames=16, seed=1, width=WIDTH, height=HEIGHT)
+        with BagWriter(bag) as writer:
+            for index, frame in enumerate(sequence):
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                if index >= 8:
+                    writer.write_image(topics.DEPTH, frame.stamp_ns, frame.depth, '32FC1')
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = evaluate_bag(bag, tmp_path / 'out', None, mode='auto', progress=False,
+                               plots=False)
+        assert summary['mode'] == 'rgbd' and summary['alignment'] == 'se3'
+        by_source = summary['frames_by_scale_source']
+        monocular = sum(by_source.get(name, 0) for name in ('map', 'unit', 'constant speed'))
+        assert monocular >= 5 and by_source['depth'] >= 5
+        assert summary['scale_source'].startswith('mixed')
+        assert f'{monocular} frames' in summary['scale_source']
+        assert any('mixes metres and a monocular unit' in e for e in summary['errors'])
+
     @pytest.mark.parametrize('fps, depth_copies, depth_late_s, image_late_s', [
         (10.0, 1, 1.0, 0.0),    # depth logged 1 s after its stamp (10 images wait)
         (30.0, 3, 0.0, 0.4),    # depth at 90 Hz, images logged 0.4 s late (36 depths first)

@@ -196,6 +196,18 @@ class TestEvaluateTrajectory:
         assert scaled['scale'] == pytest.approx(1 / (1 + error))
         assert scaled['ate_rmse_m'] < 1e-9 and scaled['drift_percent'] < 1e-6
 
+    def test_sim3_against_a_ground_truth_that_does_not_move(self):
+        # A camera turning on the spot; the (monocular) estimate wanders in its own unit.
+        gt = np.stack([make_transform(_rotation('y', 2.0 * k), [1.0, 2.0, 0.5])
+                       for k in range(20)])
+        est = gt.copy()
+        est[:, :3, 3] += np.random.default_rng(0).normal(scale=0.5, size=(20, 3))
+        # Sim(3) would shrink the estimate to the point: ATE 0, scale 0
+        with pytest.raises(ValueError, match='does not move'):
+            evaluate_trajectory(_stamps(20), est, _stamps(20), gt, alignment='sim3')
+        rigid = evaluate_trajectory(_stamps(20), est, _stamps(20), gt, alignment='se3')
+        assert rigid['ate_rmse_m'] > 0.3 and rigid['scale'] == 1.0
+
     def test_time_association(self):
         gt = _circle_poses(40)
         # estimate stamped 5 ms late, covering only frames 10..29

@@ -231,6 +231,8 @@ def eval_report(summary: Mapping[str, Any], output_dir: Path, command: Optional[
         ('path length', summary.get('path_length_m'), 'm'),
         ('frames processed / with a pose / lost', f'{summary.get("frames_processed")} / '
          f'{_frames_with_pose(summary)} / {summary.get("frames_lost")}', ''),
+        ('poses the metrics are taken over (with ground truth)',
+         summary.get('num_poses_matched'), ''),
         ('frames with a pose: tracked / initialised / re-initialised',
          f'{summary.get("frames_tracked")} / {summary.get("frames_initialized", "?")} / '
          f'{summary.get("reinitializations")}', ''),

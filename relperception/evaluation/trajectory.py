@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from decimal import Decimal, InvalidOperation
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +259,17 @@ def _rpe(traj_ref, traj_est, delta_frames: int) -> tuple[float, float]:
     return values[0], values[1]
 
 
+_NO_SIM3_SCALE = ('the ground truth does not move (every matched pose at one position): the '
+                  'scale of a Sim(3) alignment is undefined (it would shrink the estimate to a '
+                  'point and give an ATE of 0)')
+
+
 def _align_degenerate(traj_est, traj_gt, with_scale: bool) -> float:
     """Align a (near) collinear estimate, where Umeyama is undefined: first poses, path scale."""
     scale = 1.0
     if with_scale:
+        if not float(traj_gt.path_length) > 0:
+            raise ValueError(_NO_SIM3_SCALE)
         length_est = float(traj_est.path_length)
         if length_est > 0:
             scale = float(traj_gt.path_length) / length_est
@@ -305,8 +313,9 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
 
     Raises:
         ValueError: on empty or malformed input, an unknown alignment, no time overlap
-            (the message gives both stamp ranges), or fewer than 2 (3 for alignment)
-            associated poses.
+            (the message gives both stamp ranges), fewer than 2 (3 for alignment)
+            associated poses, or ``'sim3'`` against a ground truth that does not move (no
+            scale can be estimated).
     """
     from evo.core.geometry import GeometryException
     from evo.core.metrics import APE, PoseRelation, StatisticsType
@@ -344,6 +353,8 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
         try:
             _, _, s = traj_est.align(traj_gt, correct_scale=(alignment == 'sim3'))
             scale = float(s) if alignment == 'sim3' else 1.0
+            if not (math.isfinite(scale) and scale > 0):
+                raise ValueError(_NO_SIM3_SCALE)
         except GeometryException:
             scale = _align_degenerate(traj_est, traj_gt, with_scale=(alignment == 'sim3'))
             alignment_method = f'{alignment}-origin'

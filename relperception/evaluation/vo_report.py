@@ -27,8 +27,8 @@ from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
                                                  PER_POSE_KEY, summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
-from relperception.odometry.vo import (MAP_SCALE_SOURCES, STATUS_REINITIALIZED,
-                                       STATUS_TRACKING)
+from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
+                                       STATUS_REINITIALIZED, STATUS_TRACKING)
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,20 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     metric_depth = resolved == 'rgbd' and frames_with_depth > 0
     rgbd = resolved == 'rgbd' and (metric_depth or not rows)
     alignment = 'se3' if rgbd else 'sim3'
-    if rgbd:
+    # Frames of an RGB-D run that were tracked without depth ('auto' falls back to the
+    # monocular map, the constant speed or a unit step): their steps are not in metres.
+    not_metric = Counter(row['scale_source'] for row in rows if _estimated(row)
+                         and row.get('scale_source')
+                         and row['scale_source'] not in (*METRIC_SCALE_SOURCES, 'static'))
+    if rgbd and not_metric:
+        sources = ', '.join(f'{name} {count}' for name, count in sorted(not_metric.items()))
+        scale_source = (f'mixed: depth (metric RGB-D), but {sum(not_metric.values())} frames '
+                        f'were tracked without depth in a monocular, non-metric unit '
+                        f'({sources}); SE(3) alignment')
+        errors.add(f'{sum(not_metric.values())} frames of this RGB-D run were tracked without '
+                   f'depth, with a non-metric scale ({sources}): the trajectory mixes metres '
+                   'and a monocular unit, and the SE(3) metrics score both as metres')
+    elif rgbd:
         scale_source = 'depth (metric RGB-D)'
     elif resolved == 'rgbd':
         scale_source = NO_DEPTH_USED
@@ -133,6 +146,10 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         'frames_lost': sum(s == 'lost' for s in statuses),
         'reinitializations': sum(s == 'reinitialized' for s in statuses),
         'keyframes': sum(bool(row['is_keyframe']) for row in rows),
+        # Frames whose step was not measured in metres (all of a monocular run's); None when
+        # the rows do not say (a live replay scores the published odometry only).
+        'frames_without_metric_scale': sum(not_metric.values()) if any(
+            'scale_source' in row for row in rows) or not rows else None,
         'frames_tracked_against_map': sum(row.get('scale_source') in MAP_SCALE_SOURCES
                                           for row in rows),
         'frames_by_scale_source': dict(Counter(

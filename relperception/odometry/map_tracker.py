@@ -315,10 +315,12 @@ class MapTracker:
         """Two-view initialisation reference keyframe -> frame (see the module docstring).
 
         ``baseline_m`` None (the first map): the baseline is the median parallax of the
-        triangulated points over ``map_init_min_angle_deg``, i.e. the trajectory's unit is the
+        triangulated inliers (all that are in front of both views and reproject, whatever
+        their parallax) over ``map_init_min_angle_deg``, i.e. the trajectory's unit is the
         distance at which the scene shows that parallax; frames before the map starts get
-        the same rule, so they stay consistent with it. ``hinted``: ``baseline_m`` is a
-        measured distance (a translation hint): the map becomes a ``'hinted'`` (metric) one.
+        the same rule, so they stay consistent with it (a turn on the spot: no translation).
+        ``hinted``: ``baseline_m`` is a measured distance (a translation hint): the map
+        becomes a ``'hinted'`` (metric) one.
         """
         conf = self.conf
         keypoints0 = matches.keypoints0.astype(np.float64)
@@ -334,17 +336,23 @@ class MapTracker:
             return (f'only {num_inliers} essential-matrix inliers '
                     f'(min_matches={conf["min_matches"]})')
         T_kf_cur = invert_transform(T_unit)
-        points, good = triangulate_checked(
-            keypoints0, keypoints1, T_world_kf, T_world_kf @ T_kf_cur, camera,
-            conf['map_min_angle_deg'], self.max_point_error_px)
-        good &= inliers
-        # Parallax angles do not depend on the baseline length.
+        # Every inlier that triangulates in front of both views and reprojects, whatever its
+        # parallax: the parallax (which does not depend on the baseline length) of this set
+        # measures the motion; the points of the map need map_min_angle_deg on top.
+        points, seen = triangulate_checked(
+            keypoints0, keypoints1, T_world_kf, T_world_kf @ T_kf_cur, camera, 0.0,
+            self.max_point_error_px)
+        seen &= inliers
         angles = ray_angles_deg(points, T_world_kf, T_world_kf @ T_kf_cur)
-        wide = int(np.count_nonzero(good & (angles >= conf['map_init_min_angle_deg'])))
-        median_angle = float(np.nanmedian(angles[good])) if np.any(good) else 0.0
+        with np.errstate(invalid='ignore'):
+            good = seen & (angles >= conf['map_min_angle_deg'])
+            wide = int(np.count_nonzero(good & (angles >= conf['map_init_min_angle_deg'])))
+        median_angle = float(np.nanmedian(angles[seen])) if np.any(seen) else 0.0
         if baseline_m is None:
+            # No parallax (a rotation on the spot, or nothing triangulates): no translation,
+            # rather than a unit step in the essential matrix's arbitrary direction.
             baseline_m = (median_angle / conf['map_init_min_angle_deg']
-                          if conf['map_init_min_angle_deg'] > 0 and median_angle > 0 else 1.0)
+                          if conf['map_init_min_angle_deg'] > 0 else 1.0)
         T_kf_cur[:3, 3] *= baseline_m
         T_world_cur = T_world_kf @ T_kf_cur
         # Points scale with the baseline about the keyframe's centre.

@@ -21,7 +21,10 @@ Estimation (keyframe ``kf`` -> current frame ``cur``; any :class:`Matcher` gives
      truth in benchmarks): the distance travelled since the previous call; hints of frames
      that did not become keyframes are summed;
   3. constant speed: the last keyframe-to-keyframe speed (translation norm / time) times the
-     time since the keyframe (the previous step's norm when stamps do not increase); this
+     time the camera moved since the keyframe (the previous step's norm when stamps do not
+     increase): after a frame seen static at the keyframe's pose, the time since that frame,
+     stretched by the share of the flow it already showed (a stop is no travel time, a slow
+     motion whose flow stayed below ``keyframe_min_parallax_px`` for a while is); this
      keeps the scale of the first pair, it does not observe it. Before any scale is known
      (first pair of a pure monocular run) the translation keeps unit norm, i.e. the
      trajectory is defined up to that scale.
@@ -208,6 +211,13 @@ def _same_camera(camera0: Camera, camera1: Camera) -> bool:
 def _on_map_points(local_map, reference, keypoints0: np.ndarray) -> np.ndarray:
     """Return (N,) bool: which keypoints (N, 2) of ``reference`` carry a map point."""
     return local_map.lookup(reference, keypoints0) >= 0
+
+
+def _median_flow(matches: Matches) -> float:
+    """Return the median length (px) of the finite matches' flow, NaN without any."""
+    flow = np.linalg.norm(matches.keypoints1 - matches.keypoints0, axis=1)
+    flow = flow[np.isfinite(flow)]
+    return float(np.median(flow)) if len(flow) else float('nan')
 
 
 def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
@@ -575,6 +585,8 @@ class VisualOdometry:
         self._velocity: tuple[np.ndarray, float] | None = None  # (T_cur_prev, dt_s)
         self._speed_mps: float | None = None
         self._last_step_m: float | None = None  # last keyframe-to-keyframe distance
+        # (stamp, median flow px) of the last frame seen static at the keyframe's pose
+        self._static: tuple[int, float] | None = None
         self._hint_since_keyframe: float | None = None
         self._map_tracker.reset()
         #: Time the last :meth:`step` waited for the previous keyframe's background work (ms).
@@ -711,6 +723,7 @@ class VisualOdometry:
         self._stamp_last = frame.stamp_ns
         self._velocity = None
         self._hint_since_keyframe = None
+        self._static = None
         message = reason if status == STATUS_INITIALIZED else \
             f'{reason}; re-initialised from this frame at the held pose'
         return VOResult(frame.stamp_ns, self._T_world_last.copy(), status, is_keyframe=True,
@@ -731,9 +744,11 @@ class VisualOdometry:
             dt = (frame.stamp_ns - self._stamp_last) * 1e-9
             T_cur_prev = invert_transform(T_world_cur) @ self._T_world_last
             self._velocity = (T_cur_prev, dt)
+        if estimate.scale_source == 'static':
+            self._static = (frame.stamp_ns, _median_flow(estimate.matches))
         if estimate.is_keyframe:
             kf = self._keyframe
-            dt_kf = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+            dt_kf = self._moving_time_s(kf, frame.stamp_ns, estimate.matches)
             distance = float(np.linalg.norm(T_world_cur[:3, 3] - kf.T_world_cam[:3, 3]))
             self._last_step_m = distance
             if dt_kf > 0:
@@ -741,6 +756,7 @@ class VisualOdometry:
             self._keyframe = _Keyframe(gray, depth, frame.camera, T_world_cur.copy(),
                                        frame.stamp_ns, map_keyframe, pose_covariance.copy())
             self._hint_since_keyframe = None
+            self._static = None
         self._anchor = self._keyframe
         self._T_world_last = T_world_cur.copy()
         self._cov_world_last = pose_covariance.copy()
@@ -890,7 +906,7 @@ class VisualOdometry:
             note = f'map tracking failed ({track}); '
         estimate = estimate_pose_from_matches(
             matches, kf.camera, frame.camera, conf, kf.depth, depth,
-            scale_fallback=lambda: self._fallback_scale(frame))
+            scale_fallback=lambda: self._fallback_scale(frame, matches))
         if isinstance(estimate, PoseFailure):
             return _Failure(note + estimate.message, matches, estimate.mode)
         moving, message = estimate.moving, note + estimate.message
@@ -959,7 +975,7 @@ class VisualOdometry:
         if tracker.initializations == 0 and not hinted:
             baseline, source = None, 'parallax (the first map defines the trajectory unit)'
         else:
-            baseline, source = self._fallback_scale(frame)
+            baseline, source = self._fallback_scale(frame, matches)
         init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted)
         if isinstance(init, str):
             return _Failure(note + init, matches, 'mono')
@@ -991,17 +1007,38 @@ class VisualOdometry:
         diagonal = float(np.hypot(camera.width, camera.height))
         return bool(len(flow) and np.median(flow) >= conf['keyframe_max_flow_ratio'] * diagonal)
 
-    def _fallback_scale(self, frame: Frame) -> tuple[float, str]:
+    def _fallback_scale(self, frame: Frame, matches: Matches) -> tuple[float, str]:
         """Return the monocular translation norm when depth gives none, and its source."""
         kf = self._keyframe
         if self._hint_since_keyframe is not None:
             return self._hint_since_keyframe, 'translation_norm_m'
-        dt = (frame.stamp_ns - kf.stamp_ns) * 1e-9
+        dt = self._moving_time_s(kf, frame.stamp_ns, matches)
         if self._speed_mps is not None and dt > 0:
             return self._speed_mps * dt, 'constant speed'
         if self._last_step_m is not None:
             return self._last_step_m, 'previous step (no usable stamps)'
         return _unit_scale()
+
+    def _moving_time_s(self, kf: _Keyframe, stamp_ns: int, matches: Matches) -> float:
+        """Return the time (s) the camera moved between the keyframe and ``stamp_ns``.
+
+        Without a frame seen static at the keyframe's pose since the keyframe, all of it.
+        After one (stamp ``t_s``, median flow ``f_s`` px against the keyframe, below
+        ``keyframe_min_parallax_px``), the flow is taken to grow with the distance travelled:
+        ``(stamp - t_s) * f / (f - f_s)`` with ``f`` the median flow of ``matches`` (keyframe
+        -> this frame), at most the time since the keyframe. A camera that stood still
+        (``f_s`` ~ 0) gets the time since it was last seen static, one that moved slowly
+        through the static frames the time since the keyframe.
+        """
+        dt_kf = (stamp_ns - kf.stamp_ns) * 1e-9
+        if self._static is None or self._static[0] <= kf.stamp_ns:
+            return dt_kf
+        static_ns, static_flow = self._static
+        dt_static = (stamp_ns - static_ns) * 1e-9
+        flow = _median_flow(matches)
+        if not (np.isfinite(flow) and np.isfinite(static_flow) and flow > static_flow):
+            return dt_static
+        return min(dt_kf, dt_static * flow / (flow - static_flow))
 
     def _make_predict(self, frame: Frame, use_rgbd: bool,
                       reference=None) -> Predictor | None:

@@ -440,6 +440,10 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         if summary['metric_depth_used']:
             summary['scale_source'] = (f'depth predicted by the dense model {name} ({kind}; '
                                        'RGB-D odometry on predicted depth, SE(3) alignment)')
+            if summary['frames_without_metric_scale']:
+                summary['scale_source'] += (
+                    f"; mixed: {summary['frames_without_metric_scale']} frames were tracked "
+                    'without depth in a monocular, non-metric unit')
     if dense_summary is not None:
         summary['dense'] = dense_summary
         summary['outputs'].update(dense_summary.pop('outputs', {}))
