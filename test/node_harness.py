@@ -7,6 +7,8 @@ Imported by the node test modules after they skipped cleanly without ``rclpy`` /
 namespace, so tests in one process do not hear each other.
 """
 
+import select
+import subprocess
 import time
 import uuid
 
@@ -111,3 +113,25 @@ class NodeHarness:
         self.node.destroy_node()
         self.probe.destroy_node()
         assert not self.node.worker.running
+
+
+def signal_after_first_line(command: list, env: dict, signum: int, timeout_s: float = 30.0):
+    """Start a node process, send it ``signum`` once it printed a line, wait for it to end.
+
+    Returns:
+        ``(first_line, returncode, output)``: the first printed line (stripped) and, after the
+        signal, the exit code and the rest of stdout and stderr.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+        assert ready, f'the node printed nothing in {timeout_s:g} s'
+        line = process.stdout.readline().strip()
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return line, process.returncode, output

@@ -3,9 +3,7 @@
 """relperception.nodes.entrypoint: a node executable stops cleanly on SIGINT / SIGTERM."""
 
 import os
-import select
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 pytest.importorskip('rclpy')
 pytest.importorskip('std_msgs')
 
-from node_harness import unique_namespace  # noqa: E402, I100, I202
+from node_harness import signal_after_first_line, unique_namespace  # noqa: E402, I100, I202
 
 # A node whose worker is in the middle of a frame when the signal arrives, and publishes the
 # frame's result when it is done (as the real nodes do).
@@ -51,22 +49,12 @@ spin_node(SlowNode, sys.argv)
 @pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_frame_lets_the_frame_finish(tmp_path, signum):
     env = dict(os.environ, ROS_LOG_DIR=str(tmp_path))
-    process = subprocess.Popen(
+    line, returncode, output = signal_after_first_line(
         [sys.executable, '-c', SLOW_NODE, '--ros-args', '-r', f'__ns:={unique_namespace()}'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 30.0)
-        assert ready, 'the node printed nothing in 30 s'
-        line = process.stdout.readline()
-        assert line.strip() == 'processing', line
-        process.send_signal(signum)
-        output, _ = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        env, signum)
+    assert line == 'processing', line
     # the node is destroyed after its worker finished the frame, while DDS still runs: the
     # result is published, not "frame failed: RCLError: ... context is invalid"
-    assert process.returncode == 0, output
+    assert returncode == 0, output
     assert 'published' in output, output
     assert 'frame failed' not in output and 'Traceback' not in output, output

@@ -3,9 +3,7 @@
 """Tests of matcher_node with real rclpy nodes and DDS (one process, unique namespaces)."""
 
 import os
-import select
 import signal
-import subprocess
 import sys
 
 from conftest import wait_for
@@ -40,7 +38,7 @@ from relperception.nodes.matcher_node import MatcherNode  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image, PointCloud2  # noqa: E402
 
 from node_harness import (  # noqa: E402, I100
-    image_msg, NodeHarness, settled_statuses, unique_namespace)
+    image_msg, NodeHarness, settled_statuses, signal_after_first_line, unique_namespace)
 
 WIDTH, HEIGHT = 320, 240
 
@@ -322,21 +320,9 @@ class TestDrawMatches:
 
 def test_main_exits_cleanly_on_sigint(tmp_path):
     env = dict(os.environ, ROS_LOG_DIR=str(tmp_path))
-    namespace = unique_namespace()
-    process = subprocess.Popen(
+    line, returncode, output = signal_after_first_line(
         [sys.executable, '-c', 'from relperception.nodes.matcher_node import main; main()',
-         '--ros-args', '-r', f'__ns:={namespace}'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 30.0)
-        assert ready, 'matcher_node printed nothing in 30 s'
-        line = process.stdout.readline()
-        assert 'matching with ncc' in line, line
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, output
+         '--ros-args', '-r', f'__ns:={unique_namespace()}'], env, signal.SIGINT)
+    assert 'matching with ncc' in line, line
+    assert returncode == 0, output
     assert 'Traceback' not in output
