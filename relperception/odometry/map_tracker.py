@@ -315,10 +315,12 @@ class MapTracker:
         """Two-view initialisation reference keyframe -> frame (see the module docstring).
 
         ``baseline_m`` None (the first map): the baseline is the median parallax of the
-        triangulated inliers (all that are in front of both views and reproject, whatever
-        their parallax) over ``map_init_min_angle_deg``, i.e. the trajectory's unit is the
-        distance at which the scene shows that parallax; frames before the map starts get
-        the same rule, so they stay consistent with it (a turn on the spot: no translation).
+        map's points (the triangulated inliers over ``map_min_angle_deg``) over
+        ``map_init_min_angle_deg``, i.e. the trajectory's unit is the distance at which the
+        scene shows that parallax. Frames before the map starts take the median parallax of
+        every inlier that triangulates in front of both views and reprojects, whatever its
+        parallax (a turn on the spot: no translation; the points with parallax alone would
+        give a step biased up, or none at all).
         ``hinted``: ``baseline_m`` is a measured distance (a translation hint): the map
         becomes a ``'hinted'`` (metric) one.
         """
@@ -347,16 +349,6 @@ class MapTracker:
         with np.errstate(invalid='ignore'):
             good = seen & (angles >= conf['map_min_angle_deg'])
             wide = int(np.count_nonzero(good & (angles >= conf['map_init_min_angle_deg'])))
-        median_angle = float(np.nanmedian(angles[seen])) if np.any(seen) else 0.0
-        if baseline_m is None:
-            # No parallax (a rotation on the spot, or nothing triangulates): no translation,
-            # rather than a unit step in the essential matrix's arbitrary direction.
-            baseline_m = (median_angle / conf['map_init_min_angle_deg']
-                          if conf['map_init_min_angle_deg'] > 0 else 1.0)
-        T_kf_cur[:3, 3] *= baseline_m
-        T_world_cur = T_world_kf @ T_kf_cur
-        # Points scale with the baseline about the keyframe's centre.
-        points = T_world_kf[:3, 3] + (points - T_world_kf[:3, 3]) * baseline_m
         homography_ratio = self._homography_ratio(keypoints0, keypoints1, inliers, camera)
         reasons = []
         if wide < conf['min_matches']:
@@ -368,6 +360,18 @@ class MapTracker:
         if np.count_nonzero(good) < conf['min_matches']:
             reasons.append(f'only {np.count_nonzero(good)} points pass the triangulation checks')
         accepted = not reasons
+        # The map's unit: the parallax of its points. A frame before the map: of every inlier,
+        # so a rotation on the spot (no point with parallax) gives no translation instead of a
+        # unit step in the essential matrix's arbitrary direction.
+        measured = good if accepted else seen
+        median_angle = float(np.nanmedian(angles[measured])) if np.any(measured) else 0.0
+        if baseline_m is None:
+            baseline_m = (median_angle / conf['map_init_min_angle_deg']
+                          if conf['map_init_min_angle_deg'] > 0 else 1.0)
+        T_kf_cur[:3, 3] *= baseline_m
+        T_world_cur = T_world_kf @ T_kf_cur
+        # Points scale with the baseline about the keyframe's centre.
+        points = T_world_kf[:3, 3] + (points - T_world_kf[:3, 3]) * baseline_m
         message = ('map initialised: ' if accepted else 'initialising the map, not yet: ') + (
             f'{np.count_nonzero(good)} points, median parallax {median_angle:.2f} deg'
             if accepted else '; '.join(reasons))
