@@ -465,7 +465,9 @@ def validate(overrides: Mapping[str, Any], base: Optional[Mapping[str, Any]] = N
         if name not in SPECS:
             raise ValueError(f'unknown parameter {name!r}; {known_keys_hint(name, SPECS)}')
         config[name] = SPECS[name].validate(value)
-    check_distinct_topics(config)
+    check_distinct_topics({key: value for key, value in sorted(config.items())
+                           if key.startswith('topics.') and isinstance(value, str)},
+                          SHARED_TOPIC_KEYS)
     return config
 
 
@@ -475,21 +477,24 @@ SHARED_TOPIC_KEYS = (frozenset({'topics.depth', 'topics.ground_truth_depth'}),
                      frozenset({'topics.ground_truth_pose', 'topics.wheel_odometry'}))
 
 
-def check_distinct_topics(config: Mapping[str, Any]) -> None:
-    """Refuse two ``topics.*`` keys naming one topic (they carry different messages).
+def check_distinct_topics(topics: Mapping[str, str], shared: Sequence[frozenset] = ()) -> None:
+    """Refuse two inputs naming one topic (they carry different messages).
 
-    An empty topic (an input switched off) is ignored; the pairs of :data:`SHARED_TOPIC_KEYS`
-    may be equal.
+    Args:
+        topics: ``{input name: topic}`` (``topics.*`` keys, ``node_set``'s arguments), in
+            the order the message names them; an empty topic (an input switched off) is
+            ignored.
+        shared: pairs of input names that may name one topic (e.g.
+            :data:`SHARED_TOPIC_KEYS`).
 
     Raises:
-        ValueError: naming the two keys and the topic.
+        ValueError: naming the two inputs and the topic.
     """
-    named = sorted((key, value) for key, value in config.items()
-                   if key.startswith('topics.') and isinstance(value, str) and value.strip())
-    for index, (key0, topic0) in enumerate(named):
-        for key1, topic1 in named[index + 1:]:
-            if topic0.strip() == topic1.strip() and {key0, key1} not in SHARED_TOPIC_KEYS:
-                raise ValueError(f'{key0} and {key1} are both {topic0.strip()!r}; they carry '
+    named = [(name, topic.strip()) for name, topic in topics.items() if topic.strip()]
+    for index, (name0, topic0) in enumerate(named):
+        for name1, topic1 in named[index + 1:]:
+            if topic0 == topic1 and {name0, name1} not in shared:
+                raise ValueError(f'{name0} and {name1} are both {topic0!r}; they carry '
                                  'different messages')
 
 

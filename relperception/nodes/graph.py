@@ -36,7 +36,8 @@ import sys
 import threading
 from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
-from relperception.config import DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, MATCHERS
+from relperception.config import (check_distinct_topics, DEPTH_TRANSPORTS, IMAGE_TRANSPORTS,
+                                  MATCHERS)
 
 PACKAGE = 'relperception'
 FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
@@ -286,14 +287,8 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
     if wheel_odom_topic:
         wheel_odom_topic = _absolute_or_relative(wheel_odom_topic, 'wheel_odom_topic')
     namespace = normalize_namespace(namespace)
-    inputs = [('image_topic', image_topic), ('camera_info_topic', camera_info_topic),
-              ('depth_topic', depth_topic), ('wheel_odom_topic', wheel_odom_topic)]
-    named = [(name, topic) for name, topic in inputs if topic]
-    for index, (name0, topic0) in enumerate(named):
-        for name1, topic1 in named[index + 1:]:
-            if topic0 == topic1:
-                raise ValueError(f'{name0} and {name1} are both {topic0!r}; they carry '
-                                 'different messages')
+    check_distinct_topics({'image_topic': image_topic, 'camera_info_topic': camera_info_topic,
+                           'depth_topic': depth_topic, 'wheel_odom_topic': wheel_odom_topic})
 
     image_remappings = {'image': image_topic, 'camera_info': camera_info_topic}
     if image_transport == 'compressed':
