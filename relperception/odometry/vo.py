@@ -213,9 +213,9 @@ def _on_map_points(local_map, reference, keypoints0: np.ndarray) -> np.ndarray:
     return local_map.lookup(reference, keypoints0) >= 0
 
 
-def _median_flow(matches: Matches) -> float:
-    """Return the median length (px) of the finite matches' flow, NaN without any."""
-    flow = np.linalg.norm(matches.keypoints1 - matches.keypoints0, axis=1)
+def _median_flow(keypoints0: np.ndarray, keypoints1: np.ndarray) -> float:
+    """Return the median length (px) of the finite matches' flow (N, 2) -> (N, 2), NaN without."""
+    flow = np.linalg.norm(keypoints1 - keypoints0, axis=1)
     flow = flow[np.isfinite(flow)]
     return float(np.median(flow)) if len(flow) else float('nan')
 
@@ -496,7 +496,7 @@ def estimate_pose_from_matches(matches: Matches, camera0: Camera, camera1: Camer
     if num_finite < conf['min_matches']:
         return PoseFailure(f'only {num_finite} matches (min_matches={conf["min_matches"]})',
                            mode)
-    flow = float(np.median(np.linalg.norm(keypoints1[finite] - keypoints0[finite], axis=1)))
+    flow = _median_flow(keypoints0[finite], keypoints1[finite])
     moving = flow >= conf['keyframe_min_parallax_px']
     threshold, confidence = conf['ransac_threshold_px'], conf['ransac_confidence']
 
@@ -745,7 +745,8 @@ class VisualOdometry:
             T_cur_prev = invert_transform(T_world_cur) @ self._T_world_last
             self._velocity = (T_cur_prev, dt)
         if estimate.scale_source == 'static':
-            self._static = (frame.stamp_ns, _median_flow(estimate.matches))
+            self._static = (frame.stamp_ns, _median_flow(estimate.matches.keypoints0,
+                                                         estimate.matches.keypoints1))
         if estimate.is_keyframe:
             kf = self._keyframe
             dt_kf = self._moving_time_s(kf, frame.stamp_ns, estimate.matches)
@@ -1035,7 +1036,7 @@ class VisualOdometry:
             return dt_kf
         static_ns, static_flow = self._static
         dt_static = (stamp_ns - static_ns) * 1e-9
-        flow = _median_flow(matches)
+        flow = _median_flow(matches.keypoints0, matches.keypoints1)
         if not (np.isfinite(flow) and np.isfinite(static_flow) and flow > static_flow):
             return dt_static
         return min(dt_kf, dt_static * flow / (flow - static_flow))
