@@ -235,8 +235,9 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
     indices = [_frame_index(p) for p in images]
     last = max(indices)
 
-    P = read_kitti_calib(sequence_dir / 'calib.txt', projection)
-    T_cam0_cam = camera_from_camera0(P, read_kitti_calib(sequence_dir / 'calib.txt', 'P0'))
+    P0 = read_kitti_calib(sequence_dir / 'calib.txt', 'P0')
+    P = P0 if projection == 'P0' else read_kitti_calib(sequence_dir / 'calib.txt', projection)
+    T_cam0_cam = camera_from_camera0(P, P0)
     first, _ = read_colour_image(images[0])
     height, width = first.shape[:2]
     camera = Camera(K=P[:, :3], width=width, height=height)
