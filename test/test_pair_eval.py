@@ -121,8 +121,8 @@ class TestEstimateRelativePose:
         k0, k1 = _exact_points(T)
         pose = estimate_relative_pose(k0, k1, K, K)
         err = relative_pose_error(T, pose['R'], pose['t'])
-        # the best 5-point sample of RANSAC, not refined: 0.13 degrees on OpenCV 4.10 (a
-        # Jetson's), less on OpenCV 5
+        # RANSAC's best 5-point sample, not refined: OpenCV 4 (a Jetson's) is further off
+        # than OpenCV 5 (README, the Jetson checks)
         assert err['pose_err_deg'] < 0.25
         assert pose['inliers'].all()
         assert np.linalg.norm(pose['t']) == pytest.approx(1.0)
