@@ -67,6 +67,7 @@ def _launch_testing_runs_this_module(request):
 @pytest.mark.launch_test
 def generate_test_description():
     """Include the package's launch file with topics under a unique namespace."""
+    import atexit
     import tempfile
 
     import yaml
@@ -75,6 +76,7 @@ def generate_test_description():
     handle, config_file = tempfile.mkstemp(suffix='.yaml', prefix='relperception_launch_')
     with os.fdopen(handle, 'w', encoding='utf-8') as stream:
         yaml.safe_dump(PARAMETER_FILE, stream)
+    atexit.register(os.remove, config_file)
     arguments = {'namespace': NAMESPACE, 'image_topic': NAMESPACE + '/image',
                  'camera_info_topic': NAMESPACE + '/camera_info', 'config_file': config_file,
                  'publish_tf': 'false', 'log_level': 'info'}
