@@ -28,7 +28,8 @@ from relperception.evaluation.trajectory import (evaluate_trajectory, interpolat
                                                  PER_POSE_KEY, summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
-                                       STATUS_REINITIALIZED, STATUS_TRACKING)
+                                       STATUS_INITIALIZED, STATUS_REINITIALIZED,
+                                       STATUS_TRACKING)
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,18 @@ def _estimated(row: Mapping[str, Any]) -> bool:
     """
     return row['status'] == STATUS_TRACKING or (
         row['status'] == STATUS_REINITIALIZED and bool(row.get('scale_source')))
+
+
+def tracking_segments(rows: list) -> np.ndarray:
+    """Return the (N,) int64 tracking-segment index of each row of a run.
+
+    A frame (re-)initialised at a held pose starts a new segment: the motion from the last
+    good pose to it is unknown, so relative errors across it mean nothing. A frame that
+    relocalised against a keyframe continues its segment.
+    """
+    starts = [row['status'] in (STATUS_INITIALIZED, STATUS_REINITIALIZED) and not _estimated(row)
+              for row in rows]
+    return np.maximum(np.cumsum(np.asarray(starts, dtype=np.int64)) - 1, 0)
 
 
 def write_timing_csv(path: Path, rows: list) -> None:
@@ -169,6 +182,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     write_timing_csv(output_dir / 'timing.csv', rows)
 
     keep = [i for i, row in enumerate(rows) if row['status'] != 'lost']
+    segments = tracking_segments(rows)[keep] if keep else np.zeros(0, dtype=np.int64)
     stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
     poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
     summary['outputs'] = {}
@@ -205,11 +219,18 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     summary['outputs']['groundtruth'] = 'groundtruth.tum'
     try:
         result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
-                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S)
+                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S,
+                                     segment_ids=segments)
     except ValueError as exc:
         errors.add(f'trajectory evaluation failed: {exc}', logging.ERROR)
         return summary
     summary.update(summary_metrics(result))
+    if result['rpe_pairs_skipped'] or result['drift_segments_skipped']:
+        errors.add(f"tracking was re-initialised {result['tracking_segments'] - 1} time(s): "
+                   f"{result['rpe_pairs_skipped']} RPE pairs and "
+                   f"{result['drift_segments_skipped']} drift sub-sequences span two tracking "
+                   'segments and are not scored (RPE and drift describe the pairs inside one '
+                   'segment; the ATE covers all poses)')
     if plots:
         _plot_run(output_dir, result, rows, resolved, alignment, summary, errors)
     return summary
