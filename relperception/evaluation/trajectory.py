@@ -223,6 +223,103 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
 
 
 # --------------------------------------------------------------------------------------------
+# time offset of the ground truth
+# --------------------------------------------------------------------------------------------
+#: Fewest frame-to-frame steps with ground truth for a time-offset estimate.
+MIN_OFFSET_STEPS = 8
+
+
+def _motion_rates(stamps_ns: np.ndarray, poses: np.ndarray,
+                  steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rad/s, m/s or unit/s) of the steps ``steps`` (K,) (pose i to pose i + 1)."""
+    from evo.core import lie_algebra as lie
+
+    dt = (stamps_ns[steps + 1] - stamps_ns[steps]).astype(np.float64) / _NS_PER_S
+    relative = np.linalg.inv(poses[steps]) @ poses[steps + 1]
+    angles = np.array([abs(lie.so3_log_angle(R)) for R in relative[:, :3, :3]])
+    return angles / dt, np.linalg.norm(relative[:, :3, 3], axis=1) / dt
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Pearson correlation of ``a`` and ``b``, None when either does not vary."""
+    if len(a) < MIN_OFFSET_STEPS or np.std(a) < 1e-9 * (np.mean(np.abs(a)) + 1e-12) \
+            or np.std(b) < 1e-9 * (np.mean(np.abs(b)) + 1e-12):
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_cam_gt,
+                         search_s: float, segment_ids=None,
+                         max_gap_factor: float | None = None) -> dict[str, Any] | None:
+    """Estimate the time offset of the ground truth against the estimate from their motion.
+
+    The angular rate and the speed of the estimate from each frame to the next (within one
+    tracking segment) are correlated with those of the ground truth interpolated (evo) at the
+    frame stamps minus a candidate offset: both rates do not depend on the world frame, and
+    the Pearson correlation not on the (monocular) scale. Candidates run over
+    ``[-search_s, search_s]`` in steps of half the median frame interval (5-50 ms), then in
+    ten times finer steps around the best, down to 1 ms.
+
+    Args:
+        stamps_est_ns: (N,) int nanoseconds of the estimated poses (sorted).
+        T_world_cam_est: (N, 4, 4) float64 estimated poses (any world frame and scale).
+        stamps_gt_ns: (M,) int nanoseconds of the ground truth.
+        T_world_cam_gt: (M, 4, 4) float64 ground-truth poses (metres).
+        search_s: largest offset tried (seconds, > 0).
+        segment_ids: optional (N,) ints, see :func:`evaluate_trajectory`.
+        max_gap_factor: see :func:`interpolate_poses`.
+
+    Returns:
+        None when the motion does not tell (too few steps with ground truth, no rotation and
+        no change of speed), else a dict: ``offset_s`` (float, seconds to ADD to the
+        ground-truth stamps so that they match the estimate), ``correlation`` (float, the
+        mean correlation of the rates at that offset, -1..1), ``correlation_at_zero``
+        (float or None) and ``steps`` (int, the steps compared).
+    """
+    stamps, poses = _check_poses('estimate', stamps_est_ns, T_world_cam_est)
+    gt_stamps, gt_poses = _check_poses('ground truth', stamps_gt_ns, T_world_cam_gt)
+    if not search_s > 0:
+        raise ValueError(f'search_s must be > 0, got {search_s}')
+    order = np.argsort(stamps, kind='stable')
+    stamps, poses = stamps[order], poses[order]
+    segments = (np.zeros(len(stamps), dtype=np.int64) if segment_ids is None
+                else np.asarray(segment_ids)[order])
+    steps = np.flatnonzero(segments[1:] == segments[:-1])
+    if len(steps) < MIN_OFFSET_STEPS:
+        return None
+    est_rates = _motion_rates(stamps, poses, steps)
+
+    def score(offset_s: float) -> tuple[float | None, int]:
+        query = stamps - round(offset_s * _NS_PER_S)
+        gt_at, valid = interpolate_poses(gt_stamps, gt_poses, query, 0.0, max_gap_factor)
+        ok = valid[steps] & valid[steps + 1]
+        if ok.sum() < MIN_OFFSET_STEPS:
+            return None, int(ok.sum())
+        gt_rates = _motion_rates(stamps, gt_at, steps[ok])
+        values = [c for c in (_correlation(e[ok], g) for e, g in zip(est_rates, gt_rates))
+                  if c is not None]
+        return (float(np.mean(values)) if values else None), int(ok.sum())
+
+    def best_of(candidates):
+        scored = [(score(float(c)), float(c)) for c in candidates]
+        scored = [(value, used, c) for (value, used), c in scored if value is not None]
+        return max(scored, key=lambda item: (item[0], -abs(item[2]))) if scored else None
+
+    step_s = float(np.clip(np.median(np.diff(stamps)) / _NS_PER_S / 2, 0.005, 0.05))
+    best = best_of(np.arange(-search_s, search_s + step_s / 2, step_s))
+    if best is None:
+        return None
+    while step_s > 1e-3:
+        step_s = max(step_s / 10, 1e-3)
+        finer = best_of(best[2] + step_s * np.arange(-10, 11))
+        if finer is not None and finer[0] >= best[0]:
+            best = finer
+    value, used, offset = best
+    return {'offset_s': round(offset, 6), 'correlation': value,
+            'correlation_at_zero': score(0.0)[0], 'steps': used}
+
+
+# --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
 def _kitti_drift(traj_ref, traj_est, path_length_m: float,

@@ -21,11 +21,13 @@ from typing import Any
 
 import numpy as np
 from relperception.atomic_files import atomic_open
-from relperception.data.bag_frames import GT_MAX_GAP_FACTOR, GT_TOLERANCE_S
+from relperception.data.bag_frames import (GT_MAX_GAP_FACTOR, GT_OFFSET_MIN_CORRELATION,
+                                           GT_OFFSET_SEARCH_S, GT_TOLERANCE_S)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
-from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
-                                                 PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.evaluation.trajectory import (estimate_time_offset, evaluate_trajectory,
+                                                 interpolate_poses, PER_POSE_KEY,
+                                                 summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
                                        STATUS_INITIALIZED, STATUS_REINITIALIZED,
@@ -100,11 +102,17 @@ def percentile(values, q: float) -> float:
 
 def write_report(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
                  gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses,
-                 errors: ErrorLog, plots: bool) -> dict[str, Any]:
+                 errors: ErrorLog, plots: bool,
+                 gt_time_offset_s: float = 0.0) -> dict[str, Any]:
     """Write trajectories, metrics, timing and plots; return the summary (without errors).
 
     Shared by the offline evaluation and the live replay (``live_eval``), so that both write
-    the same files.
+    the same files. ``gt_stamps`` already carry ``gt_time_offset_s`` (seconds added to the
+    recorded ground-truth stamps, reported in the summary); the offset still left between
+    ground truth and estimate is estimated from their motion
+    (:func:`~relperception.evaluation.trajectory.estimate_time_offset`) and reported as
+    ``gt_time_offset_estimate_s`` (the total offset to give), with a warning when it is
+    clearly not the one applied.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     statuses = [row['status'] for row in rows]
@@ -195,6 +203,9 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
                                              GT_MAX_GAP_FACTOR)
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
     summary['frames_with_ground_truth'] = int(valid.sum())
+    summary['gt_time_offset_s'] = float(gt_time_offset_s)
+    _estimate_gt_offset(summary, stamps, poses, gt_stamps, gt_poses, segments,
+                        float(gt_time_offset_s), errors)
     if valid.any() and not valid.all():
         errors.add(f'ground truth covers only {int(valid.sum())} of the {len(stamps)} frames '
                    f'with a pose (outside its time range, or in gaps longer than '
@@ -234,6 +245,32 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     if plots:
         _plot_run(output_dir, result, rows, resolved, alignment, summary, errors)
     return summary
+
+
+def _estimate_gt_offset(summary: dict, stamps: np.ndarray, poses: np.ndarray, gt_stamps,
+                        gt_poses, segments: np.ndarray, applied_s: float,
+                        errors: ErrorLog) -> None:
+    """Add ``gt_time_offset_estimate_s`` / ``_correlation`` to ``summary``; warn if clearly off."""
+    summary['gt_time_offset_estimate_s'] = None
+    summary['gt_time_offset_correlation'] = None
+    if not len(gt_stamps) or len(stamps) < 2:
+        return
+    found = estimate_time_offset(stamps, poses, gt_stamps, gt_poses, GT_OFFSET_SEARCH_S,
+                                 segment_ids=segments, max_gap_factor=GT_MAX_GAP_FACTOR)
+    if found is None:
+        return
+    total = round(applied_s + found['offset_s'], 6)
+    summary['gt_time_offset_estimate_s'] = total
+    summary['gt_time_offset_correlation'] = found['correlation']
+    if found['correlation'] >= GT_OFFSET_MIN_CORRELATION \
+            and abs(found['offset_s']) > GT_TOLERANCE_S:
+        at_zero = found['correlation_at_zero']
+        errors.add(f'the ground truth looks offset in time against the images: its motion '
+                   f"matches the estimate's best {found['offset_s']:+.3f} s from the offset "
+                   f"applied (correlation {found['correlation']:.2f} there, "
+                   f"{'n/a' if at_zero is None else f'{at_zero:.2f}'} at it); the metrics are "
+                   f'taken with the applied {applied_s:g} s: rerun eval with --gt-time-offset '
+                   f'{total:g}')
 
 
 def _alignment_label(alignment, gt_scale: bool) -> str:
