@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 from relperception.atomic_files import atomic_open
 from relperception.data.bag_frames import (GT_MAX_GAP_FACTOR, GT_OFFSET_MIN_CORRELATION,
-                                           GT_OFFSET_SEARCH_S, GT_TOLERANCE_S)
+                                           GT_OFFSET_MIN_GAIN, GT_OFFSET_SEARCH_S,
+                                           GT_TOLERANCE_S)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (estimate_time_offset, evaluate_trajectory,
@@ -259,12 +260,17 @@ def _estimate_gt_offset(summary: dict, stamps: np.ndarray, poses: np.ndarray, gt
                                  segment_ids=segments, max_gap_factor=GT_MAX_GAP_FACTOR)
     if found is None:
         return
+    at_zero = found['correlation_at_zero']
+    if at_zero is not None and found['correlation'] < at_zero + GT_OFFSET_MIN_GAIN:
+        # the motion correlates about as well at the applied offset: nothing found
+        summary['gt_time_offset_estimate_s'] = applied_s
+        summary['gt_time_offset_correlation'] = at_zero
+        return
     total = round(applied_s + found['offset_s'], 6)
     summary['gt_time_offset_estimate_s'] = total
     summary['gt_time_offset_correlation'] = found['correlation']
     if found['correlation'] >= GT_OFFSET_MIN_CORRELATION \
             and abs(found['offset_s']) > GT_TOLERANCE_S:
-        at_zero = found['correlation_at_zero']
         errors.add(f'the ground truth looks offset in time against the images: its motion '
                    f"matches the estimate's best {found['offset_s']:+.3f} s from the offset "
                    f"applied (correlation {found['correlation']:.2f} there, "
