@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Tests of ``relperception compare``: a study runs eval's code path per cell, in parallel."""
 
+import csv
 import importlib.util
 import json
 import logging
@@ -576,3 +577,33 @@ def test_a_changed_weights_file_changes_the_cell_key(study_inputs, tmp_path):
     weights.write_bytes(b'second, longer')
     assert plan_cells(bags[:1], [parse_config_spec(str(config))],
                       tmp_path / 'out')[0].key != before
+
+
+def test_a_bag_folder_and_its_own_storage_file_are_one_bag(study_inputs, tmp_path):
+    root, bags, configs = study_inputs
+    storage = next(bags[0].glob('*.mcap'))
+    for given in ([bags[0], storage], [storage, bags[0]]):
+        with pytest.raises(ValueError, match='given twice'):
+            plan_cells(given, configs[:1], tmp_path)
+    # a storage file of another folder is another bag
+    assert len(plan_cells([bags[0], next(bags[1].glob('*.mcap'))], configs[:1], tmp_path)) == 2
+
+
+def test_results_paths_are_relative_to_the_study_folder(study_inputs, tmp_path, monkeypatch):
+    root, bags, configs = study_inputs
+    work = tmp_path / 'work'
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(['compare', '--bags', os.path.relpath(bags[0], work), '--configs',
+                 f'small={os.path.relpath(configs[1].path, work)}', '-o', 'runs/study',
+                 '--no-progress']) == 0
+    output = work / 'runs' / 'study'
+    monkeypatch.chdir(tmp_path)   # read from elsewhere
+    rows = json.loads((output / 'results.json').read_text())
+    with open(output / 'results.csv', newline='') as stream:
+        rows_csv = list(csv.DictReader(stream))
+    for row in (rows[0], rows_csv[0]):
+        assert row['cell_dir'] == 'cells/bag0__small'
+        assert (output / row['cell_dir'] / 'summary.json').is_file()
+        assert (output / row['bag']).resolve() == bags[0].resolve()
+        assert (output / row['config_file']).resolve() == configs[1].path.resolve()

@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "camera matrix of camera_info's p and no distortion, as the node's "
                              'rectified_input parameter does')
     parser.add_argument('--max-frames', type=int, help='stop after this many images')
+    parser.add_argument('--gt-time-offset', type=float, default=0.0, metavar='SECONDS',
+                        help='seconds added to the ground-truth stamps before they are '
+                             'associated with the images (ground truth stamped 0.1 s late: '
+                             '-0.1); summary.json reports the offset estimated from the motion '
+                             '(gt_time_offset_estimate_s)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
     parser.add_argument('--dense', action='store_true',
@@ -86,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
                                camera_mount_xyz_qxyzw=odometry.get(
                                    'camera_mount_xyz_qxyzw', DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
                                base_frame_id=odometry.get('base_frame_id',
-                                                          DEFAULT_BASE_FRAME_ID))
+                                                          DEFAULT_BASE_FRAME_ID),
+                               gt_time_offset_s=args.gt_time_offset)
     except INTERRUPTIONS:
         write_report_of_interrupted_run(args.output, command_line(args), config)
         raise

@@ -40,6 +40,15 @@ GT_TOLERANCE_S = 0.02
 #: Ground truth is not interpolated across a gap longer than this many times its median pose
 #: interval (frames there have no ground truth).
 GT_MAX_GAP_FACTOR = 5.0
+#: The time offset of the ground truth against the images is estimated within +- this many
+#: seconds of the one applied (``eval --gt-time-offset``).
+GT_OFFSET_SEARCH_S = 1.0
+#: ... and reported as a warning when the motions correlate at least this well there (-1..1)
+#: and it is more than GT_TOLERANCE_S from the one applied.
+GT_OFFSET_MIN_CORRELATION = 0.5
+#: An offset is only taken as found where its correlation beats the one at the applied offset
+#: by at least this much (smooth, even motion correlates about as well at any offset).
+GT_OFFSET_MIN_GAIN = 0.05
 #: Auto mode runs RGB-D when the bag has at least this many depth images per image.
 AUTO_RGBD_MIN_DEPTH_FRACTION = 0.5
 #: Offline pairing (eval, ``eval --dense``) keeps an image waiting for its depth image (or

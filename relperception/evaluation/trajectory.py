@@ -76,6 +76,17 @@ def _check_poses(name: str, stamps_ns, T_world_cam) -> tuple[np.ndarray, np.ndar
     return stamps, poses
 
 
+def _segment_lookup(stamps_ns: np.ndarray, segment_ids) -> dict[int, int]:
+    """Return ``{stamp_ns: segment id}`` of the estimate (all 0 when ``segment_ids`` is None)."""
+    if segment_ids is None:
+        return {}
+    ids = np.asarray(segment_ids)
+    if ids.shape != stamps_ns.shape or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f'segment_ids must be ({len(stamps_ns)},) integers like the estimate '
+                         f'stamps, got {ids.dtype} {ids.shape}')
+    return dict(zip(stamps_ns.tolist(), ids.tolist()))
+
+
 def _to_evo(stamps_ns: np.ndarray, T_world_cam: np.ndarray, origin_ns: int, name: str):
     from evo.core.trajectory import PoseTrajectory3D
 
@@ -212,20 +223,123 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
 
 
 # --------------------------------------------------------------------------------------------
+# time offset of the ground truth
+# --------------------------------------------------------------------------------------------
+#: Fewest frame-to-frame steps with ground truth for a time-offset estimate.
+MIN_OFFSET_STEPS = 8
+
+
+def _motion_rates(stamps_ns: np.ndarray, poses: np.ndarray,
+                  steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rad/s, m/s or unit/s) of the steps ``steps`` (K,) (pose i to pose i + 1)."""
+    from evo.core import lie_algebra as lie
+
+    dt = (stamps_ns[steps + 1] - stamps_ns[steps]).astype(np.float64) / _NS_PER_S
+    relative = np.linalg.inv(poses[steps]) @ poses[steps + 1]
+    angles = np.array([abs(lie.so3_log_angle(R)) for R in relative[:, :3, :3]])
+    return angles / dt, np.linalg.norm(relative[:, :3, 3], axis=1) / dt
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Pearson correlation of ``a`` and ``b``, None when either does not vary."""
+    if len(a) < MIN_OFFSET_STEPS or np.std(a) < 1e-9 * (np.mean(np.abs(a)) + 1e-12) \
+            or np.std(b) < 1e-9 * (np.mean(np.abs(b)) + 1e-12):
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_cam_gt,
+                         search_s: float, segment_ids=None,
+                         max_gap_factor: float | None = None) -> dict[str, Any] | None:
+    """Estimate the time offset of the ground truth against the estimate from their motion.
+
+    The angular rate and the speed of the estimate from each frame to the next (within one
+    tracking segment) are correlated with those of the ground truth interpolated (evo) at the
+    frame stamps minus a candidate offset: both rates do not depend on the world frame, and
+    the Pearson correlation not on the (monocular) scale. Candidates run over
+    ``[-search_s, search_s]`` in steps of half the median frame interval (5-50 ms), then in
+    ten times finer steps around the best, down to 1 ms.
+
+    Args:
+        stamps_est_ns: (N,) int nanoseconds of the estimated poses (sorted).
+        T_world_cam_est: (N, 4, 4) float64 estimated poses (any world frame and scale).
+        stamps_gt_ns: (M,) int nanoseconds of the ground truth.
+        T_world_cam_gt: (M, 4, 4) float64 ground-truth poses (metres).
+        search_s: largest offset tried (seconds, > 0).
+        segment_ids: optional (N,) ints, see :func:`evaluate_trajectory`.
+        max_gap_factor: see :func:`interpolate_poses`.
+
+    Returns:
+        None when the motion does not tell (too few steps with ground truth, no rotation and
+        no change of speed), else a dict: ``offset_s`` (float, seconds to ADD to the
+        ground-truth stamps so that they match the estimate), ``correlation`` (float, the
+        mean correlation of the rates at that offset, -1..1), ``correlation_at_zero``
+        (float or None) and ``steps`` (int, the steps compared).
+    """
+    stamps, poses = _check_poses('estimate', stamps_est_ns, T_world_cam_est)
+    gt_stamps, gt_poses = _check_poses('ground truth', stamps_gt_ns, T_world_cam_gt)
+    if not search_s > 0:
+        raise ValueError(f'search_s must be > 0, got {search_s}')
+    order = np.argsort(stamps, kind='stable')
+    stamps, poses = stamps[order], poses[order]
+    segments = (np.zeros(len(stamps), dtype=np.int64) if segment_ids is None
+                else np.asarray(segment_ids)[order])
+    steps = np.flatnonzero(segments[1:] == segments[:-1])
+    if len(steps) < MIN_OFFSET_STEPS:
+        return None
+    est_rates = _motion_rates(stamps, poses, steps)
+
+    def score(offset_s: float) -> tuple[float | None, int]:
+        query = stamps - round(offset_s * _NS_PER_S)
+        gt_at, valid = interpolate_poses(gt_stamps, gt_poses, query, 0.0, max_gap_factor)
+        ok = valid[steps] & valid[steps + 1]
+        if ok.sum() < MIN_OFFSET_STEPS:
+            return None, int(ok.sum())
+        gt_rates = _motion_rates(stamps, gt_at, steps[ok])
+        values = [c for c in (_correlation(e[ok], g) for e, g in zip(est_rates, gt_rates))
+                  if c is not None]
+        return (float(np.mean(values)) if values else None), int(ok.sum())
+
+    def best_of(candidates):
+        scored = [(score(float(c)), float(c)) for c in candidates]
+        scored = [(value, used, c) for (value, used), c in scored if value is not None]
+        return max(scored, key=lambda item: (item[0], -abs(item[2]))) if scored else None
+
+    step_s = float(np.clip(np.median(np.diff(stamps)) / _NS_PER_S / 2, 0.005, 0.05))
+    best = best_of(np.arange(-search_s, search_s + step_s / 2, step_s))
+    if best is None:
+        return None
+    while step_s > 1e-3:
+        step_s = max(step_s / 10, 1e-3)
+        finer = best_of(best[2] + step_s * np.arange(-10, 11))
+        if finer is not None and finer[0] >= best[0]:
+            best = finer
+    value, used, offset = best
+    return {'offset_s': round(offset, 6), 'correlation': value,
+            'correlation_at_zero': score(0.0)[0], 'steps': used}
+
+
+# --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
-def _kitti_drift(traj_ref, traj_est, path_length_m: float) -> tuple[float, float, int]:
-    """Return (translational drift %, rotational drift deg/m, segment count) with evo."""
+def _kitti_drift(traj_ref, traj_est, path_length_m: float,
+                 segments: np.ndarray) -> tuple[float, float, int, int]:
+    """Return (drift %, rotational drift deg/m, segment count, skipped count) with evo.
+
+    ``segments``: (K,) tracking-segment index of each pose; a sub-sequence whose ends lie in
+    different tracking segments is skipped (counted in the last value).
+    """
     from evo.core import lie_algebra as lie
     from evo.core.filters import FilterException
     from evo.core.geometry import accumulated_distances
     from evo.core.metrics import RPE, Unit, id_pairs_from_delta
 
     if traj_ref.num_poses < 2 or path_length_m <= 0:
-        return float('nan'), float('nan'), 0
+        return float('nan'), float('nan'), 0, 0
     distances = accumulated_distances(traj_ref.positions_xyz)
     ref_poses, est_poses = traj_ref.poses_se3, traj_est.poses_se3
     trans_ratios, rot_ratios = [], []
+    skipped = 0
     for fraction in DRIFT_LENGTH_FRACTIONS:
         length = float(fraction) * path_length_m
         try:
@@ -237,26 +351,48 @@ def _kitti_drift(traj_ref, traj_est, path_length_m: float) -> tuple[float, float
             segment = distances[j] - distances[i]
             if segment <= 0:
                 continue
+            if segments[i] != segments[j]:
+                skipped += 1
+                continue
             E = RPE.rpe_base(ref_poses[i], ref_poses[j], est_poses[i], est_poses[j])
             trans_ratios.append(np.linalg.norm(E[:3, 3]) / segment)
             rot_ratios.append(abs(lie.so3_log_angle(E[:3, :3], True)) / segment)
     if not trans_ratios:
-        return float('nan'), float('nan'), 0
+        return float('nan'), float('nan'), 0, skipped
     return (float(np.mean(trans_ratios) * 100.0), float(np.mean(rot_ratios)),
-            len(trans_ratios))
+            len(trans_ratios), skipped)
 
 
-def _rpe(traj_ref, traj_est, delta_frames: int) -> tuple[float, float]:
-    from evo.core.metrics import RPE, PoseRelation, StatisticsType, Unit
+def _rpe(traj_ref, traj_est, delta_frames: int,
+         segments: np.ndarray) -> tuple[float, float, int, int]:
+    """Return (RPE translation RMSE m, rotation RMSE deg, pairs used, pairs skipped) with evo.
 
-    if traj_ref.num_poses <= delta_frames:
-        return float('nan'), float('nan')
-    values = []
-    for relation in (PoseRelation.translation_part, PoseRelation.rotation_angle_deg):
-        metric = RPE(relation, delta=delta_frames, delta_unit=Unit.frames, all_pairs=False)
-        metric.process_data((traj_ref, traj_est))
-        values.append(float(metric.get_statistic(StatisticsType.rmse)))
-    return values[0], values[1]
+    ``segments``: (K,) tracking-segment index of each pose. evo's RPE runs on each tracking
+    segment on its own and the errors of all segments are pooled, so no pair spans a
+    re-initialisation; the pairs that evo would take across one are counted as skipped.
+    """
+    from evo.core.filters import filter_pairs_by_index
+    from evo.core.metrics import RPE, PoseRelation, Unit
+
+    every = filter_pairs_by_index(traj_ref.poses_se3, delta_frames, all_pairs=False)
+    skipped = sum(int(segments[i] != segments[j]) for i, j in every)
+    errors: dict = {PoseRelation.translation_part: [], PoseRelation.rotation_angle_deg: []}
+    for segment in np.unique(segments):
+        ids = np.flatnonzero(segments == segment)
+        if len(ids) <= delta_frames:
+            continue
+        part_ref, part_est = copy.deepcopy(traj_ref), copy.deepcopy(traj_est)
+        part_ref.reduce_to_ids(ids)
+        part_est.reduce_to_ids(ids)
+        for relation, found in errors.items():
+            metric = RPE(relation, delta=delta_frames, delta_unit=Unit.frames, all_pairs=False)
+            metric.process_data((part_ref, part_est))
+            found.append(np.asarray(metric.error, dtype=np.float64))
+    if not errors[PoseRelation.translation_part]:
+        return float('nan'), float('nan'), 0, skipped
+    trans, rot = (np.concatenate(found) for found in errors.values())
+    return (float(np.sqrt(np.mean(trans ** 2))), float(np.sqrt(np.mean(rot ** 2))),
+            len(trans), skipped)
 
 
 _NO_SIM3_SCALE = ('the ground truth does not move (every matched pose at one position): the '
@@ -283,7 +419,7 @@ def _align_degenerate(traj_est, traj_gt, with_scale: bool) -> float:
 
 def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_cam_gt,
                         alignment: str = 'se3', max_time_diff_s: float = 0.02,
-                        rpe_delta_frames: int = 1) -> dict[str, Any]:
+                        rpe_delta_frames: int = 1, segment_ids=None) -> dict[str, Any]:
     """Compare an estimated trajectory with ground truth (evo APE / RPE, KITTI-style drift).
 
     The estimate is associated with the ground truth by nearest stamp (evo), aligned to it
@@ -301,12 +437,17 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
         alignment: ``'se3'``, ``'sim3'`` or ``'none'``.
         max_time_diff_s: largest stamp difference of an associated pair (seconds).
         rpe_delta_frames: frame distance of the RPE pairs.
+        segment_ids: optional (N,) ints, the tracking segment of each estimated pose (a
+            re-initialisation at a held pose starts a new one). RPE and drift take only pairs
+            of poses that are consecutive in one segment; the pairs that would cross a
+            segment boundary are counted, not scored. None: one segment.
 
     Returns:
         dict with floats ``ate_rmse_m, ate_mean_m, ate_median_m, ate_max_m,
         rpe_trans_rmse_m, rpe_rot_rmse_deg, drift_percent, rot_drift_deg_per_m, scale,
         path_length_m`` (NaN where undefined, e.g. drift on a too short path), ints
-        ``num_poses_matched, num_drift_segments``, str ``alignment``, and under
+        ``num_poses_matched, num_drift_segments, rpe_pairs, rpe_pairs_skipped,
+        drift_segments_skipped, tracking_segments``, str ``alignment``, and under
         :data:`PER_POSE_KEY` a dict of arrays for plots: ``stamps_ns`` (K,) int64,
         ``stamps_s`` (K,) float64 seconds since the first matched pose, ``ape_m`` (K,),
         ``gt_xyz`` (K, 3) and ``est_xyz`` (K, 3) aligned estimate, metres.
@@ -329,6 +470,7 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
         raise ValueError(f'rpe_delta_frames must be >= 1, got {rpe_delta_frames}')
     stamps_est, poses_est = _check_poses('estimate', stamps_est_ns, T_world_cam_est)
     stamps_gt, poses_gt = _check_poses('ground truth', stamps_gt_ns, T_world_cam_gt)
+    segment_of = _segment_lookup(stamps_est, segment_ids)
 
     origin = int(min(stamps_est.min(), stamps_gt.min()))
     traj_gt = _to_evo(stamps_gt, poses_gt, origin, 'ground truth')
@@ -341,6 +483,10 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
     except SyncException:
         raise no_overlap from None
     matched = traj_est.num_poses
+    matched_ns = origin + np.round(np.asarray(traj_est.timestamps) * _NS_PER_S).astype(np.int64)
+    runs = np.array([segment_of.get(int(stamp), 0) for stamp in matched_ns])
+    # consecutive runs of one segment id: a segment that comes back later is a new run
+    runs = np.concatenate([[0], np.cumsum(runs[1:] != runs[:-1])]) if matched else runs
     minimum = 2 if alignment == 'none' else 3
     if matched < minimum:
         raise ValueError(f'only {matched} poses associated between estimate '
@@ -363,9 +509,11 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
     ape.process_data((traj_gt, traj_est))
     stats = {kind: float(ape.get_statistic(getattr(StatisticsType, kind)))
              for kind in ('rmse', 'mean', 'median', 'max')}
-    rpe_trans, rpe_rot = _rpe(traj_gt, traj_est, int(rpe_delta_frames))
+    rpe_trans, rpe_rot, rpe_pairs, rpe_skipped = _rpe(traj_gt, traj_est,
+                                                      int(rpe_delta_frames), runs)
     path_length = float(traj_gt.path_length)
-    drift, rot_drift, segments = _kitti_drift(traj_gt, traj_est, path_length)
+    drift, rot_drift, segments, drift_skipped = _kitti_drift(traj_gt, traj_est, path_length,
+                                                             runs)
 
     seconds = np.asarray(traj_gt.timestamps, dtype=np.float64)
     stamps_ns = origin + np.round(seconds * _NS_PER_S).astype(np.int64)
@@ -377,9 +525,13 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
         'rpe_trans_rmse_m': rpe_trans,
         'rpe_rot_rmse_deg': rpe_rot,
         'rpe_delta_frames': int(rpe_delta_frames),
+        'rpe_pairs': rpe_pairs,
+        'rpe_pairs_skipped': rpe_skipped,
+        'tracking_segments': int(runs[-1]) + 1,
         'drift_percent': drift,
         'rot_drift_deg_per_m': rot_drift,
         'num_drift_segments': segments,
+        'drift_segments_skipped': drift_skipped,
         'scale': scale,
         'num_poses_matched': int(matched),
         'path_length_m': path_length,

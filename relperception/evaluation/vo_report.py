@@ -21,14 +21,18 @@ from typing import Any
 
 import numpy as np
 from relperception.atomic_files import atomic_open
-from relperception.data.bag_frames import GT_MAX_GAP_FACTOR, GT_TOLERANCE_S
+from relperception.data.bag_frames import (GT_MAX_GAP_FACTOR, GT_OFFSET_MIN_CORRELATION,
+                                           GT_OFFSET_MIN_GAIN, GT_OFFSET_SEARCH_S,
+                                           GT_TOLERANCE_S)
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
-from relperception.evaluation.trajectory import (evaluate_trajectory, interpolate_poses,
-                                                 PER_POSE_KEY, summary_metrics, write_tum)
+from relperception.evaluation.trajectory import (estimate_time_offset, evaluate_trajectory,
+                                                 interpolate_poses, PER_POSE_KEY,
+                                                 summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
-                                       STATUS_REINITIALIZED, STATUS_TRACKING)
+                                       STATUS_INITIALIZED, STATUS_REINITIALIZED,
+                                       STATUS_TRACKING)
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -59,6 +63,18 @@ def _estimated(row: Mapping[str, Any]) -> bool:
         row['status'] == STATUS_REINITIALIZED and bool(row.get('scale_source')))
 
 
+def tracking_segments(rows: list) -> np.ndarray:
+    """Return the (N,) int64 tracking-segment index of each row of a run.
+
+    A frame (re-)initialised at a held pose starts a new segment: the motion from the last
+    good pose to it is unknown, so relative errors across it mean nothing. A frame that
+    relocalised against a keyframe continues its segment.
+    """
+    starts = [row['status'] in (STATUS_INITIALIZED, STATUS_REINITIALIZED) and not _estimated(row)
+              for row in rows]
+    return np.maximum(np.cumsum(np.asarray(starts, dtype=np.int64)) - 1, 0)
+
+
 def write_timing_csv(path: Path, rows: list) -> None:
     """Write one row per processed frame (``timing.csv``) from the run's row dicts."""
     dense = any(row.get('dense_ms') is not None for row in rows)
@@ -87,11 +103,17 @@ def percentile(values, q: float) -> float:
 
 def write_report(output_dir: Path, bag_path: Path, config, requested: str, resolved: str,
                  gt_scale: bool, rows: list, poses_vo: list, gt_stamps, gt_poses,
-                 errors: ErrorLog, plots: bool) -> dict[str, Any]:
+                 errors: ErrorLog, plots: bool,
+                 gt_time_offset_s: float = 0.0) -> dict[str, Any]:
     """Write trajectories, metrics, timing and plots; return the summary (without errors).
 
     Shared by the offline evaluation and the live replay (``live_eval``), so that both write
-    the same files.
+    the same files. ``gt_stamps`` already carry ``gt_time_offset_s`` (seconds added to the
+    recorded ground-truth stamps, reported in the summary); the offset still left between
+    ground truth and estimate is estimated from their motion
+    (:func:`~relperception.evaluation.trajectory.estimate_time_offset`) and reported as
+    ``gt_time_offset_estimate_s`` (the total offset to give), with a warning when it is
+    clearly not the one applied.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     statuses = [row['status'] for row in rows]
@@ -169,6 +191,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     write_timing_csv(output_dir / 'timing.csv', rows)
 
     keep = [i for i, row in enumerate(rows) if row['status'] != 'lost']
+    segments = tracking_segments(rows)[keep] if keep else np.zeros(0, dtype=np.int64)
     stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
     poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
     summary['outputs'] = {}
@@ -181,6 +204,9 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
                                              GT_MAX_GAP_FACTOR)
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
     summary['frames_with_ground_truth'] = int(valid.sum())
+    summary['gt_time_offset_s'] = float(gt_time_offset_s)
+    _estimate_gt_offset(summary, stamps, poses, gt_stamps, gt_poses, segments,
+                        float(gt_time_offset_s), errors)
     if valid.any() and not valid.all():
         errors.add(f'ground truth covers only {int(valid.sum())} of the {len(stamps)} frames '
                    f'with a pose (outside its time range, or in gaps longer than '
@@ -205,14 +231,52 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     summary['outputs']['groundtruth'] = 'groundtruth.tum'
     try:
         result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
-                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S)
+                                     alignment=alignment, max_time_diff_s=GT_TOLERANCE_S,
+                                     segment_ids=segments)
     except ValueError as exc:
         errors.add(f'trajectory evaluation failed: {exc}', logging.ERROR)
         return summary
     summary.update(summary_metrics(result))
+    if result['rpe_pairs_skipped'] or result['drift_segments_skipped']:
+        errors.add(f"tracking was re-initialised {result['tracking_segments'] - 1} time(s): "
+                   f"{result['rpe_pairs_skipped']} RPE pairs and "
+                   f"{result['drift_segments_skipped']} drift sub-sequences span two tracking "
+                   'segments and are not scored (RPE and drift describe the pairs inside one '
+                   'segment; the ATE covers all poses)')
     if plots:
         _plot_run(output_dir, result, rows, resolved, alignment, summary, errors)
     return summary
+
+
+def _estimate_gt_offset(summary: dict, stamps: np.ndarray, poses: np.ndarray, gt_stamps,
+                        gt_poses, segments: np.ndarray, applied_s: float,
+                        errors: ErrorLog) -> None:
+    """Add ``gt_time_offset_estimate_s`` / ``_correlation`` to ``summary``; warn if clearly off."""
+    summary['gt_time_offset_estimate_s'] = None
+    summary['gt_time_offset_correlation'] = None
+    if not len(gt_stamps) or len(stamps) < 2:
+        return
+    found = estimate_time_offset(stamps, poses, gt_stamps, gt_poses, GT_OFFSET_SEARCH_S,
+                                 segment_ids=segments, max_gap_factor=GT_MAX_GAP_FACTOR)
+    if found is None:
+        return
+    at_zero = found['correlation_at_zero']
+    if at_zero is not None and found['correlation'] < at_zero + GT_OFFSET_MIN_GAIN:
+        # the motion correlates about as well at the applied offset: nothing found
+        summary['gt_time_offset_estimate_s'] = applied_s
+        summary['gt_time_offset_correlation'] = at_zero
+        return
+    total = round(applied_s + found['offset_s'], 6)
+    summary['gt_time_offset_estimate_s'] = total
+    summary['gt_time_offset_correlation'] = found['correlation']
+    if found['correlation'] >= GT_OFFSET_MIN_CORRELATION \
+            and abs(found['offset_s']) > GT_TOLERANCE_S:
+        errors.add(f'the ground truth looks offset in time against the images: its motion '
+                   f"matches the estimate's best {found['offset_s']:+.3f} s from the offset "
+                   f"applied (correlation {found['correlation']:.2f} there, "
+                   f"{'n/a' if at_zero is None else f'{at_zero:.2f}'} at it); the metrics are "
+                   f'taken with the applied {applied_s:g} s: rerun eval with --gt-time-offset '
+                   f'{total:g}')
 
 
 def _alignment_label(alignment, gt_scale: bool) -> str:

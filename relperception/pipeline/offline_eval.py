@@ -65,6 +65,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import logging
+import math
 from pathlib import Path
 import sys
 import time
@@ -168,6 +169,18 @@ def _check_hint_noise(noise, gt_scale: bool):
     return lambda: max(0.0, (1.0 + bias) * (1.0 + rng.normal(0.0, sigma)))
 
 
+def _check_gt_time_offset(offset_s) -> int:
+    """Return ``offset_s`` (seconds, finite) in integer nanoseconds; ValueError otherwise."""
+    try:
+        offset = float(offset_s)
+    except (TypeError, ValueError):
+        raise ValueError(f'gt_time_offset_s must be a number of seconds, got {offset_s!r}') \
+            from None
+    if not math.isfinite(offset):
+        raise ValueError(f'gt_time_offset_s must be finite, got {offset_s!r}')
+    return round(offset * 1_000_000_000)
+
+
 def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, max_frames: int | None = None,
                  progress: bool = True, gt_scale: bool = False,
@@ -177,7 +190,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  gt_scale_noise: tuple[float, float] | None = None,
                  rectified_input: bool = False,
                  camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
-                 base_frame_id: str = DEFAULT_BASE_FRAME_ID) -> dict[str, Any]:
+                 base_frame_id: str = DEFAULT_BASE_FRAME_ID,
+                 gt_time_offset_s: float = 0.0) -> dict[str, Any]:
     """Run the VO pipeline over a bag, score it against ground truth and write a report.
 
     Args:
@@ -213,6 +227,9 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
             child frame it is holds base poses (see
             :func:`~relperception.data.bag_frames.read_camera_ground_truth`; the summary's
             ``ground_truth_frame`` says what the poses were taken as).
+        gt_time_offset_s: seconds added to the ground-truth stamps before they are associated
+            with the frames (ground truth stamped 0.1 s late: -0.1); the summary reports it
+            and the offset estimated from the motion (``gt_time_offset_estimate_s``).
 
     Returns:
         the summary dict that is also written to ``summary.json`` (see module docstring);
@@ -229,6 +246,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     from relperception.pipeline.vo_pipeline import VOPipeline
 
     started = time.perf_counter()
+    gt_offset_ns = _check_gt_time_offset(gt_time_offset_s)
     hint_noise = _check_hint_noise(gt_scale_noise, gt_scale)
     config = load_config(overrides=dict(config or {}))
     requested = str(mode if mode is not None else config['odometry.mode'])
@@ -285,6 +303,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
         gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
             reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
             T_base_cam)
+        gt_stamps = gt_stamps + gt_offset_ns
         errors.add_new(reader.errors, seen_reader_errors)
         found = reader.custom_data.get(GROUND_TRUTH_KEY)
         if found is not None:
@@ -390,7 +409,8 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     map_stats = pipeline.odometry.map_stats()
     pipeline.odometry.close()
     summary = write_report(output_dir, bag_path, config, requested, resolved, gt_scale, rows,
-                           poses_vo, gt_stamps, gt_poses, errors, plots)
+                           poses_vo, gt_stamps, gt_poses, errors, plots,
+                           gt_time_offset_s=float(gt_time_offset_s))
     summary['local_map'] = map_stats
     if map_stats['map_initializations']:
         logger.info('local map: %d frames tracked against it, %d initialisation(s), %d keyframes, '

@@ -209,6 +209,11 @@ def _bag_names(bags: Sequence[Path]) -> list[str]:
         if path in resolved[:index]:
             raise ValueError(f'bag {bags[index]} is given twice (as '
                              f'{bags[resolved.index(path)]} too)')
+    # a storage file and the bag folder that holds it are one recording
+    for index, path in enumerate(resolved):
+        if path.is_file() and path.parent in resolved:
+            raise ValueError(f'bag {bags[index]} is given twice (as its folder '
+                             f'{bags[resolved.index(path.parent)]} too)')
     # named as given (a symlink by its own name), absolute for the parent folders
     absolute = [Path(os.path.abspath(bag)) for bag in bags]
     parts = [path.with_suffix('').parts if path.is_file() else path.parts for path in absolute]
@@ -556,9 +561,19 @@ def _start_cell_worker(threads: int) -> None:
 
 
 def _identity(cell: Cell) -> dict:
-    """Return the identification columns of a cell's row."""
-    return {'bag': str(cell.bag), 'config': cell.config.name,
-            'config_file': str(cell.config.path) if cell.config.path else '',
+    """Return the identification columns of a cell's row.
+
+    Paths (``bag``, ``config_file``, ``cell_dir``) are relative to the study folder (the one
+    that holds ``results.csv``), whatever the working directory of ``compare`` was; symbolic
+    links are kept as given, not resolved.
+    """
+    study = os.path.abspath(cell.folder.parent.parent)   # <study>/cells/<cell>
+
+    def relative(path) -> str:
+        return Path(os.path.relpath(os.path.abspath(path), study)).as_posix()
+
+    return {'bag': relative(cell.bag), 'config': cell.config.name,
+            'config_file': relative(cell.config.path) if cell.config.path else '',
             'config_hash': cell.config_hash, 'bag_fingerprint': cell.bag_fingerprint,
             'key': cell.key, 'package_version': relperception.__version__,
-            'cell_dir': str(cell.folder)}
+            'cell_dir': relative(cell.folder)}
