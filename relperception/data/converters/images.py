@@ -25,7 +25,7 @@ from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
 from ...data.converters import (check_same_encoding, list_images, read_colour_image,
-                                 read_raw_image)
+                                read_raw_image)
 from ...validation import check_frame_rate
 
 logger = getLogger(__name__)

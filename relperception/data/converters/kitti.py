@@ -39,7 +39,7 @@ from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
 from ...data.converters import (check_same_encoding, list_images, read_colour_image,
-                                 require_dir)
+                                require_dir)
 from ...data.messages import seconds_to_ns
 
 logger = getLogger(__name__)

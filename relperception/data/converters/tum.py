@@ -33,7 +33,7 @@ from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
 from ...data.converters import (check_same_encoding, read_colour_image, read_raw_image,
-                                 require_dir)
+                                require_dir)
 from ...data.messages import seconds_to_ns
 from ...transforms import transform_from_quaternion_xyzw
 
