@@ -448,6 +448,32 @@ class TestConvertKitti:
             _write_kitti(tmp_path / 'b')
             convert_kitti(tmp_path / 'b' / 'kitti_seq', tmp_path / 'bag', times=[0.0, 0.1])
 
+    def test_two_files_of_one_frame_are_refused(self, tmp_path):
+        # 000004.png and 000004.jpg (or 4.png) were both written as frame 4, at one stamp
+        seq, images, _ = _write_kitti(tmp_path)
+        cv2.imwrite(str(seq / 'image_0' / '4.png'), images[4])
+        with pytest.raises(ValueError, match=r'000004.png and 4.png .* both frame 4'):
+            convert_kitti(seq, tmp_path / 'bag')
+        assert not (tmp_path / 'bag').exists()
+
+    def test_missing_frame_numbers_warn(self, tmp_path, caplog):
+        seq, _, _ = _write_kitti(tmp_path)
+        (seq / 'image_0' / '000002.png').unlink()
+        with caplog.at_level(logging.WARNING):
+            summary = convert_kitti(seq, tmp_path / 'bag')
+        assert summary['frames'] == 4
+        assert any('no image for 1 frame numbers (first: 2)' in r.getMessage()
+                   for r in caplog.records)
+        stamps = [entry[1] for entry in _read(tmp_path / 'bag')[topics.IMAGE]]
+        assert stamps == [_ns(KITTI_TIMES[i]) for i in (0, 1, 3, 4)]
+
+    def test_a_colour_file_among_grey_frames_is_refused(self, tmp_path):
+        seq, _, _ = _write_kitti(tmp_path)
+        cv2.imwrite(str(seq / 'image_0' / '000003.png'), np.zeros((30, 50, 3), np.uint8))
+        with pytest.raises(ValueError, match=r'000003.png is a colour image but the first '
+                                             r'frame 000000.png is grey'):
+            convert_kitti(seq, tmp_path / 'bag')
+
 
 # ---------------------------------------------------------------------------------------- images
 def _write_image_folder(root, names=('a', 'b', 'c'), labels=True, seed=0):
@@ -530,6 +556,11 @@ class TestConvertImageFolder:
         cv2.imwrite(str(tmp_path / 'images' / 'd.png'), np.zeros((10, 10, 3), np.uint8))
         with pytest.raises(ValueError, match='differs'):
             convert_image_folder(tmp_path / 'images', tmp_path / 'bag6')
+        (tmp_path / 'images' / 'd.png').unlink()
+        cv2.imwrite(str(tmp_path / 'images' / 'b.png'), np.zeros((24, 32), np.uint8))
+        with pytest.raises(ValueError, match=r'b.png is a grey image but the first frame '
+                                             r'a.png is colour'):
+            convert_image_folder(tmp_path / 'images', tmp_path / 'bag7')
 
 
 # ------------------------------------------------------------------ real data (skips when absent)

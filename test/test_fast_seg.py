@@ -302,6 +302,18 @@ def test_tiny_device_augment_training_run_and_resume(tmp_path):
     assert torch.load(run / 'last.pt', weights_only=True)['step'] == 6
 
 
+def test_a_crop_beyond_the_largest_input_is_refused(tmp_path, caplog):
+    """``--crop 5000x5000``: refused before training (it trained on padding, out of memory)."""
+    config = tmp_path / 'tiny.yaml'
+    config.write_text(TINY_YAML)
+    data = _write_folder(tmp_path / 'train', 2)
+    assert main(['train', 'seg', '--config', str(config), '--data', str(data), '-o',
+                 str(tmp_path / 'run'), '--device', 'cpu', '--crop', '5000x5000', '--steps', '1',
+                 '--num-threads', '1', '--no-progress']) == 1
+    assert '--crop 5000x5000 is larger than the largest network input, 4096x4096' in caplog.text
+    assert not (tmp_path / 'run').exists()
+
+
 def test_partial_init_of_the_hybrid_from_conv_weights(tmp_path, caplog):
     """``--init-partial`` loads a fast_seg run into the hybrid; without it the keys are refused."""
     conv_config, hybrid_config = tmp_path / 'tiny.yaml', tmp_path / 'tiny_hybrid.yaml'

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from relperception.cli.main import main
 from relperception.core_types import Matches
-from relperception.data.pairs import (ImagePair, load_pairs_npz, relative_transform,
-                                      save_pairs_npz, synthetic_pairs)
+from relperception.data.pairs import (ImagePair, load_pairs_npz, load_pairs_txt,
+                                      relative_transform, save_pairs_npz, synthetic_pairs)
 from relperception.data.synthetic import SyntheticScene
 from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.evaluation.bag_pairs import pairs_from_bag
@@ -300,13 +300,47 @@ class TestPairSources:
             load_pairs_npz(tmp_path / 'bad.npz')
 
     def test_image_pair_checks(self):
-        image = np.zeros((4, 4), np.uint8)
+        image = np.zeros((480, 640), np.uint8)   # K's image size
         with pytest.raises(ValueError, match='image0'):
             ImagePair(image.astype(float), image, K, K, np.eye(4))
         with pytest.raises(ValueError, match='K1'):
             ImagePair(image, image, K, np.zeros((3, 3)), np.eye(4))
         with pytest.raises(ValueError, match='rigid'):
             ImagePair(image, image, K, K, np.ones((4, 4)))
+
+    def test_intrinsics_of_another_image_size_are_refused(self, tmp_path):
+        # K of the full-size images with images stored at a quarter of that size: the
+        # principal point lies outside them, and the AUC would silently be that of wrong rays
+        small = np.zeros((120, 160), np.uint8)
+        with pytest.raises(ValueError, match=r'K0 puts the principal point at \(319.5, 239.5\)'
+                                             r'.*outside its 160x120 image.*about 639x479'):
+            ImagePair(small, small, K, K, np.eye(4))
+        quarter = K.copy()
+        quarter[:2] /= 4
+        ImagePair(small, small, quarter, quarter, np.eye(4))   # K for the stored size: taken
+        np.savez(tmp_path / 'big_k.npz', image0=small[None], image1=small[None], K0=quarter,
+                 K1=K, T_0to1=np.eye(4)[None], names=np.array(['street:3-4']))
+        with pytest.raises(ValueError, match=r'big_k.npz: pair 0 \(street:3-4\): '
+                                             r'ImagePair.K1 puts the principal point'):
+            load_pairs_npz(tmp_path / 'big_k.npz')
+        cv2.imwrite(str(tmp_path / 'a.png'), small)
+        numbers = ' '.join(repr(float(v)) for v in (*quarter.ravel(), *K.ravel(),
+                                                    *np.eye(4).ravel()))
+        (tmp_path / 'pairs.txt').write_text(f'# list\na.png a.png 0 0 {numbers}\n')
+        with pytest.raises(ValueError, match=r'pairs.txt, line 2: ImagePair.K1 puts the '
+                                             'principal point'):
+            load_pairs_txt(tmp_path / 'pairs.txt')
+
+    def test_npz_errors_name_the_file_and_the_pair(self, tmp_path):
+        image = np.zeros((1, 480, 640), np.uint8)
+        np.savez(tmp_path / 'scaled.npz', image0=image, image1=image, K0=K, K1=K,
+                 T_0to1=np.diag([2.0, 2.0, 2.0, 1.0])[None])
+        with pytest.raises(ValueError, match=r'scaled.npz: pair 0 \(scaled:0\): .*rigid'):
+            load_pairs_npz(tmp_path / 'scaled.npz')
+        np.savez(tmp_path / 'objects.npz', image0=image, image1=image, K0=K, K1=K,
+                 T_0to1=np.eye(4)[None], names=np.array([{'a': 1}], dtype=object))
+        with pytest.raises(ValueError, match='cannot read pairs file .*objects.npz'):
+            load_pairs_npz(tmp_path / 'objects.npz')
 
     def test_pairs_from_bag(self, small_bag):
         pairs = pairs_from_bag(small_bag, gaps=(1, 3))

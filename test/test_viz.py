@@ -193,6 +193,15 @@ class TestVizCLI:
         assert code == 1
         assert 'outside image 0' in caplog.text
 
+    def test_negative_panel_width_is_refused(self, image_files, tmp_path, capsys):
+        # it was taken as 0 (full size) without a word
+        with pytest.raises(SystemExit) as exit_info:
+            main(['viz', 'match', '--image0', image_files[0], '--image1', image_files[1],
+                  '--pixel', '60', '50', '--ncc-only', '--panel-width', '-5', '-o',
+                  str(tmp_path)])
+        assert exit_info.value.code == 2
+        assert 'argument --panel-width: must be >= 0, got -5' in capsys.readouterr().err
+
     def test_degenerate_missing_file(self, image_files, tmp_path, caplog):
         code = main(['viz', 'match', '--image0', image_files[0], '--image1',
                      str(tmp_path / 'missing.png'), '--pixel', '60', '50', '--ncc-only',

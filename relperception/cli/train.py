@@ -668,6 +668,13 @@ def train_dense(args: argparse.Namespace) -> dict:
     multiple = int(model.size_multiple)
     if crop[0] % multiple or crop[1] % multiple:
         raise ValueError(f'--crop {crop[0]}x{crop[1]} must be a multiple of {multiple}')
+    from relperception.config import SPECS
+    largest = (int(SPECS['dense.input_height'].max_value),
+               int(SPECS['dense.input_width'].max_value))
+    if crop[0] > largest[0] or crop[1] > largest[1]:   # mostly padding, and out of memory
+        raise ValueError(f'--crop {crop[0]}x{crop[1]} is larger than the largest network '
+                         f'input, {largest[0]}x{largest[1]} (HxW): give a crop within it, e.g. '
+                         f"the preset's {int(inp['height'])}x{int(inp['width'])}")
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     _log_initialisation(model, args, output)

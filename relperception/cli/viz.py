@@ -36,7 +36,7 @@ import logging
 from pathlib import Path
 import time
 
-from relperception.cli.common import finite_float
+from relperception.cli.common import finite_float, int_at_least
 
 HELP = 'visualise NCC correlation surfaces and LoFTR attention maps (PNG)'
 #: -o names a folder (checked before the command runs).
@@ -60,7 +60,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--device', default='cpu', help='torch device (default cpu)')
     parser.add_argument('--params', metavar='YAML',
                         help='parameter file with further loftr.* settings (input size, ...)')
-    parser.add_argument('--panel-width', type=int, default=640, metavar='PX',
+    parser.add_argument('--panel-width', type=int_at_least(0), default=640, metavar='PX',
                         help='wider images are scaled down to this width for display only '
                              '(0: full size; default 640)')
     parser.add_argument('-o', '--output', required=True, help='output folder')

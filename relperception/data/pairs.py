@@ -43,8 +43,10 @@ class ImagePair:
     Attributes:
         image0: (H0, W0) uint8 grey image.
         image1: (H1, W1) uint8 grey image.
-        K0: (3, 3) float64 camera matrix of ``image0`` in pixels.
-        K1: (3, 3) float64 camera matrix of ``image1`` in pixels.
+        K0: (3, 3) float64 camera matrix of ``image0`` in pixels; its principal point must
+            lie in the image (``0 <= cx <= W0``, ``0 <= cy <= H0``), else K is taken to be for
+            another image size and the pair is refused (ValueError).
+        K1: (3, 3) float64 camera matrix of ``image1`` in pixels (the same rule).
         T_0to1: (4, 4) float64 rigid transform from camera-0 to camera-1 coordinates, metres.
         name: identifier for reports (e.g. ``'kitti06:12-17'``).
         source: where the pair comes from (bag path, npz file, ``'synthetic'``).
@@ -68,11 +70,17 @@ class ImagePair:
                 raise ValueError(f'ImagePair.{attr} must be a non-empty (H, W) uint8 grey '
                                  f'array, got {getattr(image, "dtype", type(image))} of shape '
                                  f'{getattr(image, "shape", None)}')
-        for attr in ('K0', 'K1'):
+        for attr, image in (('K0', self.image0), ('K1', self.image1)):
             K = np.array(getattr(self, attr), dtype=np.float64, order='C', copy=True)
             if K.shape != (3, 3) or not np.isfinite(K).all() or K[0, 0] <= 0 or K[1, 1] <= 0:
                 raise ValueError(f'ImagePair.{attr} must be a finite (3, 3) camera matrix with '
                                  f'fx, fy > 0, got {K.tolist()}')
+            height, width = image.shape
+            if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
+                raise ValueError(f'ImagePair.{attr} puts the principal point at ({K[0, 2]:g}, '
+                                 f'{K[1, 2]:g}) px, outside its {width}x{height} image: K is '
+                                 f'for another image size (about {2 * K[0, 2]:.0f}x'
+                                 f'{2 * K[1, 2]:.0f}?); scale K to the images as stored')
             setattr(self, attr, K)
         self.T_0to1 = check_transform(self.T_0to1, 'T_0to1').copy()
 
@@ -132,52 +140,58 @@ def load_pairs_npz(path) -> List[ImagePair]:
     if not path.is_file():
         raise FileNotFoundError(f'pairs file {path} does not exist')
     try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {key: archive[key] for key in archive.files}
+    except (ValueError, OSError) as exc:   # e.g. an array of Python objects (pickled)
         raise ValueError(f'cannot read pairs file {path}: {exc}') from exc
-    with data:
-        keys = set(data.files)
-        required = {'K0', 'K1', 'T_0to1'}
-        if not required <= keys:
-            raise ValueError(f'{path} lacks arrays {sorted(required - keys)}; it has '
-                             f'{sorted(keys)}')
-        T = np.asarray(data['T_0to1'], dtype=np.float64)
-        if T.ndim != 3 or T.shape[1:] != (4, 4):
-            raise ValueError(f'{path}: T_0to1 must be (N, 4, 4), got {T.shape}')
-        n = len(T)
-        Ks = []
-        for key in ('K0', 'K1'):
-            K = np.asarray(data[key], dtype=np.float64)
-            if K.shape == (3, 3):
-                K = np.broadcast_to(K, (n, 3, 3))
-            if K.shape != (n, 3, 3):
-                raise ValueError(f'{path}: {key} must be (3, 3) or ({n}, 3, 3), got {K.shape}')
-            Ks.append(K)
-        if {'image0', 'image1'} <= keys:
-            images = [data['image0'], data['image1']]
-            for key, stack in zip(('image0', 'image1'), images):
-                if len(stack) != n:
-                    raise ValueError(f'{path}: {key} has {len(stack)} images for {n} poses')
-            images = [[_to_gray(stack[i], f'{path}: {key}[{i}]') for i in range(n)]
-                      for key, stack in zip(('image0', 'image1'), images)]
-        elif {'paths0', 'paths1'} <= keys:
-            images = []
-            for key in ('paths0', 'paths1'):
-                names = [str(p) for p in data[key]]
-                if len(names) != n:
-                    raise ValueError(f'{path}: {key} has {len(names)} paths for {n} poses')
-                images.append([_read_gray(path.parent / name) for name in names])
-        else:
-            raise ValueError(f'{path} needs image0/image1 arrays or paths0/paths1 file names; '
-                             f'it has {sorted(keys)}')
-        names = ([str(s) for s in data['names']] if 'names' in keys
-                 else [f'{path.stem}:{i}' for i in range(n)])
-        gaps = ([int(g) if int(g) >= 1 else None for g in data['gaps']] if 'gaps' in keys
-                else [None] * n)
-        if len(names) != n or len(gaps) != n:
-            raise ValueError(f'{path}: names / gaps must have {n} entries')
-    return [ImagePair(images[0][i], images[1][i], Ks[0][i], Ks[1][i], T[i], name=names[i],
-                      source=str(path), gap=gaps[i]) for i in range(n)]
+    keys = set(data)
+    required = {'K0', 'K1', 'T_0to1'}
+    if not required <= keys:
+        raise ValueError(f'{path} lacks arrays {sorted(required - keys)}; it has '
+                         f'{sorted(keys)}')
+    T = np.asarray(data['T_0to1'], dtype=np.float64)
+    if T.ndim != 3 or T.shape[1:] != (4, 4):
+        raise ValueError(f'{path}: T_0to1 must be (N, 4, 4), got {T.shape}')
+    n = len(T)
+    Ks = []
+    for key in ('K0', 'K1'):
+        K = np.asarray(data[key], dtype=np.float64)
+        if K.shape == (3, 3):
+            K = np.broadcast_to(K, (n, 3, 3))
+        if K.shape != (n, 3, 3):
+            raise ValueError(f'{path}: {key} must be (3, 3) or ({n}, 3, 3), got {K.shape}')
+        Ks.append(K)
+    if {'image0', 'image1'} <= keys:
+        images = [data['image0'], data['image1']]
+        for key, stack in zip(('image0', 'image1'), images):
+            if len(stack) != n:
+                raise ValueError(f'{path}: {key} has {len(stack)} images for {n} poses')
+        images = [[_to_gray(stack[i], f'{path}: {key}[{i}]') for i in range(n)]
+                  for key, stack in zip(('image0', 'image1'), images)]
+    elif {'paths0', 'paths1'} <= keys:
+        images = []
+        for key in ('paths0', 'paths1'):
+            names = [str(p) for p in data[key]]
+            if len(names) != n:
+                raise ValueError(f'{path}: {key} has {len(names)} paths for {n} poses')
+            images.append([_read_gray(path.parent / name) for name in names])
+    else:
+        raise ValueError(f'{path} needs image0/image1 arrays or paths0/paths1 file names; '
+                         f'it has {sorted(keys)}')
+    names = ([str(s) for s in data['names']] if 'names' in keys
+             else [f'{path.stem}:{i}' for i in range(n)])
+    gaps = ([int(g) if int(g) >= 1 else None for g in data['gaps']] if 'gaps' in keys
+            else [None] * n)
+    if len(names) != n or len(gaps) != n:
+        raise ValueError(f'{path}: names / gaps must have {n} entries')
+    pairs = []
+    for i in range(n):
+        try:
+            pairs.append(ImagePair(images[0][i], images[1][i], Ks[0][i], Ks[1][i], T[i],
+                                   name=names[i], source=str(path), gap=gaps[i]))
+        except ValueError as exc:
+            raise ValueError(f'{path}: pair {i} ({names[i]}): {exc}') from None
+    return pairs
 
 
 def _read_gray(path: Path) -> np.ndarray:
@@ -337,8 +351,11 @@ def _parse_pair_line(fields: List[str], where: str, image_dir: Path, images: dic
     T_0to1 = T_0to1.copy()
     T_0to1[:3, :3] = in_plane[1] @ T_0to1[:3, :3] @ in_plane[0].T
     T_0to1[:3, 3] = in_plane[1] @ T_0to1[:3, 3]
-    return ImagePair(grey[0], grey[1], Ks[0], Ks[1], T_0to1, name=f'{fields[0]} - {fields[1]}',
-                     source=source)
+    try:
+        return ImagePair(grey[0], grey[1], Ks[0], Ks[1], T_0to1,
+                         name=f'{fields[0]} - {fields[1]}', source=source)
+    except ValueError as exc:
+        raise ValueError(f'{where}: {exc}') from None
 
 
 def _field_name(index: int) -> str:

@@ -26,8 +26,8 @@ IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.ppm', '.pgm', '.bmp', '.tif', '.tif
 
 _LAZY = {'convert_tum': 'tum', 'convert_kitti': 'kitti', 'convert_image_folder': 'images'}
 
-__all__ = ['IMAGE_SUFFIXES', 'convert_image_folder', 'convert_kitti', 'convert_tum',
-           'list_images', 'read_colour_image', 'read_raw_image', 'require_dir']
+__all__ = ['IMAGE_SUFFIXES', 'check_same_encoding', 'convert_image_folder', 'convert_kitti',
+           'convert_tum', 'list_images', 'read_colour_image', 'read_raw_image', 'require_dir']
 
 
 def __getattr__(name: str):
@@ -86,6 +86,20 @@ def read_colour_image(path: Path) -> tuple[np.ndarray, str]:
     if image.shape[2] == 3:
         return cv2.cvtColor(image, cv2.COLOR_BGR2RGB), 'rgb8'
     raise ValueError(f'{path}: unsupported channel count {image.shape[2]}')
+
+
+def check_same_encoding(path: Path, encoding: str, first_path: Path,
+                        first_encoding: str) -> None:
+    """Raise ValueError when ``path`` (``encoding``) is not of the first frame's kind.
+
+    One image topic holds one kind of picture: a colour file among grey ones (or the reverse)
+    is refused, naming both files, rather than written with another encoding.
+    """
+    if encoding != first_encoding:
+        kinds = {'mono8': 'grey', 'rgb8': 'colour'}
+        raise ValueError(f'{path} is a {kinds.get(encoding, encoding)} image but the first '
+                         f'frame {first_path.name} is {kinds.get(first_encoding, first_encoding)}'
+                         ': convert the files to one kind (all grey or all colour) first')
 
 
 def read_raw_image(path: Path) -> np.ndarray:

@@ -24,7 +24,8 @@ import numpy as np
 from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
-from ...data.converters import list_images, read_colour_image, read_raw_image
+from ...data.converters import (check_same_encoding, list_images, read_colour_image,
+                                read_raw_image)
 from ...validation import check_frame_rate
 
 logger = getLogger(__name__)
@@ -91,7 +92,7 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
                 raise FileNotFoundError(f'no label image for {image_path.name} in {labels_dir}')
             labels.append(found)
 
-    first, _ = read_colour_image(images[0])
+    first, first_encoding = read_colour_image(images[0])
     height, width = first.shape[:2]
     camera_guessed = camera is None
     if camera is None:
@@ -110,6 +111,7 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
             if image.shape[:2] != (height, width):
                 raise ValueError(f'{image_path}: size {image.shape[1]}x{image.shape[0]} differs '
                                  f'from the first image ({width}x{height})')
+            check_same_encoding(image_path, encoding, images[0], first_encoding)
             writer.write_image(topics.IMAGE, stamp, image, encoding, topics.CAMERA_FRAME)
             writer.write_camera_info(topics.CAMERA_INFO, stamp, camera, topics.CAMERA_FRAME)
             if labels is not None:

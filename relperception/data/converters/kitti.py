@@ -38,7 +38,8 @@ import numpy as np
 from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
-from ...data.converters import list_images, read_colour_image, require_dir
+from ...data.converters import (check_same_encoding, list_images, read_colour_image,
+                                require_dir)
 from ...data.messages import seconds_to_ns
 
 logger = getLogger(__name__)
@@ -185,6 +186,22 @@ def _frame_index(path: Path) -> int:
                          '(%06d.png)') from None
 
 
+def _check_frame_numbers(images: Sequence[Path], indices: Sequence[int]) -> None:
+    """Refuse two files of one frame number; warn about frame numbers without a file."""
+    first_file: dict[int, Path] = {}
+    for path, index in zip(images, indices):
+        if index in first_file:
+            raise ValueError(f'{first_file[index].name} and {path.name} in {path.parent} are '
+                             f'both frame {index}: keep one file per frame (their poses and '
+                             'times would be written twice at one stamp)')
+        first_file[index] = path
+    missing = sorted(set(range(max(indices) + 1)) - set(indices))
+    if missing:
+        logger.warning('%s has no image for %d frame numbers (first: %d); those frames are '
+                       'left out, the others keep their own poses and times', images[0].parent,
+                       len(missing), missing[0])
+
+
 def find_kitti_poses(sequence_dir: Path) -> Path | None:
     """Return the poses file of a KITTI sequence folder, or None.
 
@@ -233,12 +250,13 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
                                 f'{" or ".join(name for name, _ in IMAGE_FOLDERS)} folder')
     images = list_images(folder)
     indices = [_frame_index(p) for p in images]
+    _check_frame_numbers(images, indices)
     last = max(indices)
 
     P0 = read_kitti_calib(sequence_dir / 'calib.txt', 'P0')
     P = P0 if projection == 'P0' else read_kitti_calib(sequence_dir / 'calib.txt', projection)
     T_cam0_cam = camera_from_camera0(P, P0)
-    first, _ = read_colour_image(images[0])
+    first, first_encoding = read_colour_image(images[0])
     height, width = first.shape[:2]
     camera = Camera(K=P[:, :3], width=width, height=height)
 
@@ -282,6 +300,7 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
             image, encoding = read_colour_image(images[k])
             if image.shape[:2] != (height, width):
                 raise ValueError(f'{images[k]}: size differs from the first frame')
+            check_same_encoding(images[k], encoding, images[0], first_encoding)
             writer.write_image(topics.IMAGE, stamp, image, encoding, topics.CAMERA_FRAME)
             writer.write_camera_info(topics.CAMERA_INFO, stamp, camera, topics.CAMERA_FRAME)
             if poses is not None:

@@ -32,7 +32,8 @@ import numpy as np
 from ...core_types import Camera
 from ...data import topics
 from ...data.bag import BagWriter
-from ...data.converters import read_colour_image, read_raw_image, require_dir
+from ...data.converters import (check_same_encoding, read_colour_image, read_raw_image,
+                                require_dir)
 from ...data.messages import seconds_to_ns
 from ...transforms import transform_from_quaternion_xyzw
 
@@ -263,7 +264,7 @@ def convert_tum(sequence_dir, output_bag, storage: str = 'mcap', camera: Camera 
         raise ValueError(f'{sequence_dir / "rgb"} holds no PNG frames')
     depth = _frame_list(sequence_dir, 'depth')
 
-    first_image, encoding = read_colour_image(rgb[0][1])
+    first_image, first_encoding = read_colour_image(rgb[0][1])
     height, width = first_image.shape[:2]
     camera_name = 'given'
     if camera is None:
@@ -307,11 +308,12 @@ def convert_tum(sequence_dir, output_bag, storage: str = 'mcap', camera: Camera 
             if kind == 'gt':
                 writer.write_pose(topics.GT_POSE, stamp, gt_poses[index], topics.WORLD_FRAME)
                 continue
-            image, encoding = (first_image, encoding) if index == 0 else \
+            image, encoding = (first_image, first_encoding) if index == 0 else \
                 read_colour_image(rgb[index][1])
             if image.shape[:2] != (height, width):
                 raise ValueError(f'{rgb[index][1]}: size {image.shape[1]}x{image.shape[0]} '
                                  f'differs from the first frame ({width}x{height})')
+            check_same_encoding(rgb[index][1], encoding, rgb[0][1], first_encoding)
             writer.write_image(topics.IMAGE, stamp, image, encoding, topics.CAMERA_FRAME)
             writer.write_camera_info(topics.CAMERA_INFO, stamp, camera, topics.CAMERA_FRAME)
             if index in depth_for_rgb:
