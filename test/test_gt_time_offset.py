@@ -67,3 +67,38 @@ def test_cli_option_and_bad_values(shifted_bag, tmp_path, caplog):
     assert 'gt_time_offset_s must be finite' in caplog.text
     with pytest.raises(ValueError, match='gt_time_offset_s'):
         evaluate_bag(shifted_bag, tmp_path / 'inf', progress=False, gt_time_offset_s=math.inf)
+
+
+def test_estimate_from_denser_ground_truth_in_another_frame_and_scale():
+    """Ground truth at 100 Hz, frames at 30 Hz: scale and world frame do not matter."""
+    import numpy as np
+    from scipy.spatial.transform import Rotation
+
+    from relperception.evaluation.trajectory import estimate_time_offset
+
+    def poses_at(seconds):
+        T = np.tile(np.eye(4), (len(seconds), 1, 1))
+        T[:, :3, :3] = Rotation.from_rotvec(
+            np.c_[0.1 * np.sin(1.3 * seconds), 0.4 * np.sin(0.7 * seconds),
+                  0 * seconds]).as_matrix()
+        T[:, :3, 3] = np.c_[np.sin(0.5 * seconds), 0 * seconds, 0.3 * seconds ** 1.5]
+        return T
+
+    gt_seconds = np.arange(0.0, 12.0, 0.01)
+    frame_seconds = np.arange(1.0, 11.0, 1 / 30)
+    T_other_world = np.eye(4)
+    T_other_world[:3, :3] = Rotation.from_rotvec([0.3, -1.0, 0.2]).as_matrix()
+    T_other_world[:3, 3] = [4.0, -2.0, 1.0]
+    estimate = T_other_world @ poses_at(frame_seconds)
+    estimate[:, :3, 3] *= 0.37   # monocular scale
+    # the ground truth is stamped SHIFT_S late
+    found = estimate_time_offset(np.round(frame_seconds * 1e9).astype(np.int64), estimate,
+                                 np.round((gt_seconds + SHIFT_S) * 1e9).astype(np.int64),
+                                 poses_at(gt_seconds), search_s=1.0)
+    assert found['offset_s'] == pytest.approx(-SHIFT_S, abs=0.005)
+    assert found['correlation'] > 0.99 > found['correlation_at_zero']
+    # no motion change to correlate: nothing is claimed
+    still = np.tile(np.eye(4), (len(frame_seconds), 1, 1))
+    assert estimate_time_offset(np.round(frame_seconds * 1e9).astype(np.int64), still,
+                                np.round(gt_seconds * 1e9).astype(np.int64),
+                                np.tile(np.eye(4), (len(gt_seconds), 1, 1)), 1.0) is None

@@ -178,6 +178,21 @@ def write_tum(path: str | Path, stamps_ns, T_world_cam) -> None:
 # --------------------------------------------------------------------------------------------
 # interpolation
 # --------------------------------------------------------------------------------------------
+def _interpolable(stamps: np.ndarray, query: np.ndarray, max_extrapolation_s: float,
+                  max_gap_factor: float | None) -> np.ndarray:
+    """Return (M,) bool: which ``query`` ns the sorted ``stamps`` cover (see interpolate_poses)."""
+    tolerance_ns = round(max_extrapolation_s * _NS_PER_S)
+    valid = (query >= stamps[0] - tolerance_ns) & (query <= stamps[-1] + tolerance_ns)
+    if max_gap_factor is not None and len(stamps) > 2:
+        intervals = np.diff(stamps)
+        max_gap_ns = max_gap_factor * float(np.median(intervals))
+        after = np.clip(np.searchsorted(stamps, query), 1, len(stamps) - 1)
+        gap = (stamps[after] - stamps[after - 1]).astype(np.float64)
+        near = np.minimum(np.abs(query - stamps[after - 1]), np.abs(stamps[after] - query))
+        valid &= (gap <= max_gap_ns) | (near <= tolerance_ns)
+    return valid
+
+
 def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
                       max_extrapolation_s: float = 0.02,
                       max_gap_factor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -202,15 +217,7 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
     query = np.asarray(query_stamps_ns).astype(np.int64).reshape(-1)
     order = np.argsort(stamps, kind='stable')
     stamps, poses = stamps[order], poses[order]
-    tolerance_ns = round(max_extrapolation_s * _NS_PER_S)
-    valid = (query >= stamps[0] - tolerance_ns) & (query <= stamps[-1] + tolerance_ns)
-    if max_gap_factor is not None and len(stamps) > 2:
-        intervals = np.diff(stamps)
-        max_gap_ns = max_gap_factor * float(np.median(intervals))
-        after = np.clip(np.searchsorted(stamps, query), 1, len(stamps) - 1)
-        gap = (stamps[after] - stamps[after - 1]).astype(np.float64)
-        near = np.minimum(np.abs(query - stamps[after - 1]), np.abs(stamps[after] - query))
-        valid &= (gap <= max_gap_ns) | (near <= tolerance_ns)
+    valid = _interpolable(stamps, query, max_extrapolation_s, max_gap_factor)
     if len(query) == 0:
         return np.zeros((0, 4, 4)), valid
     if len(stamps) == 1:
@@ -229,15 +236,15 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
 MIN_OFFSET_STEPS = 8
 
 
-def _motion_rates(stamps_ns: np.ndarray, poses: np.ndarray,
+def _motion_rates(seconds: np.ndarray, rotations, positions: np.ndarray,
                   steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (rad/s, m/s or unit/s) of the steps ``steps`` (K,) (pose i to pose i + 1)."""
-    from evo.core import lie_algebra as lie
+    """Return (rad/s, m/s or unit/s) of the steps ``steps`` (K,) (pose i to pose i + 1).
 
-    dt = (stamps_ns[steps + 1] - stamps_ns[steps]).astype(np.float64) / _NS_PER_S
-    relative = np.linalg.inv(poses[steps]) @ poses[steps + 1]
-    angles = np.array([abs(lie.so3_log_angle(R)) for R in relative[:, :3, :3]])
-    return angles / dt, np.linalg.norm(relative[:, :3, 3], axis=1) / dt
+    ``seconds`` (N,) float64, ``rotations`` a scipy ``Rotation`` of N, ``positions`` (N, 3).
+    """
+    dt = seconds[steps + 1] - seconds[steps]
+    angles = (rotations[steps].inv() * rotations[steps + 1]).magnitude()
+    return angles / dt, np.linalg.norm(positions[steps + 1] - positions[steps], axis=1) / dt
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -254,11 +261,11 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
     """Estimate the time offset of the ground truth against the estimate from their motion.
 
     The angular rate and the speed of the estimate from each frame to the next (within one
-    tracking segment) are correlated with those of the ground truth interpolated (evo) at the
-    frame stamps minus a candidate offset: both rates do not depend on the world frame, and
-    the Pearson correlation not on the (monocular) scale. Candidates run over
-    ``[-search_s, search_s]`` in steps of half the median frame interval (5-50 ms), then in
-    ten times finer steps around the best, down to 1 ms.
+    tracking segment) are correlated with those of the ground truth interpolated (slerp and
+    linear, as :func:`interpolate_poses`) at the frame stamps minus a candidate offset: both
+    rates do not depend on the world frame, and the Pearson correlation not on the (monocular)
+    scale. Candidates run over ``[-search_s, search_s]`` in steps of half the median frame
+    interval (5-50 ms), then in ten times finer steps around the best, down to 1 ms.
 
     Args:
         stamps_est_ns: (N,) int nanoseconds of the estimated poses (sorted).
@@ -276,26 +283,41 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
         mean correlation of the rates at that offset, -1..1), ``correlation_at_zero``
         (float or None) and ``steps`` (int, the steps compared).
     """
+    from scipy.spatial.transform import Rotation, Slerp
+
     stamps, poses = _check_poses('estimate', stamps_est_ns, T_world_cam_est)
     gt_stamps, gt_poses = _check_poses('ground truth', stamps_gt_ns, T_world_cam_gt)
     if not search_s > 0:
         raise ValueError(f'search_s must be > 0, got {search_s}')
+    if max_gap_factor is not None and not max_gap_factor > 0:
+        raise ValueError(f'max_gap_factor must be > 0 or None, got {max_gap_factor}')
     order = np.argsort(stamps, kind='stable')
     stamps, poses = stamps[order], poses[order]
     segments = (np.zeros(len(stamps), dtype=np.int64) if segment_ids is None
                 else np.asarray(segment_ids)[order])
     steps = np.flatnonzero(segments[1:] == segments[:-1])
-    if len(steps) < MIN_OFFSET_STEPS:
+    gt_stamps, first = np.unique(gt_stamps, return_index=True)   # sorted, one pose a stamp
+    gt_poses = gt_poses[first]
+    if len(steps) < MIN_OFFSET_STEPS or len(gt_stamps) < 2:
         return None
-    est_rates = _motion_rates(stamps, poses, steps)
+    origin = int(gt_stamps[0])
+    seconds = (stamps - origin) / _NS_PER_S
+    est_rates = _motion_rates(seconds, Rotation.from_matrix(poses[:, :3, :3]), poses[:, :3, 3],
+                              steps)
+    # the ground truth interpolated like interpolate_poses (slerp, linear), built once
+    gt_seconds = (gt_stamps - origin) / _NS_PER_S
+    gt_slerp = Slerp(gt_seconds, Rotation.from_matrix(gt_poses[:, :3, :3]))
 
     def score(offset_s: float) -> tuple[float | None, int]:
         query = stamps - round(offset_s * _NS_PER_S)
-        gt_at, valid = interpolate_poses(gt_stamps, gt_poses, query, 0.0, max_gap_factor)
+        valid = _interpolable(gt_stamps, query, 0.0, max_gap_factor)
         ok = valid[steps] & valid[steps + 1]
         if ok.sum() < MIN_OFFSET_STEPS:
             return None, int(ok.sum())
-        gt_rates = _motion_rates(stamps, gt_at, steps[ok])
+        at = np.clip((query - origin) / _NS_PER_S, gt_seconds[0], gt_seconds[-1])
+        positions = np.stack([np.interp(at, gt_seconds, gt_poses[:, k, 3]) for k in range(3)],
+                             axis=1)
+        gt_rates = _motion_rates(at, gt_slerp(at), positions, steps[ok])
         values = [c for c in (_correlation(e[ok], g) for e, g in zip(est_rates, gt_rates))
                   if c is not None]
         return (float(np.mean(values)) if values else None), int(ok.sum())
