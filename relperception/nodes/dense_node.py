@@ -213,8 +213,7 @@ class DenseNode(Node):
                 and self._labels_color.get_subscription_count() > 0:
             self._labels_color.publish(image_msg_from_array(result.labels_color, 'rgb8',
                                                             header))
-        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
-        self.stats.record_latency(latency_ns / 1e6)
+        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
 
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""

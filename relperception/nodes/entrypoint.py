@@ -10,8 +10,8 @@ import threading
 from typing import Callable, List, Optional
 
 import rclpy
-import rclpy.logging
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+import rclpy.logging
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from relperception.nodes.background_spin import SPIN_PERIOD_S

@@ -106,6 +106,7 @@ LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
 
+
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
     """Return the VO pipeline of a flat configuration (matchers and ``odometry.*``).
 
@@ -408,8 +409,7 @@ class VisualOdometryNode(Node):
         if result.status != 'tracking':
             self.get_logger().info(f'odometry {result.status}: {result.message}')
         self._publish(result, stamp_ns, image.header.stamp)
-        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
-        self.stats.record_latency(latency_ns / 1e6)
+        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
 
     def _check_time_jump(self, stamp_ns: int) -> None:
         """Raise SkipFrame for a stamp that cannot follow the last one; reset on a jump back.
