@@ -4,7 +4,9 @@
 
 import os
 import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -58,3 +60,74 @@ def test_a_signal_during_a_frame_lets_the_frame_finish(tmp_path, signum):
     assert returncode == 0, output
     assert 'published' in output, output
     assert 'frame failed' not in output and 'Traceback' not in output, output
+
+
+# A node whose clean-up (destroy_node) or exit (an atexit handler, as the bundle-adjustment
+# worker's join) takes long, with a multiprocessing child that ignores Ctrl-C (as that worker).
+STUCK_NODE = """
+import atexit
+import multiprocessing
+import signal
+import sys
+import time
+from rclpy.node import Node
+from relperception.nodes.entrypoint import spin_node
+
+
+def ignoring_ctrl_c():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(60)
+
+
+def slow_exit():
+    print('exiting', flush=True)
+    time.sleep(20)
+
+
+class StuckNode(Node):
+    def __init__(self):
+        super().__init__('stuck_node')
+        self.child = multiprocessing.get_context('spawn').Process(target=ignoring_ctrl_c)
+        self.child.start()
+        atexit.register(slow_exit)   # runs before multiprocessing joins the child
+        print('child', self.child.pid, flush=True)
+
+    def destroy_node(self):
+        if sys.argv[1] == 'destroy':
+            print('destroying', flush=True)
+            time.sleep(20)
+        super().destroy_node()
+
+
+if __name__ == '__main__':
+    spin_node(StuckNode, sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize('where', ['destroy', 'exit'])
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_leaves_at_once_without_a_traceback(tmp_path, where, signum):
+    script = tmp_path / 'stuck_node.py'
+    script.write_text(STUCK_NODE)
+    process = subprocess.Popen(
+        [sys.executable, str(script), where, '--ros-args', '-r', f'__ns:={unique_namespace()}'],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, ROS_LOG_DIR=str(tmp_path)))
+    try:
+        child = int(process.stdout.readline().split()[1])
+        process.send_signal(signum)
+        waited_for = 'destroying' if where == 'destroy' else 'exiting'
+        assert process.stdout.readline().strip() == waited_for
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=10)   # not the 20 s of the clean-up
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 128 + signum, output
+    assert 'Traceback' not in output and 'KeyboardInterrupt' not in output, output
+    assert f'second {signal.Signals(signum).name}: leaving now' in output, output
+    with pytest.raises(ProcessLookupError):   # the child is gone (or a zombie of init's)
+        for _ in range(100):
+            os.kill(child, 0)
+            time.sleep(0.05)

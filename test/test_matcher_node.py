@@ -256,6 +256,34 @@ class TestMatcherNode:
         assert float(values['processing_ms_median']) > 0.0
         assert status.level == b'\x01' and '1 errors' in status.message   # WARN: an error
 
+    def test_latency_of_stamps_off_the_node_clock_is_not_reported(self, harness, frames):
+        run = harness()
+        now_ns = run.node.get_clock().now().nanoseconds
+        for index in range(3):   # a camera on the node's clock
+            run.send(image_msg(frames[index].rgb, now_ns + index * 1000))
+
+        def values(received):
+            statuses = settled_statuses(run.diagnostics, received)
+            return statuses[-1] if statuses else None
+
+        assert wait_for(lambda: values(3), timeout=3.0)
+        status = values(3)
+        on_clock = {v.key: v.value for v in status.values}
+        assert on_clock['stamps_off_clock'] == '0'
+        assert 0.0 < float(on_clock['latency_ms_median']) < 1000.0
+        assert float(on_clock['receipt_latency_ms_median']) > 0.0
+        # a bag replayed without sim time: stamps an hour old; the latency is not an hour
+        hour_ns = 3600 * 10 ** 9
+        for index in range(3, 6):
+            run.send(image_msg(frames[index].rgb, now_ns - hour_ns + index * 1000))
+        assert wait_for(lambda: values(6), timeout=3.0)
+        status = values(6)
+        off_clock = {v.key: v.value for v in status.values}
+        assert off_clock['stamps_off_clock'] == '1'   # the frame that followed the jump
+        assert float(off_clock['latency_ms_p95']) < 1000.0
+        assert abs(float(off_clock['stamp_clock_offset_s']) - 3600.0) < 60.0
+        assert status.level == b'\x01' and "behind this node's clock" in status.message
+
     def test_burst_keeps_newest_and_counts_drops(self, harness, frames):
         run = harness()
         # The first frame is matched with nothing: wait for it, so that the newest frame of the

@@ -118,6 +118,20 @@ class TestRunningStats:
             clock.now += 0.04
         assert stats.input_rate_hz() == pytest.approx(25.0)
 
+    def test_stamps_off_the_clock_are_counted_not_recorded(self):
+        stats = RunningStats(clock=FakeClock())
+        stats.record_latency(30.0, 20.0)             # 10 ms from stamp to receipt
+        stats.record_latency(-2000.0, 20.0)          # a stamp 2 s in the future
+        stats.record_latency(3.6e6 + 25.0, 25.0)     # an hour old: another clock
+        snapshot = stats.snapshot()
+        assert snapshot.latency_ms_median == pytest.approx(30.0)
+        assert snapshot.receipt_latency_ms_median == pytest.approx(20.0)
+        assert snapshot.stamps_off_clock == 2
+        assert snapshot.stamp_clock_offset_s == pytest.approx(3600.0)
+        level, message, values = diagnostic_report(snapshot)
+        assert level == LEVEL_WARN and '2 input stamps 3600.000 s behind' in message
+        assert dict(values)['stamps_off_clock'] == '2'
+
     def test_windows_bounded_and_values_match_reference(self):
         rng = np.random.default_rng(0)
         stats = RunningStats(window=64, rate_window=8, clock=FakeClock())
@@ -173,7 +187,9 @@ class TestDiagnosticReport:
         assert float(values['input_rate_hz']) == pytest.approx(10.0)
         assert float(values['processing_ms_median']) == pytest.approx(10.0)
         assert set(values) == {'input_rate_hz', 'processing_ms_median', 'processing_ms_p95',
-                               'latency_ms_median', 'latency_ms_p95', 'frames_received',
+                               'latency_ms_median', 'latency_ms_p95',
+                               'receipt_latency_ms_median', 'receipt_latency_ms_p95',
+                               'stamps_off_clock', 'stamp_clock_offset_s', 'frames_received',
                                'frames_processed', 'frames_dropped', 'errors'}
         stats.record_arrival()
         stats.record_drop()

@@ -338,8 +338,8 @@ class TestVisualOdometryNode:
         error_output = capfd.readouterr().err
         assert problem in error_output
         # a usual driver (volatile): no transient-local subscription, no QoS warning
-        run.node._subscribe_latched_camera_info()
-        assert run.node._latched_camera_info_subscription is None
+        run.node.camera_info_input.subscribe_latched()
+        assert run.node.camera_info_input.latched_subscription is None
         assert 'incompatible QoS' not in error_output
 
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):

@@ -4,8 +4,8 @@
 
 Subscribes:
     ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``)
-    and ``camera_info`` (optional, cached; only checked against the image size), sensor-data
-    QoS by default.
+    and ``camera_info`` (optional, cached; only checked against the image size; a latched one
+    too: :mod:`relperception.nodes.camera_info_input`), sensor-data QoS by default, overridable.
 Publishes (header = the input image's, stamp and frame_id):
     ``depth`` (``sensor_msgs/Image`` ``32FC1`` metres, NaN where invalid, REP 118; a relative
     model's depth is ``dense.depth_scale`` / its inverse depth: a warning says so once),
@@ -34,12 +34,13 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from rclpy.qos import QoSProfile
 from relperception.config import section, SPECS
 from relperception.data.input_counters import (FRAMES_WITH_NONFINITE_OUTPUT,
                                                MODEL_REBUILD_FAILURES)
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import to_rgb8
+from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput, message_to_array
@@ -117,9 +118,8 @@ class DenseNode(Node):
                               MODEL_REBUILD_FAILURES: self.model_rebuild_failures,
                               **self.lost.counts()})
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
-        self._camera_info_subscription = self.create_subscription(
-            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
-            event_callbacks=self.lost.callbacks('camera_info'))
+        #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
+        self.camera_info_input = CameraInfoInput(self, self._on_camera_info, lost=self.lost)
         self.get_logger().info(
             f'dense model {model_name(section(config, "dense"))} '
             f'({"relative" if self._pipeline.relative else "metric"} depth'
@@ -161,8 +161,9 @@ class DenseNode(Node):
         if self._config is not None:
             self._config.update(changes)
 
-    def _on_camera_info(self, msg: CameraInfo) -> None:
+    def _on_camera_info(self, msg: CameraInfo) -> bool:
         self._camera_info = msg
+        return True
 
     def _current_pipeline(self) -> DensePipeline:
         config, version = self._config.get()
@@ -212,8 +213,7 @@ class DenseNode(Node):
                 and self._labels_color.get_subscription_count() > 0:
             self._labels_color.publish(image_msg_from_array(result.labels_color, 'rgb8',
                                                             header))
-        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
-        self.stats.record_latency(latency_ns / 1e6)
+        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
 
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""

@@ -4,7 +4,8 @@
 
 Subscribes:
     ``image`` (``sensor_msgs/Image``; ``image/compressed`` with ``image_transport:=compressed``)
-    and ``camera_info`` (optional, cached), sensor-data QoS by default.
+    and ``camera_info`` (optional, cached; a latched one too:
+    :mod:`relperception.nodes.camera_info_input`), sensor-data QoS by default, overridable.
 Publishes:
     ``correspondences`` (``sensor_msgs/PointCloud2``, layout in
     :mod:`relperception.data.correspondences`; header = the NEWER frame's, the older stamp is in
@@ -37,10 +38,11 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data, QoSProfile
+from rclpy.qos import QoSProfile
 from relperception.config import NODE_LOCAL_SPECS, section
 from relperception.imaging.drawing import draw_matches
 from relperception.matching import build_matcher
+from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import GrayImage, ImageInput
@@ -159,9 +161,8 @@ class MatcherNode(Node):
             self, [('matching', self.stats), ('relation_image', self.relation_stats)],
             counters=self.lost.counts)
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
-        self._camera_info_subscription = self.create_subscription(
-            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
-            event_callbacks=self.lost.callbacks('camera_info'))
+        #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
+        self.camera_info_input = CameraInfoInput(self, self._on_camera_info, lost=self.lost)
         self.get_logger().info(
             f'matching with {config["matcher"]} on {self.resolve_topic_name(self._input.topic)} '
             f'({self._input.transport})')
@@ -180,8 +181,9 @@ class MatcherNode(Node):
         if self._config is not None:
             self._config.update(changes)
 
-    def _on_camera_info(self, msg: CameraInfo) -> None:
+    def _on_camera_info(self, msg: CameraInfo) -> bool:
         self._camera_info = msg
+        return True
 
     def _current_matcher(self):
         config, version = self._config.get()
@@ -216,8 +218,7 @@ class MatcherNode(Node):
         if self._matches_image.get_subscription_count() > 0:
             drawing = draw_matches(frame.gray, matches)
             self._matches_image.publish(image_msg_from_array(drawing, 'rgb8', frame.header))
-        latency_ns = self.get_clock().now().nanoseconds - frame.stamp_ns
-        self.stats.record_latency(latency_ns / 1e6)
+        self._worker.record_latency(frame.stamp_ns, self.get_clock().now().nanoseconds)
         self._publish_relation(previous, frame, matcher, self._matcher_name)
 
     def _publish_relation(self, previous: GrayImage, frame: GrayImage, matcher,

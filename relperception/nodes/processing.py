@@ -70,6 +70,7 @@ class FrameWorker(Generic[Item]):
         self._log_throttle_s = float(log_throttle_s)
         self._logged_at: Dict[str, float] = {}
         self._slot: LatestSlot[Item] = LatestSlot(capacity)
+        self._received_at = math.nan   # monotonic receipt time of the item in progress
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -82,8 +83,10 @@ class FrameWorker(Generic[Item]):
         Returns:
             True when an item the worker had not started was replaced (counted as dropped).
         """
+        if item is None:
+            raise ValueError('FrameWorker cannot take None')
         self.stats.record_arrival()
-        replaced = self._slot.put(item)
+        replaced = self._slot.put((item, time.monotonic()))
         if replaced:
             self.stats.record_drop()
         return replaced
@@ -114,6 +117,20 @@ class FrameWorker(Generic[Item]):
         while self._slot.take(0) is not None:
             self.stats.record_drop()
 
+    def record_latency(self, stamp_ns: int, now_ns: int) -> None:
+        """Record the latency of an output of the item in progress (call from ``process``).
+
+        Args:
+            stamp_ns: the input's header stamp (ns, on the node's clock if all is well).
+            now_ns: the node's clock now, at publishing (ns).
+
+        Records ``now - stamp`` and the steady time since the item was submitted; see
+        :meth:`relperception.pipeline.realtime.RunningStats.record_latency` for a stamp off
+        the node's clock.
+        """
+        since_receipt_ms = 1e3 * (time.monotonic() - self._received_at)
+        self.stats.record_latency((now_ns - stamp_ns) / 1e6, since_receipt_ms)
+
     def _log(self, error: bool, text: str) -> None:
         """Log ``text`` unless the same reason (digits aside) was logged within the throttle."""
         reason = _NUMBERS.sub('#', text)
@@ -131,9 +148,10 @@ class FrameWorker(Generic[Item]):
 
     def _run(self) -> None:
         while not self._slot.closed:
-            item = self._slot.take(self._poll_s)
-            if item is None:
+            taken = self._slot.take(self._poll_s)
+            if taken is None:
                 continue
+            item, self._received_at = taken
             start = time.perf_counter()
             try:
                 self._process(item)

@@ -60,15 +60,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
-from rclpy.clock import Clock, ClockType
-from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
-from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.qos import QoSProfile
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
 from relperception.data.input_counters import CAMERA_INFO_REFUSED, depth_problem_counter
 from relperception.data.messages import camera_from_camera_info
+from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.camera_mount import CAMERA_MOUNT_PARAMETER, CameraMount, open_tf2_session
 from relperception.nodes.depth_input import DepthInput, DepthSync
 from relperception.nodes.diagnostics import DiagnosticsPublisher
@@ -107,18 +105,6 @@ VO_PARAMETERS: List[str] = MATCHER_PARAMETERS + [
 LOCAL_SPECS: Dict[str, ParameterSpec] = {
     name: spec for name, spec in NODE_LOCAL_SPECS['visual_odometry_node'].items()
     if name not in ('image_transport', 'depth_transport', 'depth_queue_size')}
-
-#: QoS of a latched ``camera_info`` (published once, e.g. by a driver whose calibration is fixed):
-#: only a transient-local subscription receives it when it was published before the node started.
-#: Volatile publishers (most drivers) are incompatible with it, so it is made only for a latching
-#: publisher.
-LATCHED_CAMERA_INFO_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-#: How often (s, steady time) the publishers of ``camera_info`` are looked at for a latching one
-#: while no camera_info arrived.
-LATCHED_CAMERA_INFO_CHECK_S = 0.25
 
 
 def build_pipeline(config: Dict[str, Any]) -> VOPipeline:
@@ -218,16 +204,8 @@ class VisualOdometryNode(Node):
         self._diagnostics = DiagnosticsPublisher(self, [('tracking', self.stats)],
                                                  counters=self.input_problems,
                                                  state=self.tracking_report)
-        self._camera_info_subscription = self.create_subscription(
-            CameraInfo, 'camera_info', self._on_camera_info, qos_profile_sensor_data,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
-            event_callbacks=self.lost.callbacks('camera_info'))
-        #: the transient-local camera_info subscription, made while no camera_info arrived and
-        #: a publisher latches it (checked by a steady timer: sim time may not run yet).
-        self._latched_camera_info_subscription = None
-        self._latched_camera_info_check = self.create_timer(
-            LATCHED_CAMERA_INFO_CHECK_S, self._subscribe_latched_camera_info,
-            clock=Clock(clock_type=ClockType.STEADY_TIME))
+        #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
+        self.camera_info_input = CameraInfoInput(self, self._on_camera_info, lost=self.lost)
         self.get_logger().info(
             f'visual odometry ({config["matcher"]}, {config["odometry.mode"]}) on '
             f'{self.resolve_topic_name(self._input.topic)}, publishing '
@@ -327,23 +305,6 @@ class VisualOdometryNode(Node):
         if self._config is not None:
             self._config.update(changes)
 
-    def _subscribe_latched_camera_info(self) -> None:
-        if self._camera is not None or self._latched_camera_info_subscription is not None:
-            self._latched_camera_info_check.cancel()
-            return
-        topic = self._camera_info_subscription.topic_name
-        latching = [info for info in self.get_publishers_info_by_topic(topic)
-                    if info.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
-                    and info.qos_profile.reliability == ReliabilityPolicy.RELIABLE]
-        if not latching:
-            return
-        self._latched_camera_info_check.cancel()
-        self.get_logger().info(f'no camera_info yet and {latching[0].node_name} latches {topic} '
-                               '(reliable, transient local): subscribing with that QoS too')
-        self._latched_camera_info_subscription = self.create_subscription(
-            CameraInfo, topic, self._on_camera_info, LATCHED_CAMERA_INFO_QOS,
-            event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
-
     def camera_info_problem(self) -> str:
         """Return why no camera is known yet ('' once a valid ``camera_info`` arrived).
 
@@ -352,7 +313,7 @@ class VisualOdometryNode(Node):
         """
         if self._camera is not None:
             return ''
-        topic = self._camera_info_subscription.topic_name
+        topic = self.camera_info_input.topic_name
         if self.camera_info_refused:
             return (f'no valid camera_info yet: all {self.camera_info_refused} received on '
                     f'{topic} were refused (see the warnings)')
@@ -363,7 +324,7 @@ class VisualOdometryNode(Node):
         return (f'no camera_info received yet from the {publishers} publisher(s) of {topic} '
                 '(a QoS incompatibility is logged when there is one)')
 
-    def _on_camera_info(self, msg: CameraInfo) -> None:
+    def _on_camera_info(self, msg: CameraInfo) -> bool:
         try:
             camera = camera_from_camera_info(msg, rectified=self._rectified_input)
         except ValueError as error:
@@ -371,8 +332,9 @@ class VisualOdometryNode(Node):
             self.get_logger().warning(f'ignoring camera_info: {error} '
                                       f'({self.camera_info_refused} refused so far)',
                                       throttle_duration_sec=5.0)
-            return
+            return False
         self._camera = camera
+        return True
 
     # ------------------------------------------------------------------ worker thread
 
@@ -447,8 +409,7 @@ class VisualOdometryNode(Node):
         if result.status != 'tracking':
             self.get_logger().info(f'odometry {result.status}: {result.message}')
         self._publish(result, stamp_ns, image.header.stamp)
-        latency_ns = self.get_clock().now().nanoseconds - stamp_ns
-        self.stats.record_latency(latency_ns / 1e6)
+        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
 
     def _check_time_jump(self, stamp_ns: int) -> None:
         """Raise SkipFrame for a stamp that cannot follow the last one; reset on a jump back.

@@ -125,13 +125,23 @@ class StatsSnapshot:
         input_rate_hz: arrivals per second over the rate window (0.0 with < 2 arrivals).
         processing_ms_median: median processing time over the window (ms, NaN if none).
         processing_ms_p95: 95th percentile processing time (ms, NaN if none).
-        latency_ms_median: median input stamp -> output publish latency (ms, NaN if none).
+        latency_ms_median: median input stamp -> output publish latency (ms, NaN if none;
+            stamps off the node's clock are left out, see ``stamps_off_clock``).
         latency_ms_p95: 95th percentile latency (ms, NaN if none).
         received: items received so far.
         processed: items processed successfully so far.
         dropped: items dropped so far (replaced before processing, or skipped as invalid).
         errors: items whose processing failed so far.
         last_arrival_s: monotonic time of the last arrival (None before the first).
+        receipt_latency_ms_median: median message receipt -> output publish latency (ms,
+            steady time: queueing and processing, whatever clock the stamps follow; NaN if
+            none).
+        receipt_latency_ms_p95: 95th percentile of it (ms, NaN if none).
+        stamps_off_clock: outputs whose input stamp lay more than
+            :data:`STAMP_CLOCK_TOLERANCE_S` from the node's clock at receipt (another clock:
+            a camera's own, a bag replayed without sim time); their latency is not recorded.
+        stamp_clock_offset_s: receipt time minus stamp of the last such output (seconds; NaN
+            if none).
     """
 
     time_s: float
@@ -145,6 +155,10 @@ class StatsSnapshot:
     dropped: int
     errors: int
     last_arrival_s: Optional[float]
+    receipt_latency_ms_median: float = float('nan')
+    receipt_latency_ms_p95: float = float('nan')
+    stamps_off_clock: int = 0
+    stamp_clock_offset_s: float = float('nan')
 
 
 def _median_p95(values) -> Tuple[float, float]:
@@ -153,6 +167,12 @@ def _median_p95(values) -> Tuple[float, float]:
     array = np.fromiter(values, dtype=np.float64, count=len(values))
     median, p95 = np.percentile(array, [50.0, 95.0])
     return float(median), float(p95)
+
+
+#: A stamp further than this (seconds, either way) from the node's clock when the message arrived
+#: is on another clock (a camera's own, a bag replayed without sim time): transport takes far
+#: less, and clocks synchronised over a network agree far better.
+STAMP_CLOCK_TOLERANCE_S = 1.0
 
 
 class RunningStats:
@@ -175,6 +195,9 @@ class RunningStats:
         self._arrivals: collections.deque = collections.deque(maxlen=int(rate_window))
         self._processing_ms: collections.deque = collections.deque(maxlen=int(window))
         self._latency_ms: collections.deque = collections.deque(maxlen=int(window))
+        self._receipt_latency_ms: collections.deque = collections.deque(maxlen=int(window))
+        self.stamps_off_clock = 0
+        self._stamp_clock_offset_s = float('nan')
         self.received = 0
         self.processed = 0
         self.dropped = 0
@@ -203,9 +226,25 @@ class RunningStats:
             self.processed += 1
             self._processing_ms.append(1e3 * float(seconds))
 
-    def record_latency(self, milliseconds: float) -> None:
-        """Record one input stamp -> output publish latency in milliseconds."""
+    def record_latency(self, milliseconds: float,
+                       since_receipt_ms: Optional[float] = None) -> None:
+        """Record the latency of one output.
+
+        Args:
+            milliseconds: input stamp -> output publish, on the node's clock (ms).
+            since_receipt_ms: message receipt -> output publish, steady time (ms); None: not
+                known. With it, a stamp that lay more than :data:`STAMP_CLOCK_TOLERANCE_S` from
+                the node's clock at receipt is counted in ``stamps_off_clock`` instead of being
+                recorded as a latency.
+        """
         with self._lock:
+            if since_receipt_ms is not None:
+                self._receipt_latency_ms.append(float(since_receipt_ms))
+                offset_s = (float(milliseconds) - float(since_receipt_ms)) / 1e3
+                if not abs(offset_s) <= STAMP_CLOCK_TOLERANCE_S:
+                    self.stamps_off_clock += 1
+                    self._stamp_clock_offset_s = offset_s
+                    return
             self._latency_ms.append(float(milliseconds))
 
     def input_rate_hz(self) -> float:
@@ -222,16 +261,21 @@ class RunningStats:
         with self._lock:
             processing = list(self._processing_ms)
             latency = list(self._latency_ms)
+            receipt = list(self._receipt_latency_ms)
+            off_clock, offset_s = self.stamps_off_clock, self._stamp_clock_offset_s
             counters = (self.received, self.processed, self.dropped, self.errors)
             last = self._arrivals[-1] if self._arrivals else None
         processing_median, processing_p95 = _median_p95(processing)
         latency_median, latency_p95 = _median_p95(latency)
+        receipt_median, receipt_p95 = _median_p95(receipt)
         return StatsSnapshot(
             time_s=now, input_rate_hz=self.input_rate_hz(),
             processing_ms_median=processing_median, processing_ms_p95=processing_p95,
             latency_ms_median=latency_median, latency_ms_p95=latency_p95,
             received=counters[0], processed=counters[1], dropped=counters[2],
-            errors=counters[3], last_arrival_s=last)
+            errors=counters[3], last_arrival_s=last, receipt_latency_ms_median=receipt_median,
+            receipt_latency_ms_p95=receipt_p95, stamps_off_clock=off_clock,
+            stamp_clock_offset_s=offset_s)
 
     @property
     def window_sizes(self) -> Tuple[int, int, int]:
@@ -248,8 +292,10 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
                       stale_after_s: float = 2.0) -> Tuple[int, str, List[Tuple[str, str]]]:
     """Summarise a stage's health for a ``diagnostic_msgs/DiagnosticStatus``.
 
-    The level is WARN when no input arrived for ``stale_after_s`` (or never), or when frames were
-    dropped or failed since ``previous``; OK otherwise. The message then gives the new drops
+    The level is WARN when no input arrived for ``stale_after_s`` (or never), when frames were
+    dropped or failed since ``previous``, or when outputs had input stamps off the node's clock
+    since ``previous`` (their stamp latency is not measured; the message says by how much and
+    the receipt latency stands); OK otherwise. The message then gives the new drops
     (failures) with the total since the start: ``'6 frames dropped since the last report, 8 in
     all'`` (only the total without ``previous``).
 
@@ -261,7 +307,8 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
     Returns:
         ``(level, message, values)``: level ``LEVEL_OK`` or ``LEVEL_WARN``, a one-line message
         and ``(key, value)`` string pairs: input_rate_hz, processing_ms_median,
-        processing_ms_p95, latency_ms_median, latency_ms_p95, frames_received,
+        processing_ms_p95, latency_ms_median, latency_ms_p95, receipt_latency_ms_median,
+        receipt_latency_ms_p95, stamps_off_clock, stamp_clock_offset_s, frames_received,
         frames_processed, frames_dropped, errors.
     """
     dropped = current.dropped - (previous.dropped if previous else 0)
@@ -276,6 +323,14 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         problems.append(f'{dropped} frames dropped' + since.format(current.dropped))
     if errors > 0:
         problems.append(f'{errors} errors' + since.format(current.errors))
+    off_clock = current.stamps_off_clock - (previous.stamps_off_clock if previous else 0)
+    if off_clock > 0:
+        offset_s = current.stamp_clock_offset_s
+        problems.append(
+            f'{off_clock} input stamps {abs(offset_s):.3f} s '
+            f'{"behind" if offset_s > 0 else "ahead of"} this node\'s clock (a camera or bag '
+            'on another clock? use_sim_time?): latency from stamps not measured, see '
+            'receipt_latency_ms')
     level = LEVEL_WARN if problems else LEVEL_OK
     message = '; '.join(problems) if problems else (
         f'{current.input_rate_hz:.1f} Hz, processing {_format(current.processing_ms_median)} ms')
@@ -285,6 +340,10 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         ('processing_ms_p95', _format(current.processing_ms_p95)),
         ('latency_ms_median', _format(current.latency_ms_median)),
         ('latency_ms_p95', _format(current.latency_ms_p95)),
+        ('receipt_latency_ms_median', _format(current.receipt_latency_ms_median)),
+        ('receipt_latency_ms_p95', _format(current.receipt_latency_ms_p95)),
+        ('stamps_off_clock', str(current.stamps_off_clock)),
+        ('stamp_clock_offset_s', _format(current.stamp_clock_offset_s)),
         ('frames_received', str(current.received)),
         ('frames_processed', str(current.processed)),
         ('frames_dropped', str(current.dropped)),
