@@ -132,6 +132,17 @@ class TestRunningStats:
         assert level == LEVEL_WARN and '2 input stamps 3600.000 s behind' in message
         assert dict(values)['stamps_off_clock'] == '2'
 
+    def test_sim_time_at_another_rate_is_not_taken_for_another_clock(self):
+        # replayed twice as fast: a 1.5 s frame is 3 s on the node's (sim) clock, but the
+        # stamp was 10 ms old on that clock when it arrived
+        stats = RunningStats(clock=FakeClock())
+        stats.record_latency(3010.0, 1500.0, age_at_receipt_ms=10.0)
+        snapshot = stats.snapshot()
+        assert snapshot.stamps_off_clock == 0
+        assert snapshot.latency_ms_median == pytest.approx(3010.0)
+        stats.record_latency(3010.0, 1500.0, age_at_receipt_ms=3.6e6)
+        assert stats.snapshot().stamps_off_clock == 1
+
     def test_windows_bounded_and_values_match_reference(self):
         rng = np.random.default_rng(0)
         stats = RunningStats(window=64, rate_window=8, clock=FakeClock())

@@ -100,8 +100,9 @@ class DenseNode(Node):
         self._camera_info: Optional[CameraInfo] = None
 
         self.stats = RunningStats()
-        self._worker: FrameWorker = FrameWorker(f'{node_name} dense', self._process,
-                                                self.get_logger(), self.stats)
+        self._worker: FrameWorker = FrameWorker(
+            f'{node_name} dense', self._process, self.get_logger(), self.stats,
+            clock_ns=lambda: self.get_clock().now().nanoseconds)
         self._depth = self.create_publisher(Image, 'depth', QoSProfile(depth=5))
         self._labels = self.create_publisher(Image, 'labels', QoSProfile(depth=5))
         self._labels_color = self.create_publisher(Image, 'labels_color', QoSProfile(depth=1))

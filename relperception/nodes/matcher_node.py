@@ -139,8 +139,9 @@ class MatcherNode(Node):
         self._camera_info: Optional[CameraInfo] = None
 
         self.stats = RunningStats()
-        self._worker: FrameWorker = FrameWorker(f'{node_name} matching', self._process,
-                                                self.get_logger(), self.stats)
+        self._worker: FrameWorker = FrameWorker(
+            f'{node_name} matching', self._process, self.get_logger(), self.stats,
+            clock_ns=lambda: self.get_clock().now().nanoseconds)
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
         self._matches_image = self.create_publisher(Image, 'matches_image', QoSProfile(depth=1))

@@ -15,7 +15,7 @@ import math
 import re
 import threading
 import time
-from typing import Callable, Dict, Generic, Optional
+from typing import Callable, Dict, Generic, Optional, Tuple
 
 from relperception.pipeline.realtime import Item, LatestSlot, RunningStats
 
@@ -51,11 +51,15 @@ class FrameWorker(Generic[Item]):
         capacity: how many unprocessed items are kept (1: only the newest; more: the newest
             ``capacity`` in arrival order, for inputs that are increments). Older ones are
             dropped and counted.
+        clock_ns: the node's clock (``lambda: node.get_clock().now().nanoseconds``), read at
+            each arrival so that :meth:`record_latency` tells a stamp on another clock from a
+            slow frame whatever the clock's rate (sim time); None: judged from the latency.
     """
 
     def __init__(self, name: str, process: Callable[[Item], None], logger,
                  stats: Optional[RunningStats] = None, poll_s: float = 0.1,
-                 log_throttle_s: float = 1.0, capacity: int = 1) -> None:
+                 log_throttle_s: float = 1.0, capacity: int = 1,
+                 clock_ns: Optional[Callable[[], int]] = None) -> None:
         if not callable(process):
             raise ValueError('process must be callable')
         if not poll_s > 0:
@@ -70,7 +74,9 @@ class FrameWorker(Generic[Item]):
         self._log_throttle_s = float(log_throttle_s)
         self._logged_at: Dict[str, float] = {}
         self._slot: LatestSlot[Item] = LatestSlot(capacity)
-        self._received_at = math.nan   # monotonic receipt time of the item in progress
+        self._clock_ns = clock_ns
+        # receipt of the item in progress: monotonic seconds, node clock ns (or None)
+        self._received_at: Tuple[float, Optional[int]] = (math.nan, None)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -86,7 +92,8 @@ class FrameWorker(Generic[Item]):
         if item is None:
             raise ValueError('FrameWorker cannot take None')
         self.stats.record_arrival()
-        replaced = self._slot.put((item, time.monotonic()))
+        on_clock = None if self._clock_ns is None else int(self._clock_ns())
+        replaced = self._slot.put((item, (time.monotonic(), on_clock)))
         if replaced:
             self.stats.record_drop()
         return replaced
@@ -124,12 +131,15 @@ class FrameWorker(Generic[Item]):
             stamp_ns: the input's header stamp (ns, on the node's clock if all is well).
             now_ns: the node's clock now, at publishing (ns).
 
-        Records ``now - stamp`` and the steady time since the item was submitted; see
+        Records ``now - stamp``, the steady time since the item was submitted and, with
+        ``clock_ns``, the stamp's age on the node's clock when it arrived; see
         :meth:`relperception.pipeline.realtime.RunningStats.record_latency` for a stamp off
         the node's clock.
         """
-        since_receipt_ms = 1e3 * (time.monotonic() - self._received_at)
-        self.stats.record_latency((now_ns - stamp_ns) / 1e6, since_receipt_ms)
+        received_s, received_ns = self._received_at
+        since_receipt_ms = 1e3 * (time.monotonic() - received_s)
+        age_ms = None if received_ns is None else (received_ns - stamp_ns) / 1e6
+        self.stats.record_latency((now_ns - stamp_ns) / 1e6, since_receipt_ms, age_ms)
 
     def _log(self, error: bool, text: str) -> None:
         """Log ``text`` unless the same reason (digits aside) was logged within the throttle."""

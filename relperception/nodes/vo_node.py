@@ -181,8 +181,9 @@ class VisualOdometryNode(Node):
                 self._tf_broadcaster = TransformBroadcaster(self)
 
         self.stats = RunningStats()
-        self._worker: FrameWorker = FrameWorker(f'{node_name} tracking', self._process,
-                                                self.get_logger(), self.stats)
+        self._worker: FrameWorker = FrameWorker(
+            f'{node_name} tracking', self._process, self.get_logger(), self.stats,
+            clock_ns=lambda: self.get_clock().now().nanoseconds)
         self._odom = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',

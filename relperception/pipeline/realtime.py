@@ -226,8 +226,8 @@ class RunningStats:
             self.processed += 1
             self._processing_ms.append(1e3 * float(seconds))
 
-    def record_latency(self, milliseconds: float,
-                       since_receipt_ms: Optional[float] = None) -> None:
+    def record_latency(self, milliseconds: float, since_receipt_ms: Optional[float] = None,
+                       age_at_receipt_ms: Optional[float] = None) -> None:
         """Record the latency of one output.
 
         Args:
@@ -236,11 +236,15 @@ class RunningStats:
                 known. With it, a stamp that lay more than :data:`STAMP_CLOCK_TOLERANCE_S` from
                 the node's clock at receipt is counted in ``stamps_off_clock`` instead of being
                 recorded as a latency.
+            age_at_receipt_ms: the node's clock at receipt minus the stamp (ms), which tells
+                that; None: taken as ``milliseconds - since_receipt_ms`` (true while the node's
+                clock runs at the rate of steady time, not under sim time at another rate).
         """
         with self._lock:
             if since_receipt_ms is not None:
                 self._receipt_latency_ms.append(float(since_receipt_ms))
-                offset_s = (float(milliseconds) - float(since_receipt_ms)) / 1e3
+                offset_s = (float(milliseconds) - float(since_receipt_ms) if age_at_receipt_ms
+                            is None else float(age_at_receipt_ms)) / 1e3
                 if not abs(offset_s) <= STAMP_CLOCK_TOLERANCE_S:
                     self.stamps_off_clock += 1
                     self._stamp_clock_offset_s = offset_s
