@@ -222,6 +222,37 @@ class TestDenseNode:
         assert status.name == 'dense_node: dense' and status.hardware_id == 'cam_9'
         assert (values['frames_processed'], values['errors']) == ('1', '1')
 
+    def test_camera_info_size_mismatch_is_counted_binning_applied(self, harness, frames):
+        from sensor_msgs.msg import CameraInfo
+
+        run = harness()
+        info_publisher = run.probe.create_publisher(CameraInfo, 'camera_info', 10)
+        assert wait_for(lambda: info_publisher.get_subscription_count() > 0)
+
+        def send_info(width, height, binning=0):
+            info = CameraInfo(width=width, height=height, binning_x=binning, binning_y=binning)
+            info_publisher.publish(info)
+            assert wait_for(lambda: run.node.camera_info is not None
+                            and run.node.camera_info.width == width)
+
+        # A driver binning 2x2: the images are half the calibrated sensor size, as they should.
+        send_info(2 * WIDTH, 2 * HEIGHT, binning=2)
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
+        assert run.node.frames_not_matching_camera_info == 0
+        # camera_info of another camera: counted and reported; the frame is still processed.
+        send_info(2 * WIDTH, 2 * HEIGHT)
+        run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
+        assert run.node.frames_not_matching_camera_info == 1
+        run.wait_outputs('depth', 2)
+
+        def reported():
+            return [s for s in settled_statuses(run.diagnostics, 2)
+                    if 'frames_not_matching_camera_info' in s.message]
+
+        assert wait_for(reported, timeout=3.0)
+        values = {v.key: v.value for v in reported()[-1].values}
+        assert values['frames_not_matching_camera_info'] == '1'
+
     def test_an_untrained_depth_head_publishes_no_depth(self, harness, frames, model, tmp_path):
         from relperception.models.weights import (load_state_dict_file, save_weights,
                                                   TRAINED_HEADS_KEY)

@@ -16,6 +16,8 @@ from relperception.imaging.depth_checks import DEPTH_PROBLEMS
 CAMERA_INFO_REFUSED = 'camera_info_refused'
 #: frames that ran without depth while depth arrives (none near, or refused).
 FRAMES_WITHOUT_DEPTH = 'frames_without_depth'
+#: frames of another size than the latest camera_info describes (binning and ROI applied).
+FRAMES_NOT_MATCHING_CAMERA_INFO = 'frames_not_matching_camera_info'
 #: frames that ran with a depth image (not a refused input: reported beside the counters).
 DEPTH_HITS = 'depth_hits'
 #: frames whose model output held NaN or infinite values.
@@ -46,7 +48,7 @@ def input_counters(values: Mapping[str, object]) -> dict[str, int]:
         rates and timings, are left out).
     """
     names = {CAMERA_INFO_REFUSED, FRAMES_WITHOUT_DEPTH, FRAMES_WITH_NONFINITE_OUTPUT,
-             MODEL_REBUILD_FAILURES,
+             MODEL_REBUILD_FAILURES, FRAMES_NOT_MATCHING_CAMERA_INFO,
              *(depth_problem_counter(problem) for problem in DEPTH_PROBLEMS)}
     counts = {}
     for key, value in values.items():

@@ -131,6 +131,24 @@ def _binned_roi_camera(msg, K: np.ndarray, width: int, height: int):
     return K, roi_width // bin_x, roi_height // bin_y
 
 
+def camera_info_image_size(msg) -> tuple[int, int]:
+    """Return ``(width, height)`` in pixels of the images a ``sensor_msgs/CameraInfo`` describes.
+
+    REP 104: ``width`` x ``height`` is the calibrated sensor; a region of interest (``roi``,
+    all zeros: the whole sensor) and ``binning_x`` / ``binning_y`` (0 or 1: none) make the
+    images smaller, as :func:`camera_from_camera_info` applies them.
+
+    Raises:
+        ValueError: a zero size, a region of interest outside the sensor or one smaller than
+            a bin.
+    """
+    width, height = int(msg.width), int(msg.height)
+    if width <= 0 or height <= 0:
+        raise ValueError(f'CameraInfo has no image size ({width}x{height}); is it calibrated?')
+    _, width, height = _binned_roi_camera(msg, np.eye(3), width, height)
+    return width, height
+
+
 def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
 

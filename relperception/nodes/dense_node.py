@@ -30,15 +30,16 @@ the previous model stays in service.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from relperception.config import section, SPECS
-from relperception.data.input_counters import (FRAMES_WITH_NONFINITE_OUTPUT,
+from relperception.data.input_counters import (FRAMES_NOT_MATCHING_CAMERA_INFO,
+                                               FRAMES_WITH_NONFINITE_OUTPUT,
                                                MODEL_REBUILD_FAILURES)
-from relperception.data.messages import stamp_to_ns
+from relperception.data.messages import camera_info_image_size, stamp_to_ns
 from relperception.imaging import to_rgb8
 from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
@@ -98,6 +99,11 @@ class DenseNode(Node):
         config, self._pipeline_version = self._config.get()
         self._pipeline = self._build_pipeline(config)
         self._camera_info: Optional[CameraInfo] = None
+        #: (width, height) of the images the latest camera_info describes (binning and ROI
+        #: applied); None before one, or for one without a usable size.
+        self._camera_info_size: Optional[Tuple[int, int]] = None
+        #: frames of another size than the latest camera_info describes (processed anyway).
+        self.frames_not_matching_camera_info = 0
 
         self.stats = RunningStats()
         self._worker: FrameWorker = FrameWorker(
@@ -117,6 +123,8 @@ class DenseNode(Node):
             self, [('dense', self.stats)],
             counters=lambda: {FRAMES_WITH_NONFINITE_OUTPUT: self._nonfinite_frames,
                               MODEL_REBUILD_FAILURES: self.model_rebuild_failures,
+                              FRAMES_NOT_MATCHING_CAMERA_INFO:
+                                  self.frames_not_matching_camera_info,
                               **self.lost.counts()})
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
@@ -164,6 +172,14 @@ class DenseNode(Node):
 
     def _on_camera_info(self, msg: CameraInfo) -> bool:
         self._camera_info = msg
+        try:
+            self._camera_info_size = camera_info_image_size(msg)
+        except ValueError as error:
+            # only checked against the image size: an uncalibrated one (zero size) is fine
+            self._camera_info_size = None
+            if msg.width and msg.height:
+                self.get_logger().warning(f'camera_info gives no image size to check: {error}',
+                                          throttle_duration_sec=5.0)
         return True
 
     def _current_pipeline(self) -> DensePipeline:
@@ -190,12 +206,14 @@ class DenseNode(Node):
         if self._stamp_order.accept(stamp_ns) < 0:
             self.get_logger().warning('time jumped back (two frames in a row): following it')
         self._diagnostics.hardware_id = header.frame_id
-        info = self._camera_info
-        if info is not None and info.width and (info.width, info.height) != \
-                (rgb.shape[1], rgb.shape[0]):
+        expected = self._camera_info_size
+        if expected is not None and expected != (rgb.shape[1], rgb.shape[0]):
+            self.frames_not_matching_camera_info += 1
             self.get_logger().warning(
-                f'image is {rgb.shape[1]}x{rgb.shape[0]} but camera_info says '
-                f'{info.width}x{info.height}', throttle_duration_sec=5.0)
+                f'image is {rgb.shape[1]}x{rgb.shape[0]} but camera_info describes '
+                f'{expected[0]}x{expected[1]} (binning and roi applied): the outputs keep the '
+                f'image size ({self.frames_not_matching_camera_info} such frames, '
+                f'{FRAMES_NOT_MATCHING_CAMERA_INFO} in diagnostics)', throttle_duration_sec=5.0)
         pipeline = self._current_pipeline()
         colors = bool(pipeline.conf['publish_color']) and (
             self._depth_color.get_subscription_count() > 0
