@@ -621,6 +621,24 @@ class TestVisualOdometryNode:
         assert any(s.level == b'\x01' and 'depth_implausible_range' in s.message
                    for r in reports for s in r.status)
 
+    def test_each_kind_of_refused_depth_is_logged(self, harness, sequence, capfd):
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        capfd.readouterr()
+        # three kinds of bad depth in quick succession: each is logged, none hides another
+        run.send_depth(frames[0].depth * 1000.0, frames[0].stamp_ns)   # mm labelled metres
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)
+        run.send_depth(np.full_like(frames[1].depth, np.nan), frames[1].stamp_ns)
+        run.send_image(frames[1].rgb, frames[1].stamp_ns)
+        run.send_depth(np.ones((HEIGHT // 2, WIDTH // 2), np.float32), frames[2].stamp_ns)
+        assert dict(run.node.depth.problems) == {'implausible_range': 1, 'no_valid_pixel': 1,
+                                                 'wrong_size': 1}
+        err = capfd.readouterr().err
+        for logged in ('refused (implausible_range)', 'refused (no_valid_pixel)',
+                       'skipping depth_in message: depth is 160x120'):
+            assert logged in err
+
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence
         mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]

@@ -13,7 +13,7 @@ their depth image and those that did not, logs once when RGB-D falls back to mon
 once when depth is back, and reports the miss rate. Messages of a wrong encoding or size are
 rejected at once; the others are checked when looked up
 (:func:`~relperception.imaging.depth_checks.check_depth`: byte order, valid pixels, plausible
-range). Every refusal is logged (throttled) and counted by problem in
+range). Every refusal is logged (throttled per problem) and counted by problem in
 :attr:`DepthInput.problems`, which the node reports in its diagnostics.
 """
 
@@ -34,6 +34,7 @@ from relperception.data.messages import stamp_to_ns
 from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import declare_parameters
+from relperception.nodes.processing import ReasonThrottle
 from relperception.pipeline.realtime import LEVEL_OK, LEVEL_WARN
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -134,6 +135,8 @@ class DepthInput:
         self.problems: collections.Counter = collections.Counter()
         #: stamp (ns) of the newest depth message received, None before the first.
         self.newest_stamp_ns: Optional[int] = None
+        # one period per problem: a second kind of bad depth is not hidden behind the first
+        self._throttle = ReasonThrottle(1.0)
         overriding = QoSOverridingOptions.with_default_policies()
         events = None if lost is None else lost.callbacks('depth')
         if self.transport == 'compressedDepth':
@@ -165,8 +168,7 @@ class DepthInput:
         except (ValueError, _Refused) as error:
             self.rejected += 1
             self.problems[getattr(error, 'problem', 'undecodable')] += 1
-            self._node.get_logger().warning(f'skipping depth_in message: {error}',
-                                            throttle_duration_sec=1.0)
+            self._warn(f'skipping depth_in message: {error}')
             return
         self._store(stamp_ns, msg)
 
@@ -208,11 +210,15 @@ class DepthInput:
             check = check_depth(array, encoding, (camera.height, camera.width))
         if check.depth is None:
             self.problems[check.problem] += 1
-            self._node.get_logger().warning(
+            self._warn(
                 f'depth image at {stamp_ns} ns refused ({check.problem}): {check.message}; '
-                f'the frame runs without depth ({sum(self.problems.values())} refused so far)',
-                throttle_duration_sec=1.0)
+                f'the frame runs without depth ({sum(self.problems.values())} refused so far)')
         return check.depth
+
+    def _warn(self, text: str) -> None:
+        """Log ``text`` as a warning, throttled per reason (numbers aside)."""
+        if self._throttle.ready(text):
+            self._node.get_logger().warning(text)
 
 
 class DepthSync:

@@ -26,6 +26,35 @@ _NUMBERS = re.compile(r'-?\d+(\.\d+)?')
 MAX_REASONS_KEPT = 64
 
 
+class ReasonThrottle:
+    """Throttle log lines per reason, not per call site.
+
+    rclpy's ``throttle_duration_sec`` is kept per call site, so a second, different problem
+    logged from the same line within the period is never seen; here lines that differ only
+    in their numbers (stamps, sizes, counts) are one reason, and each reason has its own period.
+
+    Args:
+        period_s: minimum interval between two lines of the same reason (seconds).
+    """
+
+    def __init__(self, period_s: float = 1.0) -> None:
+        self.period_s = float(period_s)
+        self._logged_at: Dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def ready(self, text: str) -> bool:
+        """Return whether ``text`` may be logged now (and note it as logged if so)."""
+        reason = _NUMBERS.sub('#', text)
+        now = time.monotonic()
+        with self._lock:
+            if now - self._logged_at.get(reason, -math.inf) < self.period_s:
+                return False
+            if len(self._logged_at) >= MAX_REASONS_KEPT:
+                self._logged_at.clear()
+            self._logged_at[reason] = now
+            return True
+
+
 class SkipFrame(Exception):
     """Raised by a processing callback to skip an item that is not an error (e.g. a duplicate).
 
@@ -71,8 +100,7 @@ class FrameWorker(Generic[Item]):
         self._poll_s = float(poll_s)
         # Throttled per reason, not per call site (rclpy's throttle would hide a second,
         # different problem behind the first one for a whole period).
-        self._log_throttle_s = float(log_throttle_s)
-        self._logged_at: Dict[str, float] = {}
+        self._throttle = ReasonThrottle(log_throttle_s)
         self._slot: LatestSlot[Item] = LatestSlot(capacity)
         self._clock_ns = clock_ns
         # receipt of the item in progress: monotonic seconds, node clock ns (or None)
@@ -143,13 +171,8 @@ class FrameWorker(Generic[Item]):
 
     def _log(self, error: bool, text: str) -> None:
         """Log ``text`` unless the same reason (digits aside) was logged within the throttle."""
-        reason = _NUMBERS.sub('#', text)
-        now = time.monotonic()
-        if now - self._logged_at.get(reason, -math.inf) < self._log_throttle_s:
+        if not self._throttle.ready(text):
             return
-        if len(self._logged_at) >= MAX_REASONS_KEPT:
-            self._logged_at.clear()
-        self._logged_at[reason] = now
         # one call site per severity: rclpy refuses two severities from one line
         if error:
             self._logger.error(text)
