@@ -639,6 +639,21 @@ class TestVisualOdometryNode:
                        'skipping depth_in message: depth is 160x120'):
             assert logged in err
 
+    def test_each_kind_of_refused_camera_info_is_logged(self, harness, sequence, capfd):
+        camera, _ = sequence
+        run = harness()
+        capfd.readouterr()
+        uncalibrated = camera_info_msg(camera)
+        uncalibrated.k = [0.0] * 9
+        no_size = camera_info_msg(camera)
+        no_size.width = no_size.height = 0
+        for count, msg in enumerate((uncalibrated, no_size), start=1):
+            run.publishers['camera_info'].publish(msg)
+            assert wait_for(lambda n=count: run.node.camera_info_refused == n)
+        err = capfd.readouterr().err
+        assert 'ignoring camera_info: CameraInfo.k is all zeros' in err
+        assert 'ignoring camera_info: CameraInfo has no image size' in err
+
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence
         mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]

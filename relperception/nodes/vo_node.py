@@ -76,7 +76,7 @@ from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.odometry_control import OdometryControl
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
-from relperception.nodes.processing import FrameWorker, SkipFrame
+from relperception.nodes.processing import FrameWorker, ReasonThrottle, SkipFrame
 from relperception.nodes.ros_messages import (
     cloud_msg_from_matches,
     odometry_msg,
@@ -197,6 +197,8 @@ class VisualOdometryNode(Node):
                                         config['wheel_odom_max_speed_mps'])
         #: camera_info messages refused (malformed intrinsics or size).
         self.camera_info_refused = 0
+        # per reason: a camera_info refused for another reason is logged at once
+        self._camera_info_throttle = ReasonThrottle(5.0)
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
         self.tracking_state = ''
         self.scale_source = ''
@@ -330,9 +332,9 @@ class VisualOdometryNode(Node):
             camera = camera_from_camera_info(msg, rectified=self._rectified_input)
         except ValueError as error:
             self.camera_info_refused += 1
-            self.get_logger().warning(f'ignoring camera_info: {error} '
-                                      f'({self.camera_info_refused} refused so far)',
-                                      throttle_duration_sec=5.0)
+            text = f'ignoring camera_info: {error} ({self.camera_info_refused} refused so far)'
+            if self._camera_info_throttle.ready(text):
+                self.get_logger().warning(text)
             return False
         self._camera = camera
         return True
