@@ -529,6 +529,20 @@ class TestVisualOdometryNode:
                                        10**9 * (i + 1)))
         assert wait_for(lambda: len(run.node.wheel.hints) > 0)
 
+    def test_each_kind_of_refused_wheel_odometry_is_logged(self, harness, capfd):
+        """A second reason to refuse a wheel pose within the throttle period is not hidden."""
+        run = harness()
+        wheel = run.probe.create_publisher(nav_msgs.Odometry, 'wheel_odom', 10)
+        assert wait_for(lambda: wheel.get_subscription_count() > 0)
+        capfd.readouterr()
+        for stamp_s, x in ((1.0, 0.0), (0.5, 0.0), (2.0, 100.0)):   # kept, back in time, fast
+            wheel.publish(odometry_msg(make_transform(np.eye(3), [x, 0.0, 0.0]),
+                                       round(stamp_s * 1e9)))
+        assert wait_for(lambda: run.node.wheel.hints.refused == 2)
+        err = capfd.readouterr().err
+        assert 'is not after the newest pose kept' in err
+        assert 'faster than wheel_odom_max_speed_mps' in err
+
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence
         run = harness([Parameter('path_max_length', value=3)])

@@ -22,6 +22,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+from relperception.nodes.processing import ReasonThrottle
 from relperception.odometry.wheel_hints import WheelHints
 from relperception.transforms import check_transform
 
@@ -45,6 +46,8 @@ class WheelOdometryInput:
         self._lock = threading.Lock()
         #: the poses and the hint bookkeeping (read its counters; call under no lock).
         self.hints = WheelHints(T_base_cam, max_gap_s, max_speed_mps=max_speed_mps)
+        # one period per reason: a new kind of refusal is not hidden behind the last one
+        self._throttle = ReasonThrottle(5.0)
         self._subscription = node.create_subscription(
             Odometry, TOPIC, self._on_odometry, QoSProfile(depth=100),
             qos_overriding_options=QoSOverridingOptions.with_default_policies())
@@ -60,11 +63,10 @@ class WheelOdometryInput:
             else:
                 accepted = self.hints.add(stamp_ns, T_odom_base)
             reason, restarted = self.hints.last_refusal, self.hints.restarts > restarts
-        if not accepted:
-            self._node.get_logger().warning(
-                f'wheel_odom pose refused ({self.hints.refused} so far): {reason}',
-                throttle_duration_sec=5.0)
-        elif restarted:
+        text = f'wheel_odom pose refused ({self.hints.refused} so far): {reason}'
+        if not accepted and self._throttle.ready(text):
+            self._node.get_logger().warning(text)
+        elif accepted and restarted:
             self._node.get_logger().warning(
                 'wheel_odom jumped: the last poses agree with each other but not with the '
                 'ones before (an odometry reset?); the translation hints go on from them')
