@@ -498,6 +498,21 @@ def test_recommendation_states_its_criterion():
     assert 'nothing to compare' in recommend(rows, ['ref'])
 
 
+def test_no_recommendation_says_why():
+    # all three said only 'no bag where every configuration has an ATE: no recommendation'
+    failed = [_row(bag, name, None, status='failed') for bag in 'ab' for name in ('x', 'y')]
+    assert recommend(failed, ['x', 'y']).startswith('every cell failed (4 of 4; see the error '
+                                                    'column of results.csv)')
+    assert recommend(failed[::2], ['x']).startswith('every cell failed (2 of 2')
+    untracked = [_row(bag, name, None) for bag in 'ab' for name in ('x', 'y')]
+    assert recommend(untracked, ['x', 'y']).startswith('no cell has an ATE (no ground truth')
+    reference_failed = [_row(bag, 'x', None, status='failed') for bag in 'ab'] + [
+        _row(bag, 'y', 0.1) for bag in 'ab']
+    assert recommend(reference_failed, ['x', 'y']) == (
+        'no bag where every configuration has an ATE: no recommendation; `x` has no ATE on any '
+        'bag (failed or not scored; see results.csv)')
+
+
 def test_pareto_front_keeps_the_unbeaten():
     def entry(name, ate, ms):
         return {'config': name, 'ate_rmse_m_median_common': ate,
