@@ -210,6 +210,36 @@ class TestPlanReplay:
             assert odometry.parameters['depth_transport'] == 'compressedDepth'
             assert odometry.remappings['depth_in/compressedDepth'] == '/cd' + stored
 
+    def test_an_input_topic_of_two_message_types_is_refused(self, tmp_path):
+        """Image and CompressedImage on one topic: half the frames were lost as 'dropped'."""
+        from rosbags.rosbag2 import Writer
+
+        from relperception.config import load_config
+        from relperception.data.bag import default_typestore
+        from relperception.data.synthetic import iter_sequence
+        from relperception.nodes.replay import plan_replay
+
+        camera, frames = iter_sequence(num_frames=4, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'parts') as parts:
+            for index, frame in enumerate(frames):
+                parts.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                if index % 2:
+                    parts.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                else:   # stored on another topic first, moved onto the image topic below
+                    parts.write_compressed_image('/jpeg', frame.stamp_ns, frame.rgb, 'rgb8')
+        store = default_typestore()
+        writer = Writer(tmp_path / 'mixed', version=Writer.VERSION_LATEST)
+        with writer, BagReader(tmp_path / 'parts') as reader:
+            connections = {}
+            for raw in reader.raw_messages():
+                topic = topics.IMAGE if raw.topic == '/jpeg' else raw.topic
+                if (topic, raw.msgtype) not in connections:
+                    connections[topic, raw.msgtype] = writer.add_connection(
+                        topic, raw.msgtype, typestore=store)
+                writer.write(connections[topic, raw.msgtype], raw.log_time_ns, raw.data)
+        with pytest.raises(ValueError, match='carries 2 message types'):
+            plan_replay(tmp_path / 'mixed', load_config())
+
     def test_without_depth_runs_mono(self, small_bag):
         from relperception.config import load_config
         from relperception.nodes.replay import plan_replay

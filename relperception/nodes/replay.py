@@ -118,7 +118,8 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
 
     Raises:
         FileNotFoundError: when the bag does not exist.
-        ValueError: unreadable bag, missing image or CameraInfo topic, rgbd without depth.
+        ValueError: unreadable bag, missing image or CameraInfo topic, rgbd without depth, an
+            input topic with more than one message type.
     """
     from relperception.data.bag import BagReader
     from relperception.data.bag_frames import find_depth_topic, require_topic, resolve_mode
@@ -129,6 +130,7 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     namespace = graph.normalize_namespace(namespace)
     with BagReader(bag) as reader:
         bag_topics = reader.topics
+        topic_types = reader.topic_types
         counts = reader.message_counts
     image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag)
     info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
@@ -146,6 +148,11 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     wheel_topic = config['topics.wheel_odometry'] or None
     if wheel_topic is not None and wheel_topic in bag_topics:
         input_topics['wheel_odom'] = wheel_topic
+    for topic in input_topics.values():
+        if len(topic_types[topic]) > 1:   # one publisher per topic: the others would be lost
+            raise ValueError(f'{bag}: topic {topic} carries {len(topic_types[topic])} message '
+                             f"types ({', '.join(topic_types[topic])}); replay publishes one "
+                             'type per topic: split the topic, or score the bag with eval')
     published = {topic: _prefixed(namespace, topic) for topic in input_topics.values()}
     base_image = config['topics.image'] if transport == 'compressed' else image_topic
     depth_transport, base_depth = 'raw', depth_topic
