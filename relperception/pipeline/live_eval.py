@@ -391,6 +391,12 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     if interrupted:
         errors.add(f'{interrupted} during the replay: the outputs recorded until then are '
                    'scored', logging.ERROR)
+    published = (extra or {}).get('images_published')
+    if isinstance(published, int) and published > len(publish_times):
+        # outputs carry the input's stamp: images of one stamp cannot be told apart
+        errors.add(f'{published - len(publish_times)} of the {published} images played repeat '
+                   'the header stamp of an earlier one (stamps repeated in the recording): '
+                   'each stamp is counted and scored once')
     receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
         recorded_bag, output_topics)
     for message in read_errors:
