@@ -269,7 +269,8 @@ def test_a_cell_that_kills_its_pool_worker_fails_alone(study_inputs, tmp_path, m
     rerun = re.search(r'a worker process died: (\d+) cells run again', caplog.text)
     assert rerun and int(rerun.group(1)) in (1, 2)
     assert rows[0]['status'] == 'failed' and rows[0]['error'] == study.WORKER_DIED
-    assert rows[0]['bag'] == str(doomed) and rows[0]['ate_rmse_m'] is None
+    # the row's bag is relative to the study folder (tmp_path / 'out'), as in results.csv
+    assert rows[0]['bag'] == '../doomed' and rows[0]['ate_rmse_m'] is None
     assert rows[1]['status'] == 'ok' and rows[1]['ate_rmse_m'] > 0
 
 
