@@ -269,7 +269,8 @@ def test_a_cell_that_kills_its_pool_worker_fails_alone(study_inputs, tmp_path, m
     rerun = re.search(r'a worker process died: (\d+) cells run again', caplog.text)
     assert rerun and int(rerun.group(1)) in (1, 2)
     assert rows[0]['status'] == 'failed' and rows[0]['error'] == study.WORKER_DIED
-    assert rows[0]['bag'] == str(doomed) and rows[0]['ate_rmse_m'] is None
+    # the row's bag is relative to the study folder (tmp_path / 'out'), as in results.csv
+    assert rows[0]['bag'] == '../doomed' and rows[0]['ate_rmse_m'] is None
     assert rows[1]['status'] == 'ok' and rows[1]['ate_rmse_m'] > 0
 
 
@@ -496,6 +497,21 @@ def test_recommendation_states_its_criterion():
     assert 'the fastest, `ref`, takes 0.11x its time per frame at 2x its median ATE' in line
     assert 'no bag where every' in recommend(rows[4:], ['ref', 'new'])
     assert 'nothing to compare' in recommend(rows, ['ref'])
+
+
+def test_no_recommendation_says_why():
+    # all three said only 'no bag where every configuration has an ATE: no recommendation'
+    failed = [_row(bag, name, None, status='failed') for bag in 'ab' for name in ('x', 'y')]
+    assert recommend(failed, ['x', 'y']).startswith('every cell failed (4 of 4; see the error '
+                                                    'column of results.csv)')
+    assert recommend(failed[::2], ['x']).startswith('every cell failed (2 of 2')
+    untracked = [_row(bag, name, None) for bag in 'ab' for name in ('x', 'y')]
+    assert recommend(untracked, ['x', 'y']).startswith('no cell has an ATE (no ground truth')
+    reference_failed = [_row(bag, 'x', None, status='failed') for bag in 'ab'] + [
+        _row(bag, 'y', 0.1) for bag in 'ab']
+    assert recommend(reference_failed, ['x', 'y']) == (
+        'no bag where every configuration has an ATE: no recommendation; `x` has no ATE on any '
+        'bag (failed or not scored; see results.csv)')
 
 
 def test_pareto_front_keeps_the_unbeaten():

@@ -353,6 +353,35 @@ class TestOfflineDenseEvaluation:
         assert 'looks byte-swapped' in joined and 'millimetres labelled 32FC1' in joined
         assert 'bgra8 has 4 channels' in joined
 
+    @pytest.mark.parametrize('label_ids, words', [
+        (lambda labels: np.full_like(labels, 255), 'every pixel is the ignore id'),
+        (lambda labels: (labels.astype(np.uint16) + 1) * 1000, 'e.g. 1000, 2000'),
+    ], ids=['all_ignore', 'dataset_ids'])
+    def test_labels_the_model_cannot_score_are_named(self, models, tmp_path, label_ids,
+                                                     words):
+        """Label ids all 255, or all outside the model's classes: said, not a silent 0 / NaN."""
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.evaluation.html_report import dense_key_figures
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, sequence = iter_sequence(2, seed=1, width=WIDTH, height=HEIGHT)
+        bag = tmp_path / 'bag'
+        with BagWriter(bag) as writer:
+            for frame in sequence:
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                ids = label_ids(frame.labels)
+                writer.write_image(topics.GT_LABELS, frame.stamp_ns, ids,
+                                   'mono8' if ids.dtype == np.uint8 else '16UC1')
+        # the error was missing before: the summary had mIoU NaN (or 0.0) and no error
+        summary = evaluate_bag(bag, tmp_path / 'out', tiny_config(*models['conv']),
+                               mode='mono', progress=False, plots=False, dense=True)
+        assert sum(words in text for text in summary['errors']) == 1, summary['errors']
+        if words.startswith('every'):
+            assert 'no label pixel scored' in dense_key_figures(summary['dense'])
+            assert 'nan' not in dense_key_figures(summary['dense'])
+
     def test_relative_model_is_aligned_and_bad_setups_are_reported(self, models, tmp_path):
         from relperception.data.synthetic_bag import write_synthetic_bag
         from relperception.pipeline.offline_eval import evaluate_bag

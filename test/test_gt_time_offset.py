@@ -102,3 +102,79 @@ def test_estimate_from_denser_ground_truth_in_another_frame_and_scale():
     assert estimate_time_offset(np.round(frame_seconds * 1e9).astype(np.int64), still,
                                 np.round(gt_seconds * 1e9).astype(np.int64),
                                 np.tile(np.eye(4), (len(gt_seconds), 1, 1)), 1.0) is None
+
+
+def test_compare_applies_an_offset_per_bag_and_keys_cells_by_it(shifted_bag, tmp_path):
+    import csv
+
+    from relperception.pipeline.study import plan_cells, StudyConfig
+
+    output = tmp_path / 'study'
+    assert cli_main(['compare', '--bags', str(shifted_bag), '--configs', 'default', '-o',
+                     str(output), '--no-progress',
+                     '--gt-time-offset', f'{shifted_bag}=-{SHIFT_S}']) == 0
+    with open(output / 'results.csv', newline='', encoding='utf-8') as stream:
+        row, = csv.DictReader(stream)
+    assert float(row['gt_time_offset_s']) == -SHIFT_S
+    assert float(row['gt_time_offset_estimate_s']) == pytest.approx(-SHIFT_S, abs=0.01)
+    summary = (output / row['cell_dir'] / 'summary.json').read_text()
+    assert 'offset in time' not in summary
+    # the offset is part of the cell's key: no result of another offset is reused
+    configs = [StudyConfig('default')]
+    keys = {offset: plan_cells([shifted_bag], configs, output,
+                               gt_time_offsets=[offset])[0].key for offset in (0.0, -SHIFT_S)}
+    assert keys[-SHIFT_S] == row['key'] != keys[0.0]
+    assert plan_cells([shifted_bag], configs, output)[0].key == keys[0.0]
+
+
+def test_compare_offsets_for_every_bag_or_one(shifted_bag, tmp_path):
+    from relperception.pipeline.study import parse_gt_time_offsets
+
+    other = tmp_path / 'other.mcap'
+    other.touch()
+    bags = [shifted_bag, other]
+    assert parse_gt_time_offsets([], bags) == [0.0, 0.0]
+    assert parse_gt_time_offsets(['0.25'], bags) == [0.25, 0.25]
+    # a bag named by another path to the same folder
+    named = f'{shifted_bag.parent}/../{shifted_bag.parent.name}/{shifted_bag.name}=-0.3'
+    assert parse_gt_time_offsets(['0.25', named], bags) == [-0.3, 0.25]
+    for specs, words in ((['nan'], 'finite number'), (['x=1'], 'not one of the bags'),
+                         (['1', '2'], 'two offsets for every bag'),
+                         ([f'{other}=1', f'{other}=2'], 'two offsets'),
+                         ([f'{other}='], 'finite number')):
+        with pytest.raises(ValueError, match=words):
+            parse_gt_time_offsets(specs, bags)
+
+
+def test_compare_cli_refuses_a_bad_offset_in_one_line(shifted_bag, tmp_path, caplog):
+    assert cli_main(['compare', '--bags', str(shifted_bag), '--configs', 'default', '-o',
+                     str(tmp_path / 'study'), '--no-progress',
+                     '--gt-time-offset', 'elsewhere=0.1']) != 0
+    assert 'elsewhere is not one of the bags' in caplog.text
+    assert not (tmp_path / 'study' / 'cells').exists()
+
+
+def test_replay_applies_the_offset(shifted_bag, tmp_path):
+    import uuid
+
+    pytest.importorskip('rclpy')
+    from relperception.nodes import graph
+    graph.ensure_ament_prefix()
+    pytest.importorskip('nav_msgs.msg')
+    from relperception.nodes.replay import replay_bag
+
+    summary = replay_bag(shifted_bag, tmp_path, rate=2.0, plots=False,
+                         namespace=f'/gt_offset_{uuid.uuid4().hex[:8]}',
+                         gt_time_offset_s=-SHIFT_S)
+    assert summary['gt_time_offset_s'] == -SHIFT_S
+    assert summary['gt_time_offset_estimate_s'] == pytest.approx(-SHIFT_S, abs=0.01)
+    assert summary['frames_with_ground_truth'] == summary['frames_processed'] > 20
+    assert not any('offset in time' in text or 'covers only' in text
+                   for text in summary['errors']), summary['errors']
+
+
+def test_replay_cli_refuses_a_bad_offset_before_playing(shifted_bag, tmp_path, caplog):
+    assert cli_main(['replay', str(shifted_bag), '-o', str(tmp_path / 'out'),
+                     '--gt-time-offset', 'inf']) != 0
+    assert 'gt_time_offset_s must be finite' in caplog.text
+    assert not (tmp_path / 'out' / 'recorded_bag').exists()

@@ -57,6 +57,16 @@ def compressed_depth_bag(tmp_path_factory):
     return bag
 
 
+def _image_msg(writer, stamp_ns, rgb):
+    """Return an rgb8 ``Image`` of header stamp ``stamp_ns`` (any log time may carry it)."""
+    from relperception.imaging.image_encodings import numpy_to_image_fields
+
+    fields = numpy_to_image_fields(rgb, 'rgb8')
+    fields['data'] = np.ascontiguousarray(fields['data'], dtype=np.uint8).reshape(-1)
+    return writer.typestore.types[topics.IMAGE_MSGTYPE](
+        header=writer.header(stamp_ns, topics.CAMERA_FRAME), **fields)
+
+
 def _ros_or_skip():
     pytest.importorskip('rclpy')
     from relperception.nodes import graph
@@ -210,6 +220,36 @@ class TestPlanReplay:
             assert odometry.parameters['depth_transport'] == 'compressedDepth'
             assert odometry.remappings['depth_in/compressedDepth'] == '/cd' + stored
 
+    def test_an_input_topic_of_two_message_types_is_refused(self, tmp_path):
+        """Image and CompressedImage on one topic: half the frames were lost as 'dropped'."""
+        from rosbags.rosbag2 import Writer
+
+        from relperception.config import load_config
+        from relperception.data.bag import default_typestore
+        from relperception.data.synthetic import iter_sequence
+        from relperception.nodes.replay import plan_replay
+
+        camera, frames = iter_sequence(num_frames=4, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'parts') as parts:
+            for index, frame in enumerate(frames):
+                parts.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                if index % 2:
+                    parts.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                else:   # stored on another topic first, moved onto the image topic below
+                    parts.write_compressed_image('/jpeg', frame.stamp_ns, frame.rgb, 'rgb8')
+        store = default_typestore()
+        writer = Writer(tmp_path / 'mixed', version=Writer.VERSION_LATEST)
+        with writer, BagReader(tmp_path / 'parts') as reader:
+            connections = {}
+            for raw in reader.raw_messages():
+                topic = topics.IMAGE if raw.topic == '/jpeg' else raw.topic
+                if (topic, raw.msgtype) not in connections:
+                    connections[topic, raw.msgtype] = writer.add_connection(
+                        topic, raw.msgtype, typestore=store)
+                writer.write(connections[topic, raw.msgtype], raw.log_time_ns, raw.data)
+        with pytest.raises(ValueError, match='carries 2 message types'):
+            plan_replay(tmp_path / 'mixed', load_config())
+
     def test_without_depth_runs_mono(self, small_bag):
         from relperception.config import load_config
         from relperception.nodes.replay import plan_replay
@@ -277,6 +317,28 @@ class TestReplay:
         assert summary['node_diagnostics']['visual_odometry_node: tracking']['depth_hits'] == 0
         assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
         assert 'none metric' in summary['scale_source']
+
+    def test_repeated_image_stamps_are_named(self, tmp_path):
+        """Images of one header stamp: counted once, and the summary now says so."""
+        _ros_or_skip()
+        from relperception.data.synthetic import iter_sequence
+        from relperception.nodes.replay import replay_bag
+
+        camera, frames = iter_sequence(num_frames=8, seed=5, width=160, height=120, fps=10.0)
+        bag = tmp_path / 'bag'
+        with BagWriter(bag) as writer:
+            frames = list(frames)
+            for index, frame in enumerate(frames):   # frames 4-7 carry frame 3's stamp
+                stamp = frames[min(index, 3)].stamp_ns
+                writer.write_message(topics.IMAGE, topics.IMAGE_MSGTYPE, frame.stamp_ns,
+                                     _image_msg(writer, stamp, frame.rgb))
+                writer.write_camera_info(topics.CAMERA_INFO, stamp, camera)
+                writer.write_pose(topics.GT_POSE, frame.stamp_ns, frame.T_world_cam)
+        summary = replay_bag(bag, tmp_path / 'out', rate=2.0, plots=False,
+                             namespace=f'/test_{uuid.uuid4().hex[:8]}')
+        assert summary['live']['images_published'] == 8 and summary['frames_read'] == 4
+        assert any(text.startswith('4 of the 8 images played repeat the header stamp')
+                   for text in summary['errors']), summary['errors']
 
     def test_compressed_depth_bag_is_replayed_with_its_depth(
             self, compressed_depth_bag, tmp_path):

@@ -36,6 +36,19 @@ def loftr_weight_overrides(weights: Optional[str], threshold: Optional[float]
     return overrides
 
 
+#: What ``--gt-time-offset`` does (eval, replay and compare share it).
+GT_TIME_OFFSET_HELP = ('seconds added to the ground-truth stamps before they are associated '
+                       'with the images (ground truth stamped 0.1 s late: -0.1); summary.json '
+                       'reports the offset estimated from the motion '
+                       '(gt_time_offset_estimate_s)')
+
+
+def add_gt_time_offset_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--gt-time-offset SECONDS`` (``eval`` and ``replay``; checked by the library)."""
+    parser.add_argument('--gt-time-offset', type=float, default=0.0, metavar='SECONDS',
+                        help=GT_TIME_OFFSET_HELP)
+
+
 def command_line(args: argparse.Namespace) -> str:
     """Return the command line that produced ``args`` (recorded by ``main``), for reports."""
     argv = getattr(args, 'argv', None)

@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--dense', action='store_true',
                         help="also score each configuration's dense model against the bags' "
                              'depth / label topics, as eval --dense (mIoU, AbsRel, ms)')
+    parser.add_argument('--gt-time-offset', action='append', default=[],
+                        metavar='[BAG=]SECONDS',
+                        help='as eval --gt-time-offset, for every bag (SECONDS) or for one '
+                             '(BAG=SECONDS, the bag as given; repeat the option); results.csv '
+                             'has gt_time_offset_s and the estimate gt_time_offset_estimate_s '
+                             'per cell')
     parser.add_argument('--plots', action='store_true', help="write each cell's PNG plots")
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
 
@@ -61,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from relperception.evaluation.html_report import study_report, write_report
     from relperception.evaluation.study_report import (aggregate, format_table, pareto_front,
                                                        plot_pareto, recommend, write_results)
-    from relperception.pipeline.study import (load_study, parse_config_spec, plan_cells,
-                                              run_study, study_folder_lock)
+    from relperception.pipeline.study import (load_study, parse_config_spec,
+                                              parse_gt_time_offsets, plan_cells, run_study,
+                                              study_folder_lock)
 
     if not args.ray and args.cpus_per_cell != 1:
         raise ValueError('--cpus-per-cell applies with --ray (without it, --workers sets how '
@@ -74,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         dense = dense or options.get('dense', False)
     bags += args.bags
     configs += [parse_config_spec(spec) for spec in args.configs]
-    cells = plan_cells(bags, configs, args.output, mode, dense=dense)
+    cells = plan_cells(bags, configs, args.output, mode, dense=dense,
+                       gt_time_offsets=parse_gt_time_offsets(args.gt_time_offset, bags))
     with study_folder_lock(args.output):
         if args.ray and args.workers != 1:
             logger.warning('--workers is not used with --ray (see --cpus-per-cell)')

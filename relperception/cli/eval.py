@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from relperception.cli.common import add_gt_time_offset_argument
+
 HELP = 'run visual odometry over a rosbag2 recording and score it against its ground truth'
 #: -o names a folder (checked before the command runs).
 WRITES_FOLDER = True
@@ -38,11 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "camera matrix of camera_info's p and no distortion, as the node's "
                              'rectified_input parameter does')
     parser.add_argument('--max-frames', type=int, help='stop after this many images')
-    parser.add_argument('--gt-time-offset', type=float, default=0.0, metavar='SECONDS',
-                        help='seconds added to the ground-truth stamps before they are '
-                             'associated with the images (ground truth stamped 0.1 s late: '
-                             '-0.1); summary.json reports the offset estimated from the motion '
-                             '(gt_time_offset_estimate_s)')
+    add_gt_time_offset_argument(parser)
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
     parser.add_argument('--dense', action='store_true',

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from relperception.cli.common import float_in_range
+from relperception.cli.common import add_gt_time_offset_argument, float_in_range
 
 HELP = 'replay a rosbag2 recording live through DDS into the nodes, record and score them'
 #: -o names a folder (checked before the command runs).
@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--namespace', default='', metavar='NS',
                         help='namespace for the nodes, the replayed inputs, /clock and '
                              'diagnostics (default: root)')
+    add_gt_time_offset_argument(parser)
     parser.add_argument('--no-plots', action='store_true', help='do not write the PNG plots')
 
 
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                              separate_processes=args.separate_processes,
                              fastdds_profile=not args.no_fastdds_profile,
                              startup_s=args.startup_s, namespace=args.namespace,
-                             plots=not args.no_plots, parameter_file=parameter_file)
+                             plots=not args.no_plots, parameter_file=parameter_file,
+                             gt_time_offset_s=args.gt_time_offset)
     except INTERRUPTIONS:
         write_report_of_interrupted_run(args.output, command_line(args), parameter_file.config)
         raise

@@ -678,6 +678,15 @@ class BagReader:
         return {conn.topic: conn.msgtype for conn in self._connections}
 
     @property
+    def topic_types(self) -> dict[str, list[str]]:
+        """Topic name -> every message type its connections carry (sorted; usually one)."""
+        self._check_open()
+        types: dict[str, set] = {}
+        for conn in self._connections:
+            types.setdefault(conn.topic, set()).add(conn.msgtype)
+        return {topic: sorted(names) for topic, names in types.items()}
+
+    @property
     def custom_data(self) -> dict[str, str]:
         """The ``custom_data`` map of ``metadata.yaml`` (empty without one)."""
         metadata = self.path / 'metadata.yaml' if self.path.is_dir() else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Mapping
 import logging
+import math
 import time
 
 import numpy as np
@@ -60,6 +61,25 @@ PAIRING_WINDOW_S = 5.0
 MAX_PAIRING_BYTES = 1 << 30
 
 _NS_PER_S = 1_000_000_000
+
+
+def gt_time_offset_ns(offset_s) -> int:
+    """Return the ground-truth time offset ``offset_s`` (seconds) in integer nanoseconds.
+
+    The one check of the value that ``eval``, ``replay`` and ``compare`` (``--gt-time-offset``)
+    add to the ground-truth stamps before association.
+
+    Raises:
+        ValueError: ``offset_s`` is not a finite number.
+    """
+    try:
+        offset = float(offset_s)
+    except (TypeError, ValueError):
+        raise ValueError(f'gt_time_offset_s must be a number of seconds, got {offset_s!r}') \
+            from None
+    if not math.isfinite(offset):
+        raise ValueError(f'gt_time_offset_s must be finite, got {offset_s!r}')
+    return round(offset * 1_000_000_000)
 
 
 def message_stamp_ns(message) -> int:

@@ -46,6 +46,11 @@ figcaption{color:#555;font-size:.9em}pre{background:#f6f6f6;padding:8px;overflow
 """
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
 def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
     """Return the dense model's key figures of a run summary in one line ('' without any).
 
@@ -56,9 +61,11 @@ def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
         return ''
     parts = []
     segmentation, depth = dense.get('segmentation'), dense.get('depth')
-    if segmentation:
+    if segmentation and _is_number(segmentation.get('miou')):
         parts.append(f'segmentation mIoU {100.0 * segmentation["miou"]:.1f} %, pixel accuracy '
                      f'{100.0 * segmentation["pixel_accuracy"]:.1f} %')
+    elif segmentation:
+        parts.append('segmentation: no label pixel scored (see the errors)')
     if depth:
         parts.append(f'depth AbsRel {depth["abs_rel"]:.3f}, delta1 '
                      f'{100.0 * depth["delta1"]:.1f} %')

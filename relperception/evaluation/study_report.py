@@ -125,13 +125,21 @@ def best_configuration(aggregates: Sequence[dict]) -> str | None:
 
 
 def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
-    """Return the recommendation line (see the module docstring)."""
+    """Return the recommendation line (see the module docstring).
+
+    Without a recommendation the line says why: every cell failed, no cell has an ATE (no
+    ground truth), or which configurations have no ATE on any bag.
+    """
+    failed = sum(row['status'] != 'ok' for row in rows)
+    if rows and failed == len(rows):
+        return (f'every cell failed ({failed} of {failed}; see the error column of '
+                'results.csv): no recommendation')
     if len(config_names) < 2:
         return 'one configuration: nothing to compare'
     aggregates = aggregate(rows, config_names)
     best = best_configuration(aggregates)
     if best is None:
-        return 'no bag where every configuration has an ATE: no recommendation'
+        return _why_no_recommendation(rows, config_names)
     count = aggregates[0]['common_bags']
     ate = {a['config']: a['ate_rmse_m_median_common'] for a in aggregates}
     time = {a['config']: _time(a) for a in aggregates}
@@ -161,6 +169,22 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
         line += (f'; the fastest, `{fastest}`, takes {_ratio(time[fastest], time[best])} its '
                  f'time per frame at {_ratio(ate[fastest], ate[best])} its median ATE')
     return f'{line}; {criterion}'
+
+
+def _why_no_recommendation(rows: Sequence[dict], config_names: Sequence[str]) -> str:
+    """Return the line of a study without a bag where every configuration has an ATE."""
+    with_ate = {row['config'] for row in rows
+                if row['status'] == 'ok' and _finite(row.get(RANK_METRIC))}
+    if not with_ate:
+        return ('no cell has an ATE (no ground truth in the bags, or no frame tracked: see '
+                "each cell's summary.json errors): no recommendation")
+    without = [name for name in config_names if name not in with_ate]
+    line = 'no bag where every configuration has an ATE: no recommendation'
+    if without:
+        line += ('; ' + ', '.join(f'`{name}`' for name in without)
+                 + (' has' if len(without) == 1 else ' have') + ' no ATE on any bag '
+                 '(failed or not scored; see results.csv)')
+    return line
 
 
 def _ratio(value: float, reference: float) -> str:

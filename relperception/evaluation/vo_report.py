@@ -275,7 +275,7 @@ def _estimate_gt_offset(summary: dict, stamps: np.ndarray, poses: np.ndarray, gt
                    f"matches the estimate's best {found['offset_s']:+.3f} s from the offset "
                    f"applied (correlation {found['correlation']:.2f} there, "
                    f"{'n/a' if at_zero is None else f'{at_zero:.2f}'} at it); the metrics are "
-                   f'taken with the applied {applied_s:g} s: rerun eval with --gt-time-offset '
+                   f'taken with the applied {applied_s:g} s: rerun with --gt-time-offset '
                    f'{total:g}')
 
 

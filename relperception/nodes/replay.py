@@ -51,6 +51,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
+from relperception.data.bag_frames import gt_time_offset_ns
 from relperception.evaluation.report import remove_earlier_outputs
 from relperception.interruption import interruption_reason, INTERRUPTIONS
 from relperception.nodes import graph
@@ -117,7 +118,8 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
 
     Raises:
         FileNotFoundError: when the bag does not exist.
-        ValueError: unreadable bag, missing image or CameraInfo topic, rgbd without depth.
+        ValueError: unreadable bag, missing image or CameraInfo topic, rgbd without depth, an
+            input topic with more than one message type.
     """
     from relperception.data.bag import BagReader
     from relperception.data.bag_frames import find_depth_topic, require_topic, resolve_mode
@@ -128,6 +130,7 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     namespace = graph.normalize_namespace(namespace)
     with BagReader(bag) as reader:
         bag_topics = reader.topics
+        topic_types = reader.topic_types
         counts = reader.message_counts
     image_topic = require_topic(bag_topics, config['topics.image'], 'image', bag)
     info_topic = require_topic(bag_topics, config['topics.camera_info'], 'camera_info', bag)
@@ -145,6 +148,11 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
     wheel_topic = config['topics.wheel_odometry'] or None
     if wheel_topic is not None and wheel_topic in bag_topics:
         input_topics['wheel_odom'] = wheel_topic
+    for topic in input_topics.values():
+        if len(topic_types[topic]) > 1:   # one publisher per topic: the others would be lost
+            raise ValueError(f'{bag}: topic {topic} carries {len(topic_types[topic])} message '
+                             f"types ({', '.join(topic_types[topic])}); replay publishes one "
+                             'type per topic: split the topic, or score the bag with eval')
     published = {topic: _prefixed(namespace, topic) for topic in input_topics.values()}
     base_image = config['topics.image'] if transport == 'compressed' else image_topic
     depth_transport, base_depth = 'raw', depth_topic
@@ -490,7 +498,8 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
                separate_processes: bool = False, fastdds_profile: bool = True,
                startup_s: float = 30.0, namespace: str = '', silence_s: float = 1.0,
                drain_timeout_s: float = 10.0, use_sim_time: bool = True,
-               plots: bool = True, parameter_file=None) -> Dict[str, Any]:
+               plots: bool = True, parameter_file=None,
+               gt_time_offset_s: float = 0.0) -> Dict[str, Any]:
     """Replay ``bag`` live through DDS into the node set, record and score the outputs.
 
     Args:
@@ -514,6 +523,8 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
         parameter_file: optional :class:`relperception.config.ParameterFile` whose node-local
             and ROS values the nodes start with (its ``config`` is not used: pass it as
             ``config``).
+        gt_time_offset_s: seconds added to the ground-truth stamps before they are associated
+            with the recorded odometry (``eval --gt-time-offset``; checked before playing).
 
     Returns:
         The summary written to ``output_dir/summary.json`` (see
@@ -528,6 +539,7 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
         raise ValueError(f'rate must be > 0, got {rate}')
     if not startup_s > 0 or not silence_s > 0 or not drain_timeout_s > 0:
         raise ValueError('startup_s, silence_s and drain_timeout_s must be > 0')
+    gt_time_offset_ns(gt_time_offset_s)   # a bad offset is refused before anything plays
     bag, output_dir = Path(bag), Path(output_dir)
     if not bag.exists():
         raise FileNotFoundError(f'bag {bag} does not exist')
@@ -579,7 +591,8 @@ def replay_bag(bag, output_dir, config: Optional[Mapping[str, Any]] = None, rate
     summary = live_eval.evaluate_recording(
         bag, output_dir / live_eval.RECORDED_BAG, output_dir / live_eval.PUBLISH_TIMES_CSV,
         output_dir, plan.output_topics, config=config, mode=plan.mode,
-        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra, base_frame_id=base_frame)
+        camera_mount_xyz_qxyzw=mount, plots=plots, extra=extra, base_frame_id=base_frame,
+        gt_time_offset_s=gt_time_offset_s)
     if interrupted is not None:
         raise interrupted
     return summary

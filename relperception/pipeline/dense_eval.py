@@ -39,10 +39,28 @@ from relperception.evaluation.vo_report import percentile
 
 logger = logging.getLogger(__name__)
 
+#: Unknown ground-truth class ids named in the message about them (a few examples).
+UNKNOWN_IDS_NAMED = 5
 #: Sample strips written per kind (depth, labels) by the dense evaluation.
 DENSE_SAMPLES = 3
 
 _NS_PER_S = 1_000_000_000
+
+
+def _check_scored_labels(confusion, unknown: int, unknown_ids: list, topic: str,
+                         errors: ErrorLog) -> None:
+    """Name label scores that describe no or few of the labelled pixels (an ERROR each)."""
+    ids = ', '.join(map(str, unknown_ids[:UNKNOWN_IDS_NAMED]))
+    classes = (f'the model has {confusion.num_classes} classes, ids 0-'
+               f'{confusion.num_classes - 1}; {confusion.ignore_index} = ignore')
+    if not confusion.total:
+        errors.add(f'no ground-truth label pixel on {topic} could be scored ({classes}'
+                   + (f'; {unknown} pixels carry other ids, e.g. {ids}' if unknown else
+                      ': every pixel is the ignore id') + '): no mIoU', logging.ERROR)
+    elif unknown > confusion.total:
+        errors.add(f'{unknown} ground-truth label pixels on {topic} carry class ids the model '
+                   f'does not have (e.g. {ids}; {classes}) against {confusion.total} scored: '
+                   'the mIoU describes the fewer; labels in another id space?', logging.ERROR)
 
 
 def build_dense_depth(config: Mapping[str, Any]):
@@ -188,6 +206,7 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
         num_classes = len(names) if names else None
         confusion = ('pending', names, num_classes)
     unknown_labels = 0
+    unknown_ids: set = set()   # a few of the unknown class ids, for the message
     # ground-truth depth refused by the odometry's checks, by problem (DEPTH_PROBLEMS)
     depth_refused: Counter = Counter()
     labels_refused = 0
@@ -280,6 +299,9 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
                 unknown = (gt_labels >= confusion.num_classes) & (gt_labels != 255)
                 if unknown.any():
                     unknown_labels += int(unknown.sum())
+                    if len(unknown_ids) < UNKNOWN_IDS_NAMED:
+                        unknown_ids.update(int(v) for v in np.unique(gt_labels[unknown])
+                                           [:UNKNOWN_IDS_NAMED])
                     gt_labels = np.where(unknown, 255, gt_labels).astype(np.uint8)
                 confusion.update(out.labels, gt_labels)
                 write_sample('labels', rgb, out.labels, gt_labels.astype(np.uint8), stamp)
@@ -343,6 +365,9 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
             except (ValueError, RuntimeError, OSError) as exc:
                 errors.add(f'confusion matrix plot failed: {exc}', logging.ERROR)
     result['unknown_gt_label_pixels'] = unknown_labels
+    if isinstance(confusion, ConfusionMatrix):
+        _check_scored_labels(confusion, unknown_labels, sorted(unknown_ids), topics['labels'],
+                             errors)
     result['frames_with_nonfinite_output'] = pipeline.frames_with_nonfinite_output
     if pipeline.frames_with_nonfinite_output:
         errors.add(f'the dense model output NaN/infinite values in '
@@ -353,7 +378,8 @@ def evaluate_dense(reader, image_topic: str, config: Mapping[str, Any], output_d
     result['timing_p95_ms'] = percentile(timings, 95)
     depth_text = 'n/a' if result['depth'] is None else \
         f"abs_rel {result['depth']['abs_rel']:.4g}, delta1 {result['depth']['delta1']:.3f}"
-    seg_text = 'n/a' if result['segmentation'] is None else \
+    seg_text = 'n/a' if result['segmentation'] is None \
+        or not np.isfinite(result['segmentation']['miou']) else \
         f"mIoU {result['segmentation']['miou']:.3f}"
     logger.info('dense evaluation (%s): %d frames; depth %s; segmentation %s',
                 result['model'], result['frames_evaluated'], depth_text, seg_text)

@@ -314,7 +314,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
                        mode: str = 'rgbd',
                        camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
                        plots: bool = True, extra: Mapping[str, Any] | None = None,
-                       base_frame_id: str = DEFAULT_BASE_FRAME_ID) -> dict[str, Any]:
+                       base_frame_id: str = DEFAULT_BASE_FRAME_ID,
+                       gt_time_offset_s: float = 0.0) -> dict[str, Any]:
     """Write the ``eval`` report of a live replay and return its summary.
 
     Args:
@@ -336,6 +337,9 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         extra: more entries for the summary (e.g. the replay's rate and process layout).
         base_frame_id: the odometry node's base frame: ground truth whose child frame it is
             holds robot base poses (``summary['ground_truth_frame']`` says what was read).
+        gt_time_offset_s: seconds added to the ground-truth stamps before they are associated
+            with the recorded odometry, as ``eval --gt-time-offset`` does (the summary reports
+            it and the offset estimated from the motion, ``gt_time_offset_estimate_s``).
 
     Returns:
         The summary written to ``summary.json`` (the ``eval`` keys plus ``output_topics``,
@@ -343,9 +347,11 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
 
     Raises:
         FileNotFoundError: when a bag or the publish-times file is missing.
-        ValueError: for an unknown mode or no ``odom`` role.
+        ValueError: for an unknown mode, no ``odom`` role or a ground-truth time offset that is
+            not a finite number.
     """
-    from relperception.data.bag_frames import first_frame_id, read_camera_ground_truth
+    from relperception.data.bag_frames import (first_frame_id, gt_time_offset_ns,
+                                               read_camera_ground_truth)
     from relperception.data.topics import compressed_topic
     from relperception.data.error_log import ErrorLog
     from relperception.evaluation.vo_report import NO_TRAJECTORY_METRICS, write_report
@@ -355,6 +361,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         raise ValueError(f"mode must be 'rgbd' or 'mono', got {mode!r}")
     if 'odom' not in output_topics:
         raise ValueError(f'output_topics needs an "odom" entry, got {dict(output_topics)}')
+    gt_offset_ns = gt_time_offset_ns(gt_time_offset_s)
     config = load_config(overrides=dict(config or {}))
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -373,6 +380,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
             reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
             camera_mount_transform(camera_mount_xyz_qxyzw))
+        gt_stamps = gt_stamps + gt_offset_ns
         frames_in_bag = reader.message_counts.get(image_topic, 0)
 
     # The player read the input as eval does; damage there makes the run incomplete.
@@ -383,6 +391,12 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     if interrupted:
         errors.add(f'{interrupted} during the replay: the outputs recorded until then are '
                    'scored', logging.ERROR)
+    published = (extra or {}).get('images_published')
+    if isinstance(published, int) and published > len(publish_times):
+        # outputs carry the input's stamp: images of one stamp cannot be told apart
+        errors.add(f'{published - len(publish_times)} of the {published} images played repeat '
+                   'the header stamp of an earlier one (stamps repeated in the recording): '
+                   'each stamp is counted and scored once')
     receipts, odom_rows, num_matches, diagnostics, read_errors = _read_recording(
         recorded_bag, output_topics)
     for message in read_errors:
@@ -413,7 +427,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
     for name, count in sorted(problems.items()):
         errors.add(f'the nodes refused or lost inputs: {name} {count} (see node_diagnostics)')
     summary = write_report(output_dir, Path(input_bag), config, mode, mode, False, rows, poses,
-                           gt_stamps, gt_poses, errors, plots)
+                           gt_stamps, gt_poses, errors, plots,
+                           gt_time_offset_s=float(gt_time_offset_s))
     per_frame = [role for role in ('correspondences', 'odom', 'path') if role in output_topics]
     # The VO node publishes odom and path for every frame, the correspondences it used from
     # the second frame on.

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import logging
-import math
 from pathlib import Path
 import sys
 import time
@@ -75,8 +74,9 @@ import numpy as np
 from relperception.config import (DEFAULT_BASE_FRAME_ID, DEFAULT_CAMERA_MOUNT_XYZ_QXYZW,
                                   load_config)
 from relperception.data.bag_frames import (find_depth_topic, first_frame_id, FrameAssembler,
-                                           GT_TOLERANCE_S, MODES, read_camera_ground_truth,
-                                           read_ground_truth, require_topic, resolve_mode)
+                                           gt_time_offset_ns, GT_TOLERANCE_S, MODES,
+                                           read_camera_ground_truth, read_ground_truth,
+                                           require_topic, resolve_mode)
 from relperception.data.error_log import ErrorLog
 from relperception.data.topics import GROUND_TRUTH_KEY
 from relperception.evaluation.report import remove_earlier_outputs, write_json
@@ -169,18 +169,6 @@ def _check_hint_noise(noise, gt_scale: bool):
     return lambda: max(0.0, (1.0 + bias) * (1.0 + rng.normal(0.0, sigma)))
 
 
-def _check_gt_time_offset(offset_s) -> int:
-    """Return ``offset_s`` (seconds, finite) in integer nanoseconds; ValueError otherwise."""
-    try:
-        offset = float(offset_s)
-    except (TypeError, ValueError):
-        raise ValueError(f'gt_time_offset_s must be a number of seconds, got {offset_s!r}') \
-            from None
-    if not math.isfinite(offset):
-        raise ValueError(f'gt_time_offset_s must be finite, got {offset_s!r}')
-    return round(offset * 1_000_000_000)
-
-
 def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, max_frames: int | None = None,
                  progress: bool = True, gt_scale: bool = False,
@@ -246,7 +234,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
     from relperception.pipeline.vo_pipeline import VOPipeline
 
     started = time.perf_counter()
-    gt_offset_ns = _check_gt_time_offset(gt_time_offset_s)
+    gt_offset_ns = gt_time_offset_ns(gt_time_offset_s)
     hint_noise = _check_hint_noise(gt_scale_noise, gt_scale)
     config = load_config(overrides=dict(config or {}))
     requested = str(mode if mode is not None else config['odometry.mode'])

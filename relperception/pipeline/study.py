@@ -9,10 +9,11 @@ row per cell. Each cell writes what ``eval`` writes into ``<output>/cells/<bag>_
 plus ``cell.json`` (its row), whole or not at all.
 
 **Resumable.** A cell is identified by its key: the configuration's hash (every parameter), the
-bag's fingerprint (names, sizes and modification times of its files), the mode and the package
-version. A rerun reuses a finished cell whose key is unchanged and computes the rest; a cell
-that failed is recorded with its error and computed again on the next run. A failing cell
-(or a worker that dies) never stops the others.
+bag's fingerprint (names, sizes and modification times of its files), the mode, the package
+version and, where given, dense scoring and the ground-truth time offset. A rerun reuses a
+finished cell whose key is unchanged and computes the rest; a cell that failed is recorded
+with its error and computed again on the next run. A failing cell (or a worker that dies)
+never stops the others.
 
 **Executors.** The local pool above, or a Ray cluster (``ray_address``, see
 :mod:`relperception.pipeline.study_ray`): each pending cell is then a Ray task that calls
@@ -50,7 +51,8 @@ ROW_METRICS = ('ate_rmse_m', 'ate_median_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_d
                'drift_percent', 'scale', 'path_length_m', 'num_poses_matched', 'alignment',
                'mode', 'matcher', 'frames_processed', 'frames_tracked', 'frames_lost',
                'reinitializations', 'keyframes', 'timing_median_ms', 'timing_p95_ms',
-               'tracking_median_ms', 'complete', 'num_errors')
+               'tracking_median_ms', 'complete', 'num_errors', 'gt_time_offset_s',
+               'gt_time_offset_estimate_s')
 #: Dense-model figures of a cell run with ``dense`` (row key -> path in ``summary['dense']``).
 DENSE_ROW_METRICS = {'dense_miou': ('segmentation', 'miou'),
                      'dense_pixel_accuracy': ('segmentation', 'pixel_accuracy'),
@@ -89,6 +91,8 @@ class Cell:
         config_hash: hash of the configuration's parameters.
         bag_fingerprint: hash of the bag's file names, sizes and modification times.
         dense: also score the dense model against the bag's depth / label topics.
+        gt_time_offset_s: seconds added to the bag's ground-truth stamps (``eval
+            --gt-time-offset``).
     """
 
     bag: Path
@@ -98,6 +102,7 @@ class Cell:
     config_hash: str
     bag_fingerprint: str
     dense: bool = False
+    gt_time_offset_s: float = 0.0
 
 
 def parse_config_spec(spec: str) -> StudyConfig:
@@ -166,6 +171,52 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
     return bag_paths, study_configs, options
 
 
+def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence) -> list[float]:
+    """Return the ground-truth time offset (seconds) of each of ``bags`` from ``specs``.
+
+    Each spec is ``SECONDS`` (every bag not named otherwise) or ``BAG=SECONDS`` (that bag,
+    given as in ``bags``: the same path, or the same file or folder by another path).
+
+    Args:
+        specs: the ``compare --gt-time-offset`` values.
+        bags: the study's bags.
+
+    Returns:
+        One offset per bag, in the order of ``bags`` (0.0 where none is given).
+
+    Raises:
+        ValueError: a value that is not a finite number, a BAG that is not among ``bags``, or
+            one bag (or the default) given twice.
+    """
+    from relperception.data.bag_frames import gt_time_offset_ns
+
+    resolved = [Path(bag).resolve() for bag in bags]
+    default, per_bag = None, {}
+    for spec in specs:
+        name, _, value = str(spec).rpartition('=')
+        try:
+            gt_time_offset_ns(value)
+            seconds = float(value)
+        except ValueError:
+            raise ValueError(f'--gt-time-offset {spec!r}: give SECONDS or BAG=SECONDS with a '
+                             'finite number of seconds') from None
+        if not name:
+            if default is not None:
+                raise ValueError(f'--gt-time-offset: two offsets for every bag ({default:g} '
+                                 f'and {seconds:g}); name the bag of each (BAG=SECONDS)')
+            default = seconds
+            continue
+        path = Path(name).resolve()
+        if path not in resolved:
+            raise ValueError(f'--gt-time-offset {spec!r}: {name} is not one of the bags of the '
+                             f'study ({", ".join(map(str, bags))})')
+        index = resolved.index(path)
+        if index in per_bag:
+            raise ValueError(f'--gt-time-offset: bag {name} is given two offsets')
+        per_bag[index] = seconds
+    return [per_bag.get(index, default or 0.0) for index in range(len(bags))]
+
+
 def bag_fingerprint(bag) -> str:
     """Return a hash of the bag's file names, sizes and modification times (not contents)."""
     bag = Path(bag)
@@ -230,10 +281,13 @@ def _bag_names(bags: Sequence[Path]) -> list[str]:
 
 
 def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
-               mode: str | None = None, dense: bool = False) -> list[Cell]:
+               mode: str | None = None, dense: bool = False,
+               gt_time_offsets: Sequence[float] | None = None) -> list[Cell]:
     """Return every (bag, configuration) cell of a study, bags outer, configurations inner.
 
     ``dense``: every cell also scores the dense model (``eval --dense``); part of the key.
+    ``gt_time_offsets``: seconds added to each bag's ground-truth stamps (one per bag, see
+    :func:`parse_gt_time_offsets`; None: 0); part of the key.
 
     Bags are named by their folder (or file stem); bags of one name in different folders
     (``robot_a/run1``, ``robot_b/run1``) by as many of their parent folders as tell them apart
@@ -257,18 +311,24 @@ def plan_cells(bags: Sequence, configs: Sequence[StudyConfig], output,
         if not bag.exists():
             raise ValueError(f'bag {bag} does not exist')
     bag_names = _bag_names(bags)
+    offsets = ([0.0] * len(bags) if gt_time_offsets is None
+               else [float(value) for value in gt_time_offsets])
+    if len(offsets) != len(bags):
+        raise ValueError(f'{len(offsets)} ground-truth time offsets for {len(bags)} bags')
     hashes = {c.name: config_hash(load_config(c.path)) for c in configs}
     cells = []
-    for bag, bag_name in zip(bags, bag_names):
+    for bag, bag_name, offset in zip(bags, bag_names, offsets):
         fingerprint = bag_fingerprint(bag)
         for config in configs:
             identity = [hashes[config.name], fingerprint, mode, relperception.__version__]
             if dense:   # keys of studies without dense scoring stay as they were
                 identity.append('dense')
+            if offset:   # ... and so do those without a ground-truth time offset
+                identity.append(['gt_time_offset_s', offset])
             key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
             cells.append(Cell(bag, config, Path(output) / 'cells'
                               / f'{bag_name}__{_slug(config.name)}', key,
-                              hashes[config.name], fingerprint, bool(dense)))
+                              hashes[config.name], fingerprint, bool(dense), offset))
     return cells
 
 
@@ -342,7 +402,8 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
         from relperception.pipeline.offline_eval import evaluate_bag
 
         summary = evaluate_bag(cell.bag, cell.folder, load_config(cell.config.path), mode=mode,
-                               progress=False, plots=plots, dense=cell.dense)
+                               progress=False, plots=plots, dense=cell.dense,
+                               gt_time_offset_s=cell.gt_time_offset_s)
         # NaN (drift on a path too short or standing still) becomes None, as in summary.json
         row.update(to_jsonable({k: summary.get(k) for k in ROW_METRICS}))
         if cell.dense:
@@ -352,6 +413,7 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
     except (ValueError, OSError, RuntimeError, KeyError) as error:
         logger.warning('cell %s failed: %s', cell.folder.name, error)
         row.update(dict.fromkeys(ROW_METRICS))
+        row['gt_time_offset_s'] = cell.gt_time_offset_s
         if cell.dense:
             row.update(dict.fromkeys(DENSE_ROW_METRICS))
         row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
@@ -387,6 +449,7 @@ def run_cell_pinned(cell: Cell, mode: str | None, plots: bool, threads: int) -> 
 def failed_row(cell: Cell, error: str) -> dict:
     """Return the row of a cell that produced none (its worker died): ``status: 'failed'``."""
     return {**_identity(cell), **dict.fromkeys(ROW_METRICS),
+            'gt_time_offset_s': cell.gt_time_offset_s,
             **(dict.fromkeys(DENSE_ROW_METRICS) if cell.dense else {}), 'status': 'failed',
             'error': str(error), 'elapsed_s': None, 'reused': False}
 
