@@ -543,6 +543,22 @@ class TestVisualOdometryNode:
         assert 'is not after the newest pose kept' in err
         assert 'faster than wheel_odom_max_speed_mps' in err
 
+    def test_each_reason_of_a_lost_frame_is_logged(self, harness, sequence, capfd):
+        """A frame lost for a second reason within the throttle period is not hidden."""
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames[:3]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        capfd.readouterr()
+        for frame in frames[3:5]:   # lost, then its relocalisation fails: two reasons
+            run.send_image(np.zeros_like(frame.rgb), frame.stamp_ns)
+        assert run.node.status_counts['lost'] == 2
+        lines = [line for line in capfd.readouterr().err.splitlines()
+                 if 'odometry lost at' in line]
+        assert len(lines) == 2, lines
+        assert 'relocalisation failed' in lines[1] and 'relocalisation' not in lines[0]
+
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence
         run = harness([Parameter('path_max_length', value=3)])

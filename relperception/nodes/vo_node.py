@@ -199,6 +199,8 @@ class VisualOdometryNode(Node):
         self.camera_info_refused = 0
         # per reason: a camera_info refused for another reason is logged at once
         self._camera_info_throttle = ReasonThrottle(5.0)
+        # per reason: a frame lost for another reason within the period is logged at once
+        self._lost_throttle = ReasonThrottle(1.0)
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
         self.tracking_state = ''
         self.scale_source = ''
@@ -406,8 +408,9 @@ class VisualOdometryNode(Node):
             self._correspondences.publish(cloud_msg_from_matches(
                 result.matches, result.keyframe_stamp_ns, image.header))
         if result.status == STATUS_LOST:
-            self.get_logger().warning(f'odometry lost at {stamp_ns} ns: {result.message}',
-                                      throttle_duration_sec=1.0)
+            text = f'odometry lost at {stamp_ns} ns: {result.message}'
+            if self._lost_throttle.ready(text):
+                self.get_logger().warning(text)
             return
         if result.status != 'tracking':
             self.get_logger().info(f'odometry {result.status}: {result.message}')
