@@ -120,6 +120,9 @@ class TestTopicStats:
         stats = live_eval.topic_stats({1: 0, 2: 0}, [], pairwise=False)
         assert stats['dropped_frames'] == 2 and stats['frames_out'] == 0
         assert math.isnan(stats['latency_ms_median'])
+        assert live_eval.latency_text(stats) == 'no output'   # not "latency median nan ms"
+        stats = live_eval.topic_stats({1: 0}, [(1, 2_500_000)], pairwise=False)
+        assert live_eval.latency_text(stats) == 'latency median 2.5 ms, p95 2.5 ms'
 
 
 class TestCameraPosesFromOdom:

@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from relperception.interruption import INTERRUPTIONS
     from relperception.evaluation.html_report import eval_report, write_report
     from relperception.nodes.replay import replay_bag
+    from relperception.pipeline.live_eval import latency_text
 
     parameter_file = load_parameter_file(args.config)
     try:
@@ -80,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
         write_report_of_interrupted_run(args.output, command_line(args), parameter_file.config)
         raise
     for topic, stats in summary['output_topics'].items():
-        logger.info('%s: %d/%d frames out, %d dropped, latency median %.1f ms, p95 %.1f ms',
-                    topic, stats['frames_out'], stats['frames_in'], stats['dropped_frames'],
-                    stats['latency_ms_median'], stats['latency_ms_p95'])
+        logger.info('%s: %d/%d frames out, %d dropped, %s', topic, stats['frames_out'],
+                    stats['frames_in'], stats['dropped_frames'], latency_text(stats))
     report = write_report(args.output, eval_report(summary, args.output, command_line(args),
                                                    parameter_file.config, defaults()))
     logger.info('report written to %s (open %s first)', args.output, report)

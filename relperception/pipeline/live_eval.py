@@ -196,6 +196,19 @@ def topic_stats(publish_wall_ns: Mapping[int, int], receipts: Sequence[tuple[int
     }
 
 
+def latency_text(stats: Mapping[str, Any]) -> str:
+    """Say one output topic's latency for a log line, from :func:`topic_stats`.
+
+    Returns:
+        ``'latency median 12.3 ms, p95 45.6 ms'``, or ``'no output'`` when no output matched
+        an input (its latencies are NaN).
+    """
+    median, p95 = stats['latency_ms_median'], stats['latency_ms_p95']
+    if not (np.isfinite(median) and np.isfinite(p95)):
+        return 'no output'
+    return f'latency median {median:.1f} ms, p95 {p95:.1f} ms'
+
+
 def camera_poses_from_odom(T_odom_base: np.ndarray,
                            camera_mount_xyz_qxyzw: Sequence[float] = DEFAULT_CAMERA_MOUNT_XYZ_QXYZW
                            ) -> np.ndarray:
@@ -464,9 +477,8 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
         'elapsed_s': time.perf_counter() - started,
     })
     write_json(output_dir / 'summary.json', summary)
-    logger.info('live: %d frames in, odom %d out (%d dropped), latency median %.1f ms, p95 '
-                '%.1f ms; ATE RMSE %s m', odom_stats['frames_in'], odom_stats['frames_out'],
-                odom_stats['dropped_frames'], odom_stats['latency_ms_median'],
-                odom_stats['latency_ms_p95'],
+    logger.info('live: %d frames in, odom %d out (%d dropped), %s; ATE RMSE %s m',
+                odom_stats['frames_in'], odom_stats['frames_out'],
+                odom_stats['dropped_frames'], latency_text(odom_stats),
                 'n/a' if summary.get('ate_rmse_m') is None else f"{summary['ate_rmse_m']:.4g}")
     return summary
