@@ -8,6 +8,7 @@ scored the poses against the wrong times.
 """
 
 import math
+import os
 
 import pytest
 
@@ -178,3 +179,47 @@ def test_replay_cli_refuses_a_bad_offset_before_playing(shifted_bag, tmp_path, c
                      '--gt-time-offset', 'inf']) != 0
     assert 'gt_time_offset_s must be finite' in caplog.text
     assert not (tmp_path / 'out' / 'recorded_bag').exists()
+
+
+def test_a_study_file_gives_offsets_and_the_command_line_wins(shifted_bag, tmp_path, caplog):
+    import csv
+
+    from relperception.pipeline.study import load_study, parse_gt_time_offsets
+
+    other = tmp_path / 'other.mcap'
+    other.touch()
+    study = tmp_path / 'study.yaml'
+    relative = os.path.relpath(shifted_bag, tmp_path)
+    study.write_text(f'bags: [{relative}, other.mcap]\nconfigs: {{ref: default}}\n'
+                     f'gt_time_offset: {{{relative}: -{SHIFT_S}}}\n')
+    bags, _, options = load_study(study)
+    assert parse_gt_time_offsets([], bags, options['gt_time_offset']) == [-SHIFT_S, 0.0]
+    assert parse_gt_time_offsets(['0.5'], bags, options['gt_time_offset']) == [-SHIFT_S, 0.5]
+    assert parse_gt_time_offsets([f'{shifted_bag}=0.1'], bags,
+                                 options['gt_time_offset']) == [0.1, 0.0]
+    study.write_text(f'bags: [{relative}, other.mcap]\nconfigs: {{ref: default}}\n'
+                     'gt_time_offset: 0.25\n')
+    bags, _, options = load_study(study)
+    assert parse_gt_time_offsets([], bags, options['gt_time_offset']) == [0.25, 0.25]
+    assert parse_gt_time_offsets(['1'], bags, options['gt_time_offset']) == [1.0, 1.0]
+    for bad, words in (('.nan', 'must be finite'), ('x', 'must be a number of seconds'),
+                       ('{}', 'give seconds for every bag'), ('true', 'number of seconds'),
+                       ('{other.mcap: [1]}', 'other.mcap must be a number')):
+        study.write_text(f'bags: [other.mcap]\nconfigs: {{ref: default}}\n'
+                         f'gt_time_offset: {bad}\n')
+        with pytest.raises(ValueError, match=words):
+            load_study(study)
+    study.write_text(f'bags: [other.mcap]\nconfigs: {{ref: default}}\n'
+                     f'gt_time_offset: {{{relative}: 1}}\n')
+    bags, _, options = load_study(study)
+    with pytest.raises(ValueError, match='is not one of the bags'):
+        parse_gt_time_offsets([], bags, options['gt_time_offset'])
+    # compare --study applies it
+    study.write_text(f'bags: [{relative}]\nconfigs: {{ref: default}}\n'
+                     f'gt_time_offset: -{SHIFT_S}\n')
+    output = tmp_path / 'out'
+    assert cli_main(['compare', '--study', str(study), '-o', str(output),
+                     '--no-progress']) == 0
+    with open(output / 'results.csv', newline='', encoding='utf-8') as stream:
+        row, = csv.DictReader(stream)
+    assert float(row['gt_time_offset_s']) == -SHIFT_S

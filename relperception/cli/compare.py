@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'the recommendation')
     parser.add_argument('--study', metavar='YAML',
                         help='study file with bags: (list) and configs: (name: YAML or '
-                             'default), optional mode:; --bags / --configs add to it')
+                             'default), optional mode:, dense: and gt_time_offset: (seconds, or '
+                             'BAG: seconds); --bags / --configs add to it')
     parser.add_argument('-o', '--output', required=True,
                         help='study folder: results.csv, results.json, aggregate.json '
                              '(results.parquet with pyarrow) and cells/<bag>__<config>/ as '
@@ -74,15 +75,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.ray and args.cpus_per_cell != 1:
         raise ValueError('--cpus-per-cell applies with --ray (without it, --workers sets how '
                          'many cells run at once)')
-    bags, configs, mode, dense = [], [], args.mode, args.dense
+    bags, configs, mode, dense, study_offset = [], [], args.mode, args.dense, None
     if args.study:
         bags, configs, options = load_study(args.study)
         mode = mode or options.get('mode')
         dense = dense or options.get('dense', False)
+        study_offset = options.get('gt_time_offset')
     bags += args.bags
     configs += [parse_config_spec(spec) for spec in args.configs]
     cells = plan_cells(bags, configs, args.output, mode, dense=dense,
-                       gt_time_offsets=parse_gt_time_offsets(args.gt_time_offset, bags))
+                       gt_time_offsets=parse_gt_time_offsets(args.gt_time_offset, bags,
+                                                             study_offset))
     with study_folder_lock(args.output):
         if args.ray and args.workers != 1:
             logger.warning('--workers is not used with --ray (see --cpus-per-cell)')

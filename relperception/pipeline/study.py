@@ -64,7 +64,7 @@ CELL_FILE = 'cell.json'
 #: Name of the configuration that is the package defaults.
 DEFAULT_CONFIG = 'default'
 #: Keys of a study file (``compare --study``).
-STUDY_KEYS = ('bags', 'configs', 'mode', 'dense')
+STUDY_KEYS = ('bags', 'configs', 'mode', 'dense', 'gt_time_offset')
 #: ``error`` of a cell whose worker process died (both executors).
 WORKER_DIED = 'the worker process died'
 #: Lock file in a study folder while a study runs there (:func:`study_folder_lock`).
@@ -128,7 +128,11 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
     """Read a study file: ``bags:`` (list), ``configs:`` ({name: YAML path, or ``default``}).
 
     Relative paths are taken from the study file's folder. Optional ``mode:`` (auto, rgbd,
-    mono) and ``dense:`` (true: score the dense model too) are returned in the options dict.
+    mono), ``dense:`` (true: score the dense model too) and ``gt_time_offset:`` (seconds added
+    to the ground-truth stamps: a number for every bag, or a mapping ``{BAG: seconds}``, BAG
+    as in ``bags:``) are returned in the options dict; ``gt_time_offset`` as the float or as
+    ``{bag path: float}`` (paths taken from the study file's folder), for
+    :func:`parse_gt_time_offsets`.
 
     Raises:
         ValueError: a missing file, no bags or configs, or entries of the wrong type.
@@ -168,10 +172,39 @@ def load_study(path) -> tuple[list[Path], list[StudyConfig], dict]:
     options = {k: tree[k] for k in ('mode', 'dense') if k in tree}
     if 'dense' in options and not isinstance(options['dense'], bool):
         raise ValueError(f'{path}: dense: must be true or false, got {options["dense"]!r}')
+    if 'gt_time_offset' in tree:
+        options['gt_time_offset'] = _study_gt_time_offset(path, tree['gt_time_offset'])
     return bag_paths, study_configs, options
 
 
-def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence) -> list[float]:
+def _study_gt_time_offset(path: Path, value) -> float | dict[Path, float]:
+    """Check a study file's ``gt_time_offset:``; return seconds or ``{bag path: seconds}``."""
+    from relperception.data.bag_frames import gt_time_offset_ns
+
+    def seconds(entry, where: str) -> float:
+        if isinstance(entry, bool) or not isinstance(entry, (int, float)):
+            raise ValueError(f'{path}: {where} must be a number of seconds, got {entry!r}')
+        try:
+            gt_time_offset_ns(entry)
+        except ValueError as error:
+            raise ValueError(f'{path}: {where}: {error}') from None
+        return float(entry)
+
+    if not isinstance(value, dict):
+        return seconds(value, 'gt_time_offset')
+    if not value:
+        raise ValueError(f'{path}: gt_time_offset: give seconds for every bag, or a mapping '
+                         'BAG: seconds for some of them')
+    offsets = {}
+    for bag, entry in value.items():
+        bag_path = Path(str(bag))
+        offsets[bag_path if bag_path.is_absolute() else path.parent / bag_path] = seconds(
+            entry, f'gt_time_offset: {bag}')
+    return offsets
+
+
+def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence,
+                          study: float | Mapping[Path, float] | None = None) -> list[float]:
     """Return the ground-truth time offset (seconds) of each of ``bags`` from ``specs``.
 
     Each spec is ``SECONDS`` (every bag not named otherwise) or ``BAG=SECONDS`` (that bag,
@@ -180,18 +213,32 @@ def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence) -> list[float]:
     Args:
         specs: the ``compare --gt-time-offset`` values.
         bags: the study's bags.
+        study: the study file's ``gt_time_offset`` as :func:`load_study` returns it (seconds
+            for every bag, or ``{bag path: seconds}``); the command line's offset for the
+            same bag (or for every bag) replaces it. None: none.
 
     Returns:
-        One offset per bag, in the order of ``bags`` (0.0 where none is given).
+        One offset per bag, in the order of ``bags`` (0.0 where none is given); an offset
+        for one bag wins over the offset for every bag.
 
     Raises:
         ValueError: a value that is not a finite number, a BAG that is not among ``bags``, or
-            one bag (or the default) given twice.
+            one bag (or the default) given twice on the command line.
     """
     from relperception.data.bag_frames import gt_time_offset_ns
 
     resolved = [Path(bag).resolve() for bag in bags]
     default, per_bag = None, {}
+    study_default, study_per_bag = None, {}
+    if isinstance(study, Mapping):
+        for bag, seconds in study.items():
+            if Path(bag).resolve() not in resolved:
+                raise ValueError(f'study file gt_time_offset: {bag} is not one of the bags of '
+                                 f'the study ({", ".join(map(str, bags))})')
+            study_per_bag[resolved.index(Path(bag).resolve())] = float(seconds)
+    elif study is not None:
+        gt_time_offset_ns(study)
+        study_default = float(study)
     for spec in specs:
         name, _, value = str(spec).rpartition('=')
         try:
@@ -214,6 +261,8 @@ def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence) -> list[float]:
         if index in per_bag:
             raise ValueError(f'--gt-time-offset: bag {name} is given two offsets')
         per_bag[index] = seconds
+    per_bag = {**study_per_bag, **per_bag}
+    default = study_default if default is None else default
     return [per_bag.get(index, default or 0.0) for index in range(len(bags))]
 
 
