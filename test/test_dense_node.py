@@ -212,15 +212,18 @@ class TestDenseNode:
         bad = image_msg(frames[1].rgb, frames[1].stamp_ns)
         bad.encoding = 'nope'
         run.send(bad)
+        run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))   # its stamp again
 
         def reported():
-            return settled_statuses(run.diagnostics, 2)
+            return settled_statuses(run.diagnostics, 3)
 
         assert wait_for(reported, timeout=3.0)
         status = reported()[-1]
         values = {v.key: v.value for v in status.values}
         assert status.name == 'dense_node: dense' and status.hardware_id == 'cam_9'
         assert (values['frames_processed'], values['errors']) == ('1', '1')
+        # each skipped frame's reason is counted by itself, not only in the log
+        assert (values['frames_undecodable'], values['frames_bad_stamp']) == ('1', '1')
 
     def test_camera_info_size_mismatch_is_counted_binning_applied(self, harness, frames):
         from sensor_msgs.msg import CameraInfo

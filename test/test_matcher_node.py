@@ -253,6 +253,7 @@ class TestMatcherNode:
         assert status.hardware_id == 'cam_42'
         assert (values['frames_processed'], values['frames_dropped'], values['errors']) == (
             '2', '0', '1')
+        assert values['frames_undecodable'] == '1'   # the reason, not only in the log
         assert float(values['processing_ms_median']) > 0.0
         assert status.level == b'\x01' and '1 errors' in status.message   # WARN: an error
 

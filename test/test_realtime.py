@@ -181,6 +181,21 @@ class TestRunningStats:
 
 class TestDiagnosticReport:
 
+    def test_drops_and_errors_by_reason(self):
+        stats = RunningStats()
+        stats.record_arrival()
+        stats.record_drop(reason='frames_bad_stamp')
+        stats.record_drop()   # no reason given: only in frames_dropped
+        first = stats.snapshot()
+        stats.record_drop(2, reason='frames_bad_stamp')
+        stats.record_error('frames_undecodable')
+        level, message, values = diagnostic_report(stats.snapshot(), first)
+        values = dict(values)
+        assert (values['frames_dropped'], values['errors']) == ('4', '1')
+        assert (values['frames_bad_stamp'], values['frames_undecodable']) == ('3', '1')
+        assert level == LEVEL_WARN
+        assert 'by reason: 2 frames_bad_stamp, 1 frames_undecodable' in message
+
     def test_levels(self):
         clock = FakeClock()
         stats = RunningStats(clock=clock)

@@ -559,6 +559,38 @@ class TestVisualOdometryNode:
         assert len(lines) == 2, lines
         assert 'relocalisation failed' in lines[1] and 'relocalisation' not in lines[0]
 
+    def test_skipped_frames_are_counted_by_reason_in_diagnostics(self, harness, sequence):
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        camera, frames = sequence
+        run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)   # no camera_info yet
+        run.send_camera_info(camera)
+        run.send_image(frames[0].rgb[:HEIGHT // 2], frames[0].stamp_ns)   # another size
+        truncated = image_msg(frames[0].rgb, frames[0].stamp_ns)
+        truncated.data = bytes(truncated.data)[:-7]
+        run.publish_and_wait(run.publishers['image'], truncated)
+        run.send_image(frames[1].rgb, frames[1].stamp_ns)
+        run.send_image(frames[0].rgb, frames[0].stamp_ns)   # back in time
+        wanted = {'frames_without_camera_info': '1', 'frames_not_matching_camera_info': '1',
+                  'frames_undecodable': '1', 'frames_bad_stamp': '1', 'frames_dropped': '4'}
+
+        def reported():
+            for report in reports:
+                for status in report.status:
+                    values = {kv.key: kv.value for kv in status.values}
+                    if all(values.get(k) == v for k, v in wanted.items()):
+                        return status
+            return None
+
+        assert wait_for(lambda: reported() is not None, timeout=10.0), [
+            {kv.key: kv.value for kv in s.values} for r in reports[-1:] for s in r.status]
+        assert run.node.worker.stats.snapshot().reasons == {
+            'frames_without_camera_info': 1, 'frames_not_matching_camera_info': 1,
+            'frames_undecodable': 1, 'frames_bad_stamp': 1}
+
     def test_bad_input_keeps_running(self, harness, sequence):
         camera, frames = sequence
         run = harness([Parameter('path_max_length', value=3)])

@@ -24,6 +24,23 @@ DEPTH_HITS = 'depth_hits'
 FRAMES_WITH_NONFINITE_OUTPUT = 'frames_with_nonfinite_output'
 #: model rebuilds (after a parameter change) that failed; the previous model kept serving.
 MODEL_REBUILD_FAILURES = 'model_rebuild_failures'
+#: frames that could not be decoded (unknown encoding, wrong step, corrupt JPEG, ...).
+FRAMES_UNDECODABLE = 'frames_undecodable'
+#: frames skipped for their stamp (zero, repeated, out of order, a glitched jump).
+FRAMES_BAD_STAMP = 'frames_bad_stamp'
+#: frames skipped because no valid camera_info had arrived yet.
+FRAMES_WITHOUT_CAMERA_INFO = 'frames_without_camera_info'
+#: frames skipped while tracking was paused (``~/pause``; not a refused input).
+FRAMES_PAUSED = 'frames_paused'
+#: frames replaced by a newer one before the node took them (it was busy; not a refused input).
+FRAMES_REPLACED = 'frames_replaced'
+#: 16-bit images whose values stay below :data:`relperception.imaging.LOW_RANGE_16BIT_MAX`
+#: (10/12-bit data in the low bits), left with few grey levels by the scaling to 8 bits.
+FRAMES_16BIT_LOW_RANGE = 'frames_16bit_low_range'
+#: Why frames are dropped or fail, each reported by itself in ``/diagnostics`` beside
+#: ``frames_dropped`` and ``errors``.
+FRAME_SKIP_REASONS = (FRAMES_UNDECODABLE, FRAMES_BAD_STAMP, FRAMES_WITHOUT_CAMERA_INFO,
+                      FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_PAUSED, FRAMES_REPLACED)
 #: prefix of the refused-depth counters, one per ``DEPTH_PROBLEMS`` entry.
 DEPTH_PROBLEM_PREFIX = 'depth_'
 #: suffix of the per-input counters of messages lost in transport (``image_lost_...``).
@@ -45,10 +62,12 @@ def input_counters(values: Mapping[str, object]) -> dict[str, int]:
 
     Returns:
         ``{counter name: count}`` of the keys named by this module (other keys, such as
-        rates and timings, are left out).
+        rates and timings, are left out; so are :data:`FRAMES_PAUSED` and
+        :data:`FRAMES_REPLACED`, which refuse no input).
     """
     names = {CAMERA_INFO_REFUSED, FRAMES_WITHOUT_DEPTH, FRAMES_WITH_NONFINITE_OUTPUT,
-             MODEL_REBUILD_FAILURES, FRAMES_NOT_MATCHING_CAMERA_INFO,
+             MODEL_REBUILD_FAILURES, FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_UNDECODABLE,
+             FRAMES_BAD_STAMP, FRAMES_WITHOUT_CAMERA_INFO, FRAMES_16BIT_LOW_RANGE,
              *(depth_problem_counter(problem) for problem in DEPTH_PROBLEMS)}
     counts = {}
     for key, value in values.items():

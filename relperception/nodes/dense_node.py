@@ -20,8 +20,9 @@ ROS parameters:
 Real time: only the newest frame is kept; inference runs on a worker thread
 (:class:`~relperception.nodes.processing.FrameWorker`), every replaced frame is counted as a
 drop in the diagnostics. A bad message (unknown encoding, wrong step, empty image, corrupt
-JPEG) is logged (throttled), counted as an error and skipped; the node keeps running. A zero,
-duplicate, out-of-order or glitched stamp is skipped and counted as dropped
+JPEG) is logged (throttled), counted as an error (and as ``frames_undecodable`` in
+``/diagnostics``) and skipped; the node keeps running. A zero, duplicate, out-of-order or
+glitched stamp is skipped and counted as dropped (and as ``frames_bad_stamp``)
 (:class:`~relperception.nodes.stamp_order.StampOrder`): the outputs' stamps increase, except
 after a jump back that the next frame confirms (a restarted bag). A parameter change that passes
 the checks but whose model cannot be built (e.g. weights of another architecture) is logged and
@@ -37,6 +38,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from relperception.config import section, SPECS
 from relperception.data.input_counters import (FRAMES_NOT_MATCHING_CAMERA_INFO,
+                                               FRAMES_UNDECODABLE,
                                                FRAMES_WITH_NONFINITE_OUTPUT,
                                                MODEL_REBUILD_FAILURES)
 from relperception.data.messages import camera_info_image_size, stamp_to_ns
@@ -47,7 +49,7 @@ from relperception.nodes.entrypoint import spin_node
 from relperception.nodes.image_input import ImageInput, message_to_array
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import current_config, declare_parameters
-from relperception.nodes.processing import FrameWorker
+from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import image_msg_from_array
 from relperception.nodes.stamp_order import StampOrder
 from relperception.pipeline.dense_pipeline import check_dense_config, DensePipeline, model_name
@@ -200,7 +202,11 @@ class DenseNode(Node):
         return self._pipeline
 
     def _process(self, msg) -> None:
-        rgb = decode_rgb(msg)
+        try:
+            rgb = decode_rgb(msg)
+        except ValueError as error:
+            raise SkipFrame(f'undecodable image: {error}', FRAMES_UNDECODABLE,
+                            error=True) from None
         header = msg.header
         stamp_ns = stamp_to_ns(header.stamp)
         if self._stamp_order.accept(stamp_ns) < 0:

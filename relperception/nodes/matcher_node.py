@@ -27,8 +27,10 @@ is logged once per kind and counted as an error of the ``relation_image`` diagno
 
 Only the newest frame is kept; matching runs on a worker thread. A bad message is logged
 (throttled), counted as an error and skipped. A zero, duplicate or out-of-order stamp is skipped,
-a glitched one too, and a jump back that the next frame confirms (a restarted bag) starts over
-(:class:`~relperception.nodes.stamp_order.StampOrder`); so does a change of image size.
+a glitched one too (each counted by reason in ``/diagnostics``: ``frames_undecodable``,
+``frames_bad_stamp``, ``frames_replaced``), and a jump back that the next frame confirms (a
+restarted bag) starts over (:class:`~relperception.nodes.stamp_order.StampOrder`); so does a
+change of image size.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from relperception.config import NODE_LOCAL_SPECS, section
+from relperception.data.input_counters import FRAMES_UNDECODABLE
 from relperception.imaging.drawing import draw_matches
 from relperception.matching import build_matcher
 from relperception.nodes.camera_info_input import CameraInfoInput
@@ -49,7 +52,7 @@ from relperception.nodes.image_input import GrayImage, ImageInput
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import (current_config, declare_parameters,
                                             MATCHER_PARAMETERS)
-from relperception.nodes.processing import FrameWorker
+from relperception.nodes.processing import FrameWorker, SkipFrame
 from relperception.nodes.ros_messages import cloud_msg_from_matches, image_msg_from_array
 from relperception.nodes.stamp_order import StampOrder
 from relperception.pipeline.realtime import RunningStats, VersionedConfig
@@ -197,7 +200,11 @@ class MatcherNode(Node):
         return self._matcher
 
     def _process(self, msg) -> None:
-        frame = self._input.decode(msg)
+        try:
+            frame = self._input.decode(msg)
+        except ValueError as error:
+            raise SkipFrame(f'undecodable image: {error}', FRAMES_UNDECODABLE,
+                            error=True) from None
         if self._stamp_order.accept(frame.stamp_ns) < 0:
             self.get_logger().warning('time jumped back (two frames in a row): starting over')
             self._previous = None

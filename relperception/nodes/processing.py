@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Callable, Dict, Generic, Optional, Tuple
 
+from relperception.data.input_counters import FRAMES_REPLACED
 from relperception.pipeline.realtime import Item, LatestSlot, RunningStats
 
 
@@ -58,8 +59,21 @@ class ReasonThrottle:
 class SkipFrame(Exception):
     """Raised by a processing callback to skip an item that is not an error (e.g. a duplicate).
 
-    The worker logs the message (throttled) and counts the item as dropped, not as an error.
+    The worker logs the message (throttled) and counts the item as dropped, not as an error
+    (with ``error``: as an error), and under ``reason`` too.
+
+    Args:
+        message: why, for the log.
+        reason: counter name of why, one of
+            :data:`relperception.data.input_counters.FRAME_SKIP_REASONS` (reported in
+            ``/diagnostics``); None: counted only as dropped.
+        error: count the item as failed (an error), not as dropped.
     """
+
+    def __init__(self, message: str, reason: Optional[str] = None, error: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error = error
 
 
 class FrameWorker(Generic[Item]):
@@ -123,7 +137,7 @@ class FrameWorker(Generic[Item]):
         on_clock = None if self._clock_ns is None else int(self._clock_ns())
         replaced = self._slot.put((item, (time.monotonic(), on_clock)))
         if replaced:
-            self.stats.record_drop()
+            self.stats.record_drop(reason=FRAMES_REPLACED)
         return replaced
 
     @property
@@ -189,8 +203,12 @@ class FrameWorker(Generic[Item]):
             try:
                 self._process(item)
             except SkipFrame as skip:
-                self.stats.record_drop()
-                self._log(False, f'{self.name}: skipped a frame: {skip}')
+                if skip.error:
+                    self.stats.record_error(skip.reason)
+                    self._log(True, f'{self.name}: frame failed: {skip}')
+                else:
+                    self.stats.record_drop(reason=skip.reason)
+                    self._log(False, f'{self.name}: skipped a frame: {skip}')
             except Exception as error:  # noqa: B902 - the worker must survive any failure
                 self.stats.record_error()
                 self._log(True, f'{self.name}: frame failed: {type(error).__name__}: {error}')

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from relperception.data.input_counters import FRAMES_BAD_STAMP
 from relperception.nodes.processing import SkipFrame
 
 #: A stamp this far (seconds) before the last one is a new time line (e.g. a replayed bag) once
@@ -51,8 +52,9 @@ class StampOrder:
             the caller starts over if it keeps state across frames).
 
         Raises:
-            SkipFrame: with the reason, for a duplicate or out-of-order stamp, or the first
-                frame of an unconfirmed jump (a zero stamp after other frames among them).
+            SkipFrame: with the reason (``frames_bad_stamp``), for a duplicate or out-of-order
+                stamp, or the first frame of an unconfirmed jump (a zero stamp after other
+                frames among them).
         """
         last, candidate = self.last_ns, self._candidate_ns
         self._candidate_ns = None
@@ -63,7 +65,7 @@ class StampOrder:
         if -TIME_JUMP_BACK_S <= jump_s <= TIME_JUMP_AHEAD_S:
             if jump_s <= 0:
                 raise SkipFrame(f'stamp {stamp_ns} ns is not after the last one ({last} ns)'
-                                f'{_UNSET if stamp_ns == 0 else ""}')
+                                f'{_UNSET if stamp_ns == 0 else ""}', FRAMES_BAD_STAMP)
             self.last_ns = stamp_ns
             return 0.0
         if candidate is not None and 0 < (stamp_ns - candidate) * 1e-9 <= TIME_JUMP_AHEAD_S:
@@ -72,4 +74,4 @@ class StampOrder:
         self._candidate_ns = stamp_ns
         raise SkipFrame(f'stamp jumped {"back" if jump_s < 0 else "ahead"} by '
                         f'{abs(jump_s):.3f} s{_UNSET if stamp_ns == 0 else ""}: skipped as a '
-                        'glitch unless the next frame follows it')
+                        'glitch unless the next frame follows it', FRAMES_BAD_STAMP)

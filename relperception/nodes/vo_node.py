@@ -47,7 +47,10 @@ Real time: the subscription callback only hands the message to a
 :class:`~relperception.nodes.processing.FrameWorker` that keeps the newest frame; tracking runs on
 its thread and bundle adjustment in a worker process. Bad input (undecodable image, no
 camera_info yet, an image of another size than camera_info, a zero stamp, stamps going
-backwards) is logged (throttled), counted as dropped and skipped; a lost frame is logged and not
+backwards) is logged (throttled), counted as dropped and skipped, and counted by reason in
+``/diagnostics`` (``frames_undecodable``, ``frames_without_camera_info``,
+``frames_not_matching_camera_info``, ``frames_bad_stamp``; also ``frames_paused`` and
+``frames_replaced``, a frame replaced by a newer one while busy); a lost frame is logged and not
 published. A stamp that jumps back or far ahead is skipped as a glitch, unless the next frame
 follows it (:class:`~relperception.nodes.stamp_order.StampOrder`): then a jump back (a bag
 restarted) resets the odometry and the path.
@@ -64,7 +67,9 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
-from relperception.data.input_counters import CAMERA_INFO_REFUSED, depth_problem_counter
+from relperception.data.input_counters import (CAMERA_INFO_REFUSED, depth_problem_counter,
+                                               FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_PAUSED,
+                                               FRAMES_UNDECODABLE, FRAMES_WITHOUT_CAMERA_INFO)
 from relperception.data.messages import camera_from_camera_info
 from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.camera_mount import CAMERA_MOUNT_PARAMETER, CameraMount, open_tf2_session
@@ -377,17 +382,19 @@ class VisualOdometryNode(Node):
         if anchor is not None:
             self._pending_anchor = anchor
         if self.control.paused:
-            raise SkipFrame('tracking is paused (~/pause); call it with data: false to resume')
+            raise SkipFrame('tracking is paused (~/pause); call it with data: false to resume',
+                            FRAMES_PAUSED)
         try:
             image = self._input.decode(msg)
         except ValueError as error:
-            raise SkipFrame(f'undecodable image: {error}') from None
+            raise SkipFrame(f'undecodable image: {error}', FRAMES_UNDECODABLE) from None
         camera = self._camera
         if camera is None:
-            raise SkipFrame(self.camera_info_problem())
+            raise SkipFrame(self.camera_info_problem(), FRAMES_WITHOUT_CAMERA_INFO)
         if image.gray.shape != (camera.height, camera.width):
             raise SkipFrame(f'image is {image.gray.shape[1]}x{image.gray.shape[0]} but '
-                            f'camera_info says {camera.width}x{camera.height}')
+                            f'camera_info says {camera.width}x{camera.height}',
+                            FRAMES_NOT_MATCHING_CAMERA_INFO)
         stamp_ns = image.stamp_ns
         self._check_time_jump(stamp_ns)
         # the first image fixes the mount (a TF lookup may wait camera_mount_tf_timeout_s)

@@ -18,7 +18,7 @@ Nothing here queues without bound: every window is a ``collections.deque(maxlen=
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import threading
 import time
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
@@ -142,6 +142,8 @@ class StatsSnapshot:
             a camera's own, a bag replayed without sim time); their latency is not recorded.
         stamp_clock_offset_s: receipt time minus stamp of the last such output (seconds; NaN
             if none).
+        reasons: ``{reason: count}`` of the dropped or failed items whose reason was given
+            (e.g. ``frames_bad_stamp``), so far.
     """
 
     time_s: float
@@ -159,6 +161,7 @@ class StatsSnapshot:
     receipt_latency_ms_p95: float = float('nan')
     stamps_off_clock: int = 0
     stamp_clock_offset_s: float = float('nan')
+    reasons: Mapping[str, int] = field(default_factory=dict)
 
 
 def _median_p95(values) -> Tuple[float, float]:
@@ -202,6 +205,7 @@ class RunningStats:
         self.processed = 0
         self.dropped = 0
         self.errors = 0
+        self._reasons: collections.Counter = collections.Counter()
 
     def record_arrival(self) -> None:
         """Count one received item and remember its arrival time for the input rate."""
@@ -210,15 +214,25 @@ class RunningStats:
             self.received += 1
             self._arrivals.append(now)
 
-    def record_drop(self, count: int = 1) -> None:
-        """Count ``count`` dropped items (replaced by a newer one or skipped)."""
+    def record_drop(self, count: int = 1, reason: Optional[str] = None) -> None:
+        """Count ``count`` dropped items (replaced by a newer one or skipped).
+
+        Args:
+            count: how many.
+            reason: counter name of why (e.g. ``frames_bad_stamp``), reported by itself
+                beside ``frames_dropped``; None: not told apart.
+        """
         with self._lock:
             self.dropped += int(count)
+            if reason:
+                self._reasons[reason] += int(count)
 
-    def record_error(self) -> None:
-        """Count one item whose processing failed."""
+    def record_error(self, reason: Optional[str] = None) -> None:
+        """Count one item whose processing failed (``reason``: as in :meth:`record_drop`)."""
         with self._lock:
             self.errors += 1
+            if reason:
+                self._reasons[reason] += 1
 
     def record_processing(self, seconds: float) -> None:
         """Count one processed item that took ``seconds`` of processing time."""
@@ -268,6 +282,7 @@ class RunningStats:
             receipt = list(self._receipt_latency_ms)
             off_clock, offset_s = self.stamps_off_clock, self._stamp_clock_offset_s
             counters = (self.received, self.processed, self.dropped, self.errors)
+            reasons = dict(self._reasons)
             last = self._arrivals[-1] if self._arrivals else None
         processing_median, processing_p95 = _median_p95(processing)
         latency_median, latency_p95 = _median_p95(latency)
@@ -279,7 +294,7 @@ class RunningStats:
             received=counters[0], processed=counters[1], dropped=counters[2],
             errors=counters[3], last_arrival_s=last, receipt_latency_ms_median=receipt_median,
             receipt_latency_ms_p95=receipt_p95, stamps_off_clock=off_clock,
-            stamp_clock_offset_s=offset_s)
+            stamp_clock_offset_s=offset_s, reasons=reasons)
 
     @property
     def window_sizes(self) -> Tuple[int, int, int]:
@@ -301,7 +316,8 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
     since ``previous`` (their stamp latency is not measured; the message says by how much and
     the receipt latency stands); OK otherwise. The message then gives the new drops
     (failures) with the total since the start: ``'6 frames dropped since the last report, 8 in
-    all'`` (only the total without ``previous``).
+    all'`` (only the total without ``previous``), and those of them whose reason was recorded
+    by reason: ``'by reason: 4 frames_bad_stamp, 2 frames_replaced'``.
 
     Args:
         current: the newest snapshot.
@@ -313,7 +329,8 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         and ``(key, value)`` string pairs: input_rate_hz, processing_ms_median,
         processing_ms_p95, latency_ms_median, latency_ms_p95, receipt_latency_ms_median,
         receipt_latency_ms_p95, stamps_off_clock, stamp_clock_offset_s, frames_received,
-        frames_processed, frames_dropped, errors.
+        frames_processed, frames_dropped, errors, then one ``(reason, count)`` per reason
+        of drops and failures met so far (:attr:`StatsSnapshot.reasons`, sorted).
     """
     dropped = current.dropped - (previous.dropped if previous else 0)
     errors = current.errors - (previous.errors if previous else 0)
@@ -327,6 +344,12 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         problems.append(f'{dropped} frames dropped' + since.format(current.dropped))
     if errors > 0:
         problems.append(f'{errors} errors' + since.format(current.errors))
+    before = previous.reasons if previous else {}
+    grown = {reason: count - before.get(reason, 0) for reason, count in current.reasons.items()
+             if count > before.get(reason, 0)}
+    if grown:
+        problems.append('by reason: ' + ', '.join(f'{n} {reason}'
+                                                  for reason, n in sorted(grown.items())))
     off_clock = current.stamps_off_clock - (previous.stamps_off_clock if previous else 0)
     if off_clock > 0:
         offset_s = current.stamp_clock_offset_s
@@ -352,6 +375,7 @@ def diagnostic_report(current: StatsSnapshot, previous: Optional[StatsSnapshot] 
         ('frames_processed', str(current.processed)),
         ('frames_dropped', str(current.dropped)),
         ('errors', str(current.errors)),
+        *((reason, str(count)) for reason, count in sorted(current.reasons.items())),
     ]
     return level, message, values
 
