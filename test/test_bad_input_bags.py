@@ -115,6 +115,28 @@ class TestBags:
         assert summary['frames_skipped'] == 5
         assert sum('stamps repeated or out of order' in e for e in summary['errors']) == 5
 
+    def test_low_range_16bit_images_are_named_and_counted(self, tmp_path):
+        import cv2
+
+        from relperception.data import topics
+        from relperception.data.bag import BagWriter
+        from relperception.data.synthetic import iter_sequence
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        camera, frames = iter_sequence(num_frames=4, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'bag') as writer:
+            for frame in frames:   # a 12-bit camera's data in the low bits of mono16
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera,
+                                         topics.CAMERA_FRAME)
+                grey = cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2GRAY).astype(np.uint16) << 4
+                writer.write_image(topics.IMAGE, frame.stamp_ns, grey, 'mono16',
+                                   topics.CAMERA_FRAME)
+        summary = evaluate_bag(tmp_path / 'bag', tmp_path / 'eval', {'odometry.mode': 'mono'},
+                               progress=False, plots=False)
+        assert summary['frames_16bit_low_range'] == 4
+        named = [e for e in summary['errors'] if 'values stay below 4096' in e]
+        assert len(named) == 1 and 'frames_16bit_low_range' in named[0], summary['errors']
+
     def test_a_broken_metadata_yaml_does_not_make_an_intact_bag_damaged(self, small_bag,
                                                                         tmp_path):
         import shutil

@@ -783,3 +783,15 @@ class TestDepthChecks:
         nyu = cv2.imread(str(nyu_sun / 'NYU_depth.pgm'), cv2.IMREAD_UNCHANGED)
         assert check_depth(nyu, '16UC1', nyu.shape).problem == 'byte_swapped'
         assert check_depth(nyu.byteswap(), '16UC1', nyu.shape).problem != 'byte_swapped'
+
+
+def test_low_range_16bit_is_one_rule():
+    from relperception.imaging import LOW_RANGE_16BIT_MAX, low_range_16bit
+
+    twelve_bit = np.full((4, 6), LOW_RANGE_16BIT_MAX - 1, np.uint16)
+    text = low_range_16bit(twelve_bit, 'mono16')
+    assert 'maximum 4095' in text and 'only 16 grey levels' in text and 'mono8' in text
+    assert low_range_16bit(twelve_bit + 1, 'mono16') == ''   # uses the high bits
+    assert low_range_16bit(np.dstack([twelve_bit] * 3), 'rgb16') != ''
+    assert low_range_16bit(twelve_bit.astype(np.uint8), 'mono8') == ''
+    assert low_range_16bit(twelve_bit, '16UC1') == ''   # depth: refused elsewhere

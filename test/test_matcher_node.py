@@ -30,6 +30,7 @@ from relperception.imaging import (  # noqa: E402
     compressed_to_numpy,
     image_to_numpy,
     numpy_to_compressed_fields,
+    numpy_to_image_fields,
     to_mono8,
 )
 from relperception.imaging.drawing import draw_matches  # noqa: E402
@@ -234,6 +235,33 @@ class TestMatcherNode:
         run.send(image_msg(frames[0].rgb, frames[0].stamp_ns))
         run.send(image_msg(frames[1].rgb, frames[1].stamp_ns))
         run.wait_clouds(1)
+
+    def test_low_range_16bit_images_are_warned_about_and_counted(
+            self, harness, frames, capfd):
+        run = harness()
+        capfd.readouterr()
+        for frame in frames[:2]:   # a 12-bit camera: values 0..4080 in the low bits
+            grey = cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2GRAY).astype(np.uint16) << 4
+            fields = numpy_to_image_fields(grey, 'mono16')
+            msg = Image(height=fields['height'], width=fields['width'], encoding='mono16',
+                        step=fields['step'], data=fields['data'].tobytes())
+            msg.header.stamp.sec, msg.header.stamp.nanosec = ns_to_sec_nanosec(frame.stamp_ns)
+            run.send(msg)
+
+        def counted():
+            for report in run.diagnostics:
+                for status in report.status:
+                    values = {v.key: v.value for v in status.values}
+                    if values.get('frames_16bit_low_range') == '2':
+                        return status
+            return None
+
+        assert wait_for(lambda: counted() is not None, timeout=5.0)
+        assert counted().level == b'\x01'   # WARN, and the message names it
+        assert 'frames_16bit_low_range' in counted().message
+        err = capfd.readouterr().err
+        assert err.count('values stay below 4096') == 1, err   # throttled
+        assert 'publish mono8, or set the camera to 16-bit full range' in err
 
     def test_diagnostics(self, harness, frames):
         run = harness()

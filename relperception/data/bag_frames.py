@@ -492,6 +492,9 @@ class FrameAssembler:
         #: depth images refused, by :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS`.
         self.depth_problems: Counter = Counter()
         self.frames_skipped = 0
+        #: 16-bit images whose values stay below the 16-bit range (10/12-bit data; the first
+        #: is named in the errors, see :func:`relperception.imaging.low_range_16bit`).
+        self.frames_16bit_low_range = 0
         self.last_image_stamp_ns: int | None = None
         self.tolerance_ns = round(DEPTH_PAIRING_TOLERANCE_S * _NS_PER_S)
 
@@ -573,7 +576,7 @@ class FrameAssembler:
 
     def _build(self, stamp: int, message):
         from relperception.data.messages import decode_image_message
-        from relperception.imaging.image_encodings import to_mono8
+        from relperception.imaging.image_encodings import low_range_16bit, to_mono8
 
         where = f'{message.topic} at {stamp} ns'
         last = self.last_image_stamp_ns
@@ -590,11 +593,17 @@ class FrameAssembler:
         try:
             array, encoding = decode_image_message(message.msg, message.msgtype)
             image = to_mono8(array, encoding)
+            low_range = low_range_16bit(array, encoding)
             rgb = self._rgb(array, encoding) if self.predict_depth is not None else None
         except (ValueError, TypeError) as exc:
             self.errors.add(f'{where}: undecodable image ({exc}); frame skipped')
             self.frames_skipped += 1
             return None
+        if low_range:
+            self.frames_16bit_low_range += 1
+            if self.frames_16bit_low_range == 1:
+                self.errors.add(f'{where}: {low_range} (every such frame is counted in '
+                                'frames_16bit_low_range)')
         if image.shape != (self.camera.height, self.camera.width):
             self.errors.add(f'{where}: image is {image.shape[1]}x{image.shape[0]} but CameraInfo '
                             f'says {self.camera.width}x{self.camera.height}; frame skipped')

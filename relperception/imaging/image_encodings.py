@@ -302,6 +302,39 @@ def _to_uint8(array_: np.ndarray) -> np.ndarray:
     return array_
 
 
+#: A 16-bit camera image whose values all stay below this holds 10- or 12-bit data in its low
+#: bits (machine-vision cameras): scaled to 8 bits by 1/256, as cv_bridge does, it keeps at
+#: most 16 grey levels. The one rule of the nodes, ``eval`` and image files (``infer``).
+LOW_RANGE_16BIT_MAX = 4096
+
+
+def low_range_16bit(array_: np.ndarray, encoding: str) -> str:
+    """Say what goes wrong with a 16-bit image whose values stay below the 16-bit range.
+
+    Args:
+        array_: the image as :func:`image_to_numpy` returns it for ``encoding``.
+        encoding: its encoding (only 16-bit camera encodings, e.g. ``mono16``, ``rgb16``,
+            ``bayer_rggb16``, are looked at).
+
+    Returns:
+        '' for an 8-bit image or 16-bit data that use the upper bits; else a one-line
+        warning: the maximum, how many grey levels the scaling by 1/256 leaves and what to do
+        (publish ``mono8``, or set the camera to 16-bit full range), when every value is
+        below :data:`LOW_RANGE_16BIT_MAX`.
+    """
+    if encoding not in RGB_CONVERTIBLE_ENCODINGS and encoding not in MONO_CONVERTIBLE_ENCODINGS:
+        return ''
+    if encoding_spec(encoding).dtype.itemsize != 2 or array_.size == 0:
+        return ''
+    top = int(array_.max())
+    if top >= LOW_RANGE_16BIT_MAX:
+        return ''
+    return (f'16-bit {encoding} image whose values stay below {LOW_RANGE_16BIT_MAX} (maximum '
+            f'{top}: 10/12-bit data in the low bits?): scaled to 8 bits by 1/256 as cv_bridge '
+            f'does, it keeps only {(top >> 8) + 1} grey levels; publish mono8, or set the '
+            'camera to 16-bit full range (data in the high bits)')
+
+
 def to_rgb8(array_: np.ndarray, encoding: str) -> np.ndarray:
     """Convert a colour or grey image to (H, W, 3) uint8 RGB.
 

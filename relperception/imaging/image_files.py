@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
 from relperception.imaging.compressed import decode_image_bytes
+from relperception.imaging.image_encodings import low_range_16bit
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,12 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
     if image.dtype == np.uint16:
         bits = max(8, int(image.max()).bit_length())
         if bits < 16:
+            low_range = low_range_16bit(image, 'mono16' if image.ndim == 2 else 'bgr16')
+            # a file has no cv_bridge convention: it is scaled from the range its values use
             logger.warning('%s: a 16-bit image whose values use %d bits: scaled to 8 bits from '
-                           'that range', path, bits)
+                           'that range%s', path, bits,
+                           ' (a 10/12-bit camera: as a bag message, the nodes and eval would '
+                           'scale it by 1/256 and warn)' if low_range else '')
         return (image >> (bits - 8)).astype(np.uint8)
     if image.dtype != np.uint8:
         raise ValueError(f'{path}: a {image.dtype} image, not a camera picture (a depth map '

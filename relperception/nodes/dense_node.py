@@ -73,7 +73,16 @@ def decode_rgb(msg) -> np.ndarray:
     Raises:
         ValueError: an undecodable message, with the reason.
     """
-    rgb = to_rgb8(*message_to_array(msg))
+    return rgb_from_array(*message_to_array(msg))
+
+
+def rgb_from_array(array: np.ndarray, encoding: str) -> np.ndarray:
+    """Return (H, W, 3) uint8 RGB of a decoded image (``array`` in ``encoding``).
+
+    Raises:
+        ValueError: an encoding without colour meaning, or an empty image.
+    """
+    rgb = to_rgb8(array, encoding)
     if rgb.size == 0:
         raise ValueError('empty image')
     return rgb
@@ -127,7 +136,7 @@ class DenseNode(Node):
                               MODEL_REBUILD_FAILURES: self.model_rebuild_failures,
                               FRAMES_NOT_MATCHING_CAMERA_INFO:
                                   self.frames_not_matching_camera_info,
-                              **self.lost.counts()})
+                              **self.lost.counts(), **self._input.counts()})
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
         self.camera_info_input = CameraInfoInput(self, self._on_camera_info, lost=self.lost)
@@ -203,7 +212,7 @@ class DenseNode(Node):
 
     def _process(self, msg) -> None:
         try:
-            rgb = decode_rgb(msg)
+            rgb = rgb_from_array(*self._input.to_array(msg))
         except ValueError as error:
             raise SkipFrame(f'undecodable image: {error}', FRAMES_UNDECODABLE,
                             error=True) from None

@@ -23,10 +23,13 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
+from relperception.data.input_counters import FRAMES_16BIT_LOW_RANGE
 from relperception.data.messages import stamp_to_ns
-from relperception.imaging import compressed_to_numpy, image_to_numpy, to_mono8
+from relperception.imaging import (compressed_to_numpy, image_to_numpy, low_range_16bit,
+                                   to_mono8)
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import declare_parameters
+from relperception.nodes.processing import ReasonThrottle
 from sensor_msgs.msg import CompressedImage, Image
 
 #: Node-local parameter (not in the shared configuration schema).
@@ -103,15 +106,45 @@ class ImageInput:
             message_type = Image
             self.topic = topic
         self._node = node
+        #: 16-bit images whose values stay below the 16-bit range (10/12-bit cameras), warned
+        #: about (throttled) and counted in ``frames_16bit_low_range``.
+        self.frames_16bit_low_range = 0
+        self._throttle = ReasonThrottle(5.0)
         self._subscription = node.create_subscription(
             message_type, self.topic, callback, qos,
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
             event_callbacks=None if lost is None else lost.callbacks('image'))
 
-    @staticmethod
-    def decode(msg) -> GrayImage:
-        """Decode a received message; see :func:`decode_gray`."""
-        return decode_gray(msg)
+    def decode(self, msg) -> GrayImage:
+        """Decode a received message; see :func:`decode_gray` (16-bit data are checked)."""
+        array, encoding = self.to_array(msg)
+        return GrayImage(gray=to_mono8(array, encoding), stamp_ns=stamp_to_ns(msg.header.stamp),
+                         header=msg.header)
+
+    def to_array(self, msg):
+        """Return ``(array, encoding)`` of a received message, as :func:`message_to_array`.
+
+        A 16-bit image whose values stay below
+        :data:`~relperception.imaging.LOW_RANGE_16BIT_MAX` is counted in
+        :attr:`frames_16bit_low_range` and warned about (throttled): the scaling to 8 bits
+        leaves it a few grey levels.
+
+        Raises:
+            ValueError: an undecodable message, with the reason.
+        """
+        array, encoding = message_to_array(msg)
+        problem = low_range_16bit(array, encoding)
+        if problem:
+            self.frames_16bit_low_range += 1
+            text = (f'{problem} ({self.frames_16bit_low_range} such frames, '
+                    f'{FRAMES_16BIT_LOW_RANGE} in diagnostics)')
+            if self._throttle.ready(text):
+                self._node.get_logger().warning(text)
+        return array, encoding
+
+    def counts(self) -> dict:
+        """Return ``{'frames_16bit_low_range': n}`` for the node's diagnostics counters."""
+        return {FRAMES_16BIT_LOW_RANGE: self.frames_16bit_low_range}
 
     def destroy(self) -> None:
         """Destroy the subscription."""

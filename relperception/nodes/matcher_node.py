@@ -163,7 +163,7 @@ class MatcherNode(Node):
         self.lost = LostMessages(self)
         self._diagnostics = DiagnosticsPublisher(
             self, [('matching', self.stats), ('relation_image', self.relation_stats)],
-            counters=self.lost.counts)
+            counters=lambda: {**self.lost.counts(), **self._input.counts()})
         self._input = ImageInput(self, self._worker.submit, lost=self.lost)
         #: ``camera_info``: sensor-data QoS (overridable), and latched where published so.
         self.camera_info_input = CameraInfoInput(self, self._on_camera_info, lost=self.lost)

@@ -241,7 +241,7 @@ class VisualOdometryNode(Node):
     def input_problems(self) -> Dict[str, int]:
         """Refused inputs by kind, for the diagnostics (monotonic counts).
 
-        ``camera_info_refused``, ``depth_<problem>`` for every
+        ``camera_info_refused``, ``frames_16bit_low_range``, ``depth_<problem>`` for every
         :data:`~relperception.imaging.depth_checks.DEPTH_PROBLEMS` met so far and
         ``<input>_lost_in_transport`` for inputs DDS lost messages of, and once wheel
         odometry arrives ``wheel_odom_refused``, ``wheel_odom_restarts`` and
@@ -253,6 +253,7 @@ class VisualOdometryNode(Node):
         counts.update({depth_problem_counter(problem): n
                        for problem, n in self.depth.problems.items()})
         counts.update(self.lost.counts())
+        counts.update(self._input.counts())
         hints = self.wheel.hints
         if len(hints) or hints.refused:
             counts.update({'wheel_odom_refused': hints.refused,
