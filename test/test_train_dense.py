@@ -370,8 +370,8 @@ class TestTrainCli:
         assert main(argv + ['--steps', '3', '--resume']) == 0
         assert torch.load(out / 'last.pt', weights_only=True)['step'] == 3
         # resuming the finished run says so and leaves its files as they are
-        written = {name: (out / name).read_bytes() for name in ('model.safetensors',
-                                                                 'metrics.json', 'last.pt')}
+        names = ('model.safetensors', 'metrics.json', 'last.pt')
+        written = {name: (out / name).read_bytes() for name in names}
         with caplog.at_level('INFO'):
             assert main(argv + ['--steps', '3', '--resume']) == 0
         assert 'already finished' in caplog.text and 'left as the finished run' in caplog.text
