@@ -188,6 +188,19 @@ class TestConvertVerb:
                          '--intrinsics', '40', '40', '15.5', '11.5']) == 0
         assert 'principal point' not in caplog.text
 
+    def test_an_output_under_a_file_is_refused_naming_it(self, tmp_path, caplog):
+        (tmp_path / 'notes').write_text('a file, not a folder')
+        src = tmp_path / 'small'
+        src.mkdir()
+        cv2.imwrite(str(src / 'f1.png'), np.full((24, 32, 3), 60, np.uint8))
+        for argv in (['synth', '--frames', '2', '--width', '64', '--height', '48'],
+                     ['convert', 'images', str(src)]):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'notes' / 'x.bag')]) == 1
+            assert f"-o {tmp_path / 'notes' / 'x.bag'}: {tmp_path / 'notes'} is a file, not a " \
+                   'folder; give a path in a folder (e.g. -o x.bag)' in caplog.text, argv
+            assert 'File exists' not in caplog.text
+
     def test_degenerate(self, tmp_path):
         assert main(['convert', 'tum', str(tmp_path / 'missing'), '-o', str(tmp_path / 'b')]) == 1
         with pytest.raises(SystemExit):

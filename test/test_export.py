@@ -236,7 +236,7 @@ class TestExportVerb:
         (tmp_path / 'notes').write_text('a file, not a folder')
         assert main(['export', '--config', 'conv_small', '--random-weights', '-o',
                      str(tmp_path / 'notes' / 'out' / 'x.onnx')]) == 1
-        assert f"{tmp_path / 'notes'} is a file, not a folder; name a file in a folder (e.g. " \
+        assert f"{tmp_path / 'notes'} is a file, not a folder; give a path in a folder (e.g. " \
                '-o x.onnx)' in caplog.text
         locked = tmp_path / 'locked'
         locked.mkdir(mode=0o555)
@@ -248,7 +248,7 @@ class TestExportVerb:
         assert main(['export', '--config', 'conv_small', '--random-weights', '-o',
                      str(unwritable / 'x.onnx')]) == 1
         assert f'cannot write into the folder {unwritable}' in caplog.text
-        assert 'name a file in a folder you can write to' in caplog.text
+        assert 'give a path in a folder you can write to' in caplog.text
         assert 'partial' not in caplog.text
 
     def test_missing_weights_exit_1(self, tmp_path, caplog):

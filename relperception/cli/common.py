@@ -130,14 +130,14 @@ def check_output_folder(path) -> None:
 
 
 def check_output_file(path) -> None:
-    """Raise ValueError when the file ``path`` cannot be written where it is named.
+    """Raise ValueError when ``path`` (a file or a bag folder) cannot be written where named.
 
     Checked before a command starts its work (an export, a quantisation), so that it does not
     fail only at the end with a bare OS error about a temporary file. Missing folders on the
     way are created, as writing the file would; the message names the problem and the fix.
 
     Args:
-        path: the file a command is to write (its ``-o``).
+        path: the file or bag a command is to write (its ``-o``).
     """
     import tempfile
 
@@ -147,7 +147,7 @@ def check_output_file(path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise ValueError(f'-o {path}: {existing} is a file, not a folder; name a file in a '
+        raise ValueError(f'-o {path}: {existing} is a file, not a folder; give a path in a '
                          f'folder (e.g. -o {path.name})')
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def check_output_file(path) -> None:
             pass
     except OSError as exc:
         raise ValueError(f'-o {path}: cannot write into the folder {folder} '
-                         f'({exc.strerror or exc}); name a file in a folder you can write to '
+                         f'({exc.strerror or exc}); give a path in a folder you can write to '
                          f'(e.g. -o {path.name} in the current folder)') from exc
 
 
