@@ -837,7 +837,6 @@ def finished_run_summary(output_dir, result: FitResult) -> dict:
         summary = {'weights': str(output_dir / 'model.safetensors'), 'step': result.step,
                    'finished': True, 'metrics': {}, 'validation': {},
                    'history': list(result.history)}
-    summary.setdefault('metrics', {})
     return {**summary, 'interrupted': None, 'already_finished': True}
 
 
