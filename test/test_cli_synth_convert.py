@@ -168,6 +168,39 @@ class TestConvertVerb:
         labels = [decode_image_message(m.msg, m.msgtype)[0] for m in got[topics.GT_LABELS]]
         assert [int(np.unique(label)[0]) for label in labels] == [3, 8]
 
+    def test_images_with_a_principal_point_outside_is_warned(self, tmp_path, caplog):
+        src = tmp_path / 'small'
+        src.mkdir()
+        for name in ('f1', 'f2'):
+            cv2.imwrite(str(src / f'{name}.png'), np.full((24, 32, 3), 60, np.uint8))
+        bag = tmp_path / 'pp_bag'
+        # the K of 128x96 images given for their 32x24 copies
+        with caplog.at_level('WARNING'):
+            assert main(['convert', 'images', str(src), '-o', str(bag),
+                         '--intrinsics', '40', '40', '63.5', '47.5']) == 0
+        assert '--intrinsics puts the principal point at (63.5, 47.5), outside the 32x24 ' \
+               f'images of {src}' in caplog.text
+        K = np.reshape(_by_topic(bag)[topics.CAMERA_INFO][0].msg.k, (3, 3))
+        np.testing.assert_array_equal(K, [[40, 0, 63.5], [0, 40, 47.5], [0, 0, 1]])
+        caplog.clear()
+        with caplog.at_level('WARNING'):
+            assert main(['convert', 'images', str(src), '-o', str(tmp_path / 'ok'),
+                         '--intrinsics', '40', '40', '15.5', '11.5']) == 0
+        assert 'principal point' not in caplog.text
+
+    def test_an_output_under_a_file_is_refused_naming_it(self, tmp_path, caplog):
+        (tmp_path / 'notes').write_text('a file, not a folder')
+        src = tmp_path / 'small'
+        src.mkdir()
+        cv2.imwrite(str(src / 'f1.png'), np.full((24, 32, 3), 60, np.uint8))
+        for argv in (['synth', '--frames', '2', '--width', '64', '--height', '48'],
+                     ['convert', 'images', str(src)]):
+            caplog.clear()
+            assert main(argv + ['-o', str(tmp_path / 'notes' / 'x.bag')]) == 1
+            assert f"-o {tmp_path / 'notes' / 'x.bag'}: {tmp_path / 'notes'} is a file, not a " \
+                   'folder; give a path in a folder (e.g. -o x.bag)' in caplog.text, argv
+            assert 'File exists' not in caplog.text
+
     def test_degenerate(self, tmp_path):
         assert main(['convert', 'tum', str(tmp_path / 'missing'), '-o', str(tmp_path / 'b')]) == 1
         with pytest.raises(SystemExit):

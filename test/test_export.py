@@ -18,6 +18,8 @@ within 1e-3 px / 1e-4 on the cells that both mark as matches.
 
 import importlib.util
 import logging
+import os
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -228,6 +230,26 @@ class TestExportVerb:
                      str(tmp_path / 'x.onnx')]) == 1
         assert 'is a parameter file (dense: ...), not a model file: give its dense.model ' \
                '(fast_seg)' in caplog.text
+
+    def test_an_output_under_a_file_or_in_an_unwritable_folder_is_refused_up_front(
+            self, tmp_path, caplog):
+        (tmp_path / 'notes').write_text('a file, not a folder')
+        assert main(['export', '--config', 'conv_small', '--random-weights', '-o',
+                     str(tmp_path / 'notes' / 'out' / 'x.onnx')]) == 1
+        assert f"{tmp_path / 'notes'} is a file, not a folder; give a path in a folder (e.g. " \
+               '-o x.onnx)' in caplog.text
+        locked = tmp_path / 'locked'
+        locked.mkdir(mode=0o555)
+        # root writes into a mode-555 folder; nobody writes into /proc
+        unwritable = locked if os.access(locked, os.W_OK) is False else Path('/proc')
+        if not unwritable.is_dir():
+            pytest.skip('no unwritable folder to try')
+        caplog.clear()
+        assert main(['export', '--config', 'conv_small', '--random-weights', '-o',
+                     str(unwritable / 'x.onnx')]) == 1
+        assert f'cannot write into the folder {unwritable}' in caplog.text
+        assert 'give a path in a folder you can write to' in caplog.text
+        assert 'partial' not in caplog.text
 
     def test_missing_weights_exit_1(self, tmp_path, caplog):
         # the paper-size preset ships no weights (users bring official / kornia files)

@@ -418,6 +418,18 @@ class TestEvalPairsCli:
                          '--drawings', '0', '-o', str(tmp_path / 'out'), '--no-progress']) == 0
         assert '1 of 2 pairs have a zero ground-truth translation' in caplog.text
 
+    def test_a_matcher_named_twice_is_evaluated_once(self, tmp_path, caplog):
+        out = tmp_path / 'out'
+        with caplog.at_level('WARNING'):
+            assert main(['eval-pairs', '--synthetic', '1', '--synthetic-size', str(SIZE[0]),
+                         str(SIZE[1]), '--matchers', 'orb', 'orb', '--drawings', '0', '-o',
+                         str(out), '--no-progress']) == 0
+        assert '--matchers names orb more than once' in caplog.text
+        results = json.loads((out / 'pairs_results.json').read_text())
+        assert results['matchers'] == ['orb'] and list(results['summaries']) == \
+            ['orb | synthetic gap 1']
+        assert (out / 'pairs_table.txt').read_text().count('orb |') == 1
+
     def test_unknown_matcher_reported(self, small_bag, tmp_path):
         rc = main(['eval-pairs', '--bag', str(small_bag), '--matchers', 'orb', 'nosuch',
                    '-o', str(tmp_path), '--no-progress', '--max-pairs', '2'])

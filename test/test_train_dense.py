@@ -351,7 +351,7 @@ class TestTrainingReducesLoss:
 
 
 class TestTrainCli:
-    def test_seg_end_to_end_and_resume(self, tmp_path, tiny_config):
+    def test_seg_end_to_end_and_resume(self, tmp_path, tiny_config, caplog):
         data = _write_label_folder(tmp_path / 'data', count=4)
         out = tmp_path / 'run'
         argv = ['train', 'seg', '--config', str(tiny_config), '--data', str(data),
@@ -369,6 +369,14 @@ class TestTrainCli:
         # resume with a longer schedule continues at step 2
         assert main(argv + ['--steps', '3', '--resume']) == 0
         assert torch.load(out / 'last.pt', weights_only=True)['step'] == 3
+        # resuming the finished run says so and leaves its files as they are
+        names = ('model.safetensors', 'metrics.json', 'last.pt')
+        written = {name: (out / name).read_bytes() for name in names}
+        with caplog.at_level('INFO'):
+            assert main(argv + ['--steps', '3', '--resume']) == 0
+        assert 'already finished' in caplog.text and 'left as the finished run' in caplog.text
+        for name, content in written.items():
+            assert (out / name).read_bytes() == content, name
 
     def test_seg_weight_average(self, tmp_path, tiny_config):
         """--ema-decay: the kept and exported weights are the average, not the last step's."""

@@ -229,6 +229,17 @@ class TestTrainer:
         with pytest.raises(FileNotFoundError, match='it is a folder'):
             _trainer(tmp_path).fit(_Regression(), batch_size=8, resume=tmp_path)
 
+    def test_resume_of_a_finished_run_says_so(self, tmp_path, caplog):
+        assert not _trainer(tmp_path, total_steps=4).fit(_Regression(), batch_size=8)\
+            .already_finished
+        before = (tmp_path / 'last.pt').read_bytes()
+        with caplog.at_level('INFO'):
+            result = _trainer(tmp_path, total_steps=4).fit(_Regression(), batch_size=8,
+                                                           resume=True)
+        assert result.already_finished and result.step == 4 and result.checkpoint is None
+        assert 'already finished' in caplog.text and 'step 4 of 4' in caplog.text
+        assert (tmp_path / 'last.pt').read_bytes() == before
+
     def test_resume_true_without_checkpoint_starts(self, tmp_path):
         result = _trainer(tmp_path, total_steps=2).fit(_Regression(), batch_size=8, resume=True)
         assert result.step == 2

@@ -142,6 +142,36 @@ def check_output_folder(path) -> None:
                          'if missing)')
 
 
+def check_output_file(path) -> None:
+    """Raise ValueError when ``path`` (a file or a bag folder) cannot be written where named.
+
+    Checked before a command starts its work (an export, a quantisation), so that it does not
+    fail only at the end with a bare OS error about a temporary file. Missing folders on the
+    way are created, as writing the file would; the message names the problem and the fix.
+
+    Args:
+        path: the file or bag a command is to write (its ``-o``).
+    """
+    import tempfile
+
+    path = Path(path)
+    folder = path.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f'-o {path}: {existing} is a file, not a folder; give a path in a '
+                         f'folder (e.g. -o {path.name})')
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f'.{path.name}.', suffix='.probe'):
+            pass
+    except OSError as exc:
+        raise ValueError(f'-o {path}: cannot write into the folder {folder} '
+                         f'({exc.strerror or exc}); give a path in a folder you can write to '
+                         f'(e.g. -o {path.name} in the current folder)') from exc
+
+
 def write_report_of_interrupted_run(output, command: str, config) -> None:
     """Write ``report.html`` from the ``summary.json`` an interrupted eval or replay left.
 

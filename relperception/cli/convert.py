@@ -34,12 +34,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'dataset/sequences/NN)')
 
 
-def _camera(args, size):
+def _camera(args, folder: Path):
+    """Return the camera of ``--intrinsics`` for the images of ``folder`` (None without).
+
+    A principal point outside the images is warned about: the bag is written as asked, but
+    ``eval``, ``replay`` and the nodes refuse its ``CameraInfo``.
+    """
     from relperception.core_types import Camera
     if args.intrinsics is None:
         return None
     fx, fy, cx, cy = args.intrinsics
-    return Camera.from_intrinsics(fx, fy, cx, cy, *size)
+    width, height = _image_size(folder)
+    if not (0.0 <= cx <= width and 0.0 <= cy <= height):
+        logger.warning('--intrinsics puts the principal point at (%g, %g), outside the %dx%d '
+                       'images of %s: eval, replay and the nodes refuse such a CameraInfo. '
+                       'Give the intrinsics of the images as stored (those of full-size images '
+                       'scale with a downscaled copy: fx, fy, cx, cy times its scale)',
+                       cx, cy, width, height, folder)
+    return Camera.from_intrinsics(fx, fy, cx, cy, width, height)
 
 
 def _image_size(folder: Path):
@@ -63,15 +75,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> dict:
+    from relperception.cli.common import check_output_file
     from relperception.data import converters
 
     source = Path(args.source)
     if not source.is_dir():
         raise FileNotFoundError(f'source folder {source} does not exist')
+    check_output_file(args.output)
     if args.poses and args.format != 'kitti':
         raise ValueError('--poses is for kitti (TUM ground truth is groundtruth.txt)')
     if args.format == 'tum':
-        camera = _camera(args, _image_size(source / 'rgb')) if args.intrinsics else None
+        camera = _camera(args, source / 'rgb')
         summary = converters.convert_tum(source, args.output, storage=args.storage,
                                          camera=camera, overwrite=args.overwrite)
     elif args.format == 'kitti':
@@ -85,7 +99,7 @@ def _convert(args: argparse.Namespace) -> dict:
             images_dir = source / 'images'
             if labels_dir is None and (source / 'labels').is_dir():
                 labels_dir = source / 'labels'
-        camera = _camera(args, _image_size(images_dir)) if args.intrinsics else None
+        camera = _camera(args, images_dir)
         summary = converters.convert_image_folder(images_dir, args.output, labels_dir=labels_dir,
                                                   fps=args.fps, camera=camera,
                                                   storage=args.storage, overwrite=args.overwrite)

@@ -133,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError('no pairs: give --bag, --pairs and/or --synthetic N')
     if args.synthetic < 0:
         raise ValueError(f'--synthetic must be >= 0, got {args.synthetic}')
+    matchers = list(dict.fromkeys(args.matchers))
+    if len(matchers) < len(args.matchers):
+        repeated = [name for name in matchers if args.matchers.count(name) > 1]
+        logger.warning('--matchers names %s more than once: each matcher is evaluated once',
+                       ', '.join(repeated))
     config = load_config(args.config)
     groups = collect_pairs(args, config)
     if not groups:
@@ -142,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     summaries: dict = {}
     details: dict = {}
     failed: dict = {}
-    for name in args.matchers:
+    for name in matchers:
         try:
             matcher = build_matcher(name, section(config, name))
         except (ValueError, RuntimeError, OSError, ImportError) as exc:
@@ -167,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomic(output / 'pairs_table.txt', table + '\n')
         plot_pairs_summary(output / 'pairs_auc.png', summaries)
     results = {
-        'matchers': list(args.matchers), 'groups': {g: len(p) for g, p in groups.items()},
+        'matchers': matchers, 'groups': {g: len(p) for g, p in groups.items()},
         'summaries': summaries, 'failed_matchers': failed, 'rows': details,
         'protocol': {'ransac_threshold_px': args.threshold_px, 'ransac_confidence': 0.99999,
                      'epipolar_threshold': args.epipolar_threshold, 'motion_prior': None,

@@ -618,7 +618,7 @@ def train_dense(args: argparse.Namespace) -> dict:
     from relperception.models.weights import load_weights, read_weights_metadata
     from relperception.training import dense_data
     from relperception.training.augment import DenseAugment
-    from relperception.training.loop import seed_everything, Trainer
+    from relperception.training.loop import finished_run_summary, seed_everything, Trainer
 
     checkpoint = resumed_checkpoint(args)   # settles the optimiser options first
     seed_everything(args.seed)
@@ -811,6 +811,8 @@ def train_dense(args: argparse.Namespace) -> dict:
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=args.batch_size, resume=args.resume,
                          num_workers=args.workers)
+    if result.already_finished:
+        return finished_run_summary(output, result)
     metrics = dict(result.history[-1]) if result.history else {}
     metrics.update({f'train_{k}': v for k, v in result.last_logs.items()})
     weights_path = trainer.export_weights(

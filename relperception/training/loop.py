@@ -63,6 +63,7 @@ reproducible); a warning says when it exceeds ``MAX_WARMUP_FRACTION`` of the run
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 import logging
 import math
 import os
@@ -304,6 +305,9 @@ class FitResult:
         interrupted: None, or the reason (``interruption_reason``) when SIGINT or SIGTERM
             stopped training after a complete step; the checkpoint holds that step. The caller
             writes what it keeps and raises ``interruption_error(interrupted)``.
+        already_finished: True when the resumed checkpoint had already reached
+            ``total_steps``: nothing was trained and no checkpoint written; the caller leaves
+            the finished run's files as they are (:func:`finished_run_summary`).
     """
 
     step: int
@@ -314,6 +318,7 @@ class FitResult:
     history: List[Dict[str, float]]
     checkpoint: Optional[Path]
     interrupted: Optional[str] = None
+    already_finished: bool = False
 
 
 class Trainer:
@@ -713,6 +718,11 @@ class Trainer:
         logs: Dict[str, float] = {}
         checkpoint = None
         finished = self.total_steps is not None and self.step >= self.total_steps
+        already_finished = finished and resume is not False and resume is not None
+        if already_finished:
+            logger.info('the run in %s already finished: its checkpoint is at step %d of %d, '
+                        'nothing is left to train (give more than %d steps to continue it)',
+                        self.output_dir, self.step, self.total_steps, self.step)
         stopped = False
         # A budgeted run without step count fits its schedule to the budget (module docstring).
         estimating = self.total_steps is None and self.time_budget_s is not None
@@ -800,7 +810,34 @@ class Trainer:
         return FitResult(step=self.step, epoch=self.epoch, finished=finished,
                          seconds=time.monotonic() - start, last_logs=logs,
                          history=list(self.history), checkpoint=checkpoint,
-                         interrupted=pending.reason)
+                         interrupted=pending.reason, already_finished=already_finished)
+
+
+def finished_run_summary(output_dir, result: FitResult) -> dict:
+    """Return the summary of a run that :meth:`Trainer.fit` found already finished.
+
+    A resumed run whose checkpoint had reached ``total_steps`` trains nothing, so its
+    ``model.safetensors`` and ``metrics.json`` stay as the finished run wrote them (rewriting
+    them would drop the last step's training losses). Logs that, and returns the run's
+    ``metrics.json`` (or, where it is missing or unreadable, the weights path and step) with
+    ``already_finished: True``.
+
+    Args:
+        output_dir: the run's folder.
+        result: what :meth:`Trainer.fit` returned (``already_finished`` true).
+    """
+    output_dir = Path(output_dir)
+    logger.info('%s and %s are left as the finished run wrote them', output_dir /
+                'model.safetensors', output_dir / 'metrics.json')
+    try:
+        summary = json.loads((output_dir / 'metrics.json').read_text(encoding='utf-8'))
+    except (OSError, ValueError):
+        summary = None
+    if not isinstance(summary, dict):
+        summary = {'weights': str(output_dir / 'model.safetensors'), 'step': result.step,
+                   'finished': True, 'metrics': {}, 'validation': {},
+                   'history': list(result.history)}
+    return {**summary, 'interrupted': None, 'already_finished': True}
 
 
 def _numpy_state() -> dict:

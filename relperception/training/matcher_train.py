@@ -434,7 +434,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
     """
     from relperception.matching.loftr.model import LoFTR
     from relperception.models.weights import load_state_dict_file
-    from relperception.training.loop import CHECKPOINT_NAME, seed_everything, Trainer
+    from relperception.training.loop import (CHECKPOINT_NAME, finished_run_summary,
+                                             seed_everything, Trainer)
 
     if not config_name:
         raise ValueError('config_name (the LoFTR preset) is required')
@@ -511,6 +512,8 @@ def train_matcher(config_name: str, data_paths: Union[str, Sequence[str]], outpu
                       progress=progress, ema_decay=ema_decay)
     start = time.monotonic()
     result = trainer.fit(dataset, batch_size=batch_size, resume=resume)
+    if result.already_finished:
+        return finished_run_summary(output, result)
     validation = dict(result.history[-1]) if result.history else {}
     if validate is not None and result.interrupted is None and (
             not result.history or result.history[-1]['step'] != result.step):
