@@ -236,15 +236,13 @@ def interpolate_poses(stamps_ns, T_world_cam, query_stamps_ns,
 MIN_OFFSET_STEPS = 8
 
 
-def _motion_rates(seconds: np.ndarray, rotations, positions: np.ndarray,
-                  steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (rad/s, m/s or unit/s) of the steps ``steps`` (K,) (pose i to pose i + 1).
+def _angular_rates(seconds: np.ndarray, rotations, steps: np.ndarray) -> np.ndarray:
+    """Return the (K,) rad/s of the steps ``steps`` (pose i to pose i + 1).
 
-    ``seconds`` (N,) float64, ``rotations`` a scipy ``Rotation`` of N, ``positions`` (N, 3).
+    ``seconds`` (N,) float64, ``rotations`` a scipy ``Rotation`` of N.
     """
     dt = seconds[steps + 1] - seconds[steps]
-    angles = (rotations[steps].inv() * rotations[steps + 1]).magnitude()
-    return angles / dt, np.linalg.norm(positions[steps + 1] - positions[steps], axis=1) / dt
+    return (rotations[steps].inv() * rotations[steps + 1]).magnitude() / dt
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -260,12 +258,13 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
                          max_gap_factor: float | None = None) -> dict[str, Any] | None:
     """Estimate the time offset of the ground truth against the estimate from their motion.
 
-    The angular rate and the speed of the estimate from each frame to the next (within one
-    tracking segment) are correlated with those of the ground truth interpolated (slerp and
-    linear, as :func:`interpolate_poses`) at the frame stamps minus a candidate offset: both
-    rates do not depend on the world frame, and the Pearson correlation not on the (monocular)
-    scale. Candidates run over ``[-search_s, search_s]`` in steps of half the median frame
-    interval (5-50 ms), then in ten times finer steps around the best, down to 1 ms.
+    The angular rate of the estimate from each frame to the next (within one tracking
+    segment) is correlated with that of the ground truth interpolated (slerp, as
+    :func:`interpolate_poses`) at the frame stamps minus a candidate offset. The angular rate
+    depends neither on the world frame nor on the (monocular) scale, and monocular rotation is
+    far better estimated than its speed, whose scale wanders. Candidates run over
+    ``[-search_s, search_s]`` in steps of half the median frame interval (5-50 ms), then in
+    ten times finer steps around the best, down to 1 ms.
 
     Args:
         stamps_est_ns: (N,) int nanoseconds of the estimated poses (sorted).
@@ -277,10 +276,10 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
         max_gap_factor: see :func:`interpolate_poses`.
 
     Returns:
-        None when the motion does not tell (too few steps with ground truth, no rotation and
-        no change of speed), else a dict: ``offset_s`` (float, seconds to ADD to the
+        None when the motion does not tell (too few steps with ground truth, no change of
+        the angular rate), else a dict: ``offset_s`` (float, seconds to ADD to the
         ground-truth stamps so that they match the estimate), ``correlation`` (float, the
-        mean correlation of the rates at that offset, -1..1), ``correlation_at_zero``
+        correlation of the angular rates at that offset, -1..1), ``correlation_at_zero``
         (float or None) and ``steps`` (int, the steps compared).
     """
     from scipy.spatial.transform import Rotation, Slerp
@@ -302,9 +301,8 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
         return None
     origin = int(gt_stamps[0])
     seconds = (stamps - origin) / _NS_PER_S
-    est_rates = _motion_rates(seconds, Rotation.from_matrix(poses[:, :3, :3]), poses[:, :3, 3],
-                              steps)
-    # the ground truth interpolated like interpolate_poses (slerp, linear), built once
+    est_rates = _angular_rates(seconds, Rotation.from_matrix(poses[:, :3, :3]), steps)
+    # the ground truth's rotation interpolated like interpolate_poses (slerp), built once
     gt_seconds = (gt_stamps - origin) / _NS_PER_S
     gt_slerp = Slerp(gt_seconds, Rotation.from_matrix(gt_poses[:, :3, :3]))
 
@@ -315,12 +313,8 @@ def estimate_time_offset(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_c
         if ok.sum() < MIN_OFFSET_STEPS:
             return None, int(ok.sum())
         at = np.clip((query - origin) / _NS_PER_S, gt_seconds[0], gt_seconds[-1])
-        positions = np.stack([np.interp(at, gt_seconds, gt_poses[:, k, 3]) for k in range(3)],
-                             axis=1)
-        gt_rates = _motion_rates(at, gt_slerp(at), positions, steps[ok])
-        values = [c for c in (_correlation(e[ok], g) for e, g in zip(est_rates, gt_rates))
-                  if c is not None]
-        return (float(np.mean(values)) if values else None), int(ok.sum())
+        gt_rates = _angular_rates(at, gt_slerp(at), steps[ok])
+        return _correlation(est_rates[ok], gt_rates), int(ok.sum())
 
     def best_of(candidates):
         scored = [(score(float(c)), float(c)) for c in candidates]
