@@ -77,3 +77,23 @@ def test_camera_info_qos_is_overridable(context, harnesses, model, which):
     assert wait_for(lambda: publisher.get_subscription_count() > 0)
     publisher.publish(camera_info_msg(CAMERA))
     assert wait_for(lambda: received(harnesses[-1]))
+
+
+def test_an_override_changes_only_its_own_subscription(context, harnesses, model):
+    """An override is written into the profile given to rclpy: the shared one stays as it is."""
+    from rclpy.qos import qos_profile_sensor_data
+
+    first = unique_namespace()
+    override = f'qos_overrides.{first}/camera_info.subscription.reliability'
+    harnesses.append(make(context, 'odometry', model, first,
+                          [Parameter(override, value='reliable')]))
+    assert qos_profile_sensor_data.reliability == ReliabilityPolicy.BEST_EFFORT
+    probe = harnesses[-1].probe
+    for topic in ('image', 'depth_in'):   # the same node's other sensor inputs
+        infos = probe.get_subscriptions_info_by_topic(f'{first}/{topic}')
+        assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.BEST_EFFORT]
+    second = unique_namespace()   # a node made later in the process
+    harnesses.append(make(context, 'matcher', model, second))
+    for topic in ('image', 'camera_info'):
+        infos = harnesses[-1].probe.get_subscriptions_info_by_topic(f'{second}/{topic}')
+        assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.BEST_EFFORT]

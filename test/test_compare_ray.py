@@ -120,8 +120,10 @@ def test_ray_cells_equal_a_plain_eval_and_a_rerun_reuses_them(ray_head, study_in
     assert main(argv) == 0
     rows = json.loads((output / 'results.json').read_text())
     cells = plan_cells([Path(b.name) for b in bags], configs, output)
+    # the tables name each bag relative to the study folder
+    names = [os.path.relpath(bag, output) for bag in bags]
     assert [(r['bag'], r['config']) for r in rows] == [
-        ('bag0', 'default'), ('bag0', 'small'), ('bag1', 'default'), ('bag1', 'small')]
+        (names[0], 'default'), (names[0], 'small'), (names[1], 'default'), (names[1], 'small')]
     for cell, row in zip(cells, rows):
         assert row['status'] == 'ok' and not row['reused'] and row['key'] == cell.key
         plain = evaluate_bag(cell.bag, tmp_path / 'plain' / cell.folder.name,

@@ -19,8 +19,8 @@ from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.nodes.lost_messages import LostMessages
+from relperception.nodes.overridable_qos import create_overridable_subscription
 from sensor_msgs.msg import CameraInfo
 
 #: QoS of a latched ``camera_info`` (published once, e.g. by a driver whose calibration is fixed):
@@ -52,9 +52,8 @@ class CameraInfoInput:
         self._callback = callback
         #: whether a message was accepted.
         self.accepted = False
-        self.subscription = node.create_subscription(
-            CameraInfo, topic, self._on_message, qos_profile_sensor_data,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        self.subscription = create_overridable_subscription(
+            node, CameraInfo, topic, self._on_message, qos_profile_sensor_data,
             event_callbacks=None if lost is None else lost.callbacks('camera_info'))
         #: the transient-local subscription, made while nothing was accepted and a publisher
         #: latches the topic.

@@ -26,13 +26,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
 from relperception.core_types import Camera
 from relperception.data.input_counters import DEPTH_HITS, FRAMES_WITHOUT_DEPTH
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import check_depth, compressed_to_numpy, DepthCheck, image_to_numpy
 from relperception.nodes.lost_messages import LostMessages
+from relperception.nodes.overridable_qos import create_overridable_subscription
 from relperception.nodes.parameters import declare_parameters
 from relperception.nodes.processing import ReasonThrottle
 from relperception.pipeline.realtime import LEVEL_OK, LEVEL_WARN
@@ -137,17 +137,16 @@ class DepthInput:
         self.newest_stamp_ns: Optional[int] = None
         # one period per problem: a second kind of bad depth is not hidden behind the first
         self._throttle = ReasonThrottle(1.0)
-        overriding = QoSOverridingOptions.with_default_policies()
         events = None if lost is None else lost.callbacks('depth')
         if self.transport == 'compressedDepth':
             topic = node.resolve_topic_name('depth_in') + '/compressedDepth'
-            self._subscription = node.create_subscription(
-                CompressedImage, topic, self._on_depth, qos_profile_sensor_data,
-                qos_overriding_options=overriding, event_callbacks=events)
+            self._subscription = create_overridable_subscription(
+                node, CompressedImage, topic, self._on_depth, qos_profile_sensor_data,
+                event_callbacks=events)
         else:
-            self._subscription = node.create_subscription(
-                Image, 'depth_in', self._on_depth, qos_profile_sensor_data,
-                qos_overriding_options=overriding, event_callbacks=events)
+            self._subscription = create_overridable_subscription(
+                node, Image, 'depth_in', self._on_depth, qos_profile_sensor_data,
+                event_callbacks=events)
 
     def __len__(self) -> int:
         return len(self._cache)

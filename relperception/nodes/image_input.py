@@ -21,13 +21,13 @@ from typing import Any, Callable, Optional
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data, QoSProfile
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.config import NODE_LOCAL_SPECS, ParameterSpec
 from relperception.data.input_counters import FRAMES_16BIT_LOW_RANGE
 from relperception.data.messages import stamp_to_ns
 from relperception.imaging import (compressed_to_numpy, image_to_numpy, low_range_16bit,
                                    to_mono8)
 from relperception.nodes.lost_messages import LostMessages
+from relperception.nodes.overridable_qos import create_overridable_subscription
 from relperception.nodes.parameters import declare_parameters
 from relperception.nodes.processing import ReasonThrottle
 from sensor_msgs.msg import CompressedImage, Image
@@ -110,9 +110,8 @@ class ImageInput:
         #: about (throttled) and counted in ``frames_16bit_low_range``.
         self.frames_16bit_low_range = 0
         self._throttle = ReasonThrottle(5.0)
-        self._subscription = node.create_subscription(
-            message_type, self.topic, callback, qos,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        self._subscription = create_overridable_subscription(
+            node, message_type, self.topic, callback, qos,
             event_callbacks=None if lost is None else lost.callbacks('image'))
 
     def decode(self, msg) -> GrayImage:

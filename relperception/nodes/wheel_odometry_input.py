@@ -20,8 +20,8 @@ from nav_msgs.msg import Odometry
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from relperception.data.messages import stamp_to_ns, transform_from_pose_msg
+from relperception.nodes.overridable_qos import create_overridable_subscription
 from relperception.nodes.processing import ReasonThrottle
 from relperception.odometry.wheel_hints import WheelHints
 from relperception.transforms import check_transform
@@ -48,9 +48,8 @@ class WheelOdometryInput:
         self.hints = WheelHints(T_base_cam, max_gap_s, max_speed_mps=max_speed_mps)
         # one period per reason: a new kind of refusal is not hidden behind the last one
         self._throttle = ReasonThrottle(5.0)
-        self._subscription = node.create_subscription(
-            Odometry, TOPIC, self._on_odometry, QoSProfile(depth=100),
-            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+        self._subscription = create_overridable_subscription(
+            node, Odometry, TOPIC, self._on_odometry, QoSProfile(depth=100))
 
     def _on_odometry(self, msg: Odometry) -> None:
         with self._lock:
