@@ -38,7 +38,7 @@ def _tracker_with_map(seed=0, count=400, keyframe_min_angle_deg=1.0):
 
 
 def _frame(tracker, reference, points, pixels, x_m):
-    """Track a frame moved ``x_m`` sideways that sees 55 % of the points; keyframe due?"""
+    """Track a frame moved ``x_m`` sideways that sees 55 % of the points; return if one is due."""
     seen = slice(0, int(0.55 * len(points)))     # fewer than keyframe_min_tracked_ratio
     T_cam_world = invert_transform(make_transform(np.eye(3), [x_m, 0.0, 0.0]))
     pixels1 = geometry.project(points[seen] @ T_cam_world[:3, :3].T + T_cam_world[:3, 3],
