@@ -18,10 +18,21 @@ present:
   (``bench/classical_vo.py``), the classical peers.
 
 Sim(3)-aligned ATE, KITTI-style drift (% of distance) and ms per frame; ``x best peer`` is the
-ATE over the better of the two classical peers. Ours gives two times: all of a frame's
-processing back to back (a frame after a keyframe waits for that keyframe's background work),
-and the tracking path alone (what a frame costs when frames arrive no faster than keyframes are
-completed, as from a live camera), with its ratio to KLT frame-to-frame.
+ATE over the better of the two classical peers. ``scale %`` is how far the scale wanders: a
+Sim(3) is fitted on each window of ``SCALE_WINDOW`` frames (windows whose ground-truth path is
+shorter than ``SCALE_WINDOW_MIN_PATH_M`` are skipped) and the column gives the largest
+``|s_window / s_first - 1|`` in percent (a global Sim(3) hides a scale that drifts and comes
+back).
+
+``--long FRAMES`` adds long synthetic recordings of FRAMES frames to that table, one per motion
+regime (``LONG_REGIMES``: steady cruise, cruise speed changing 4x, cruise with stops of the
+camera (image noise, so that a stopped camera does not see identical images) and slow motion at
+30 Hz, little parallax per frame); every recording also turns (the path is a loop).
+
+Ours gives two times: all of a frame's processing back to back (a frame after a keyframe waits
+for that keyframe's background work), and the tracking path alone (what a frame costs when
+frames arrive no faster than keyframes are completed, as from a live camera), with its ratio
+to KLT frame-to-frame.
 
 **Frame-to-frame with the ground-truth step length** (``--gt-scale``): NCC against pyramidal KLT
 and ORB through the same pose step, on the synthetic 640x480 sequence, KITTI 06/01 and TUM fr3;
@@ -29,7 +40,8 @@ ratios against KLT.
 
 Usage::
 
-    .venv/bin/python bench/vo_bench.py [--data ../shared/data] [--output bench_output]
+    .venv/bin/python bench/vo_bench.py [--data ../shared/data] [--output bench_output] \
+        [--long 1500]
 """
 
 import argparse
@@ -45,13 +57,14 @@ import numpy as np
 
 from relperception.config import load_config, section
 from relperception.core_types import Frame
-from relperception.data.bag import BagReader
+from relperception.data import topics
+from relperception.data.bag import BagReader, BagWriter
 from relperception.data.converters import convert_kitti, convert_tum
 from relperception.data.messages import (camera_from_camera_info, decode_image_message,
                                          stamp_to_ns, transform_from_pose_msg)
-from relperception.data.synthetic import iter_sequence
+from relperception.data.synthetic import iter_sequence, SyntheticScene
 from relperception.data.synthetic_bag import write_synthetic_bag
-from relperception.evaluation.trajectory import evaluate_trajectory
+from relperception.evaluation.trajectory import evaluate_trajectory, read_tum
 from relperception.imaging.image_encodings import to_rgb8
 from relperception.matching import build_matcher
 from relperception.pipeline.offline_eval import evaluate_bag
@@ -65,6 +78,19 @@ MONO_METHODS = ('ncc_map', 'ncc_constant_speed', 'klt_f2f', 'orb_f2f')
 PEERS = ('klt_f2f', 'orb_f2f')
 #: (frames, seed, speed ratio) of the synthetic recordings of the monocular table.
 MONO_SYNTHETIC = {'demo_100': (100, 0, 1.0), 'long_600_speed3x': (600, 1, 4.0)}
+#: ``--long`` regimes: name -> (seed, speed ratio, frame rate Hz, image noise grey levels, stops).
+LONG_REGIMES = {
+    'cruise': (10, 1.0, 10.0, 0.0, False),
+    'speed4x': (11, 4.0, 10.0, 0.0, False),
+    'stops': (12, 1.0, 10.0, 2.0, True),
+    'slow30hz': (13, 1.0, 30.0, 0.0, False),
+}
+#: Stops of the ``stops`` regime: the camera moves this long (s), then holds still STOP_S.
+MOVE_S, STOP_S = 20.0, 3.0
+#: Frames per window of the windowed Sim(3) scale.
+SCALE_WINDOW = 100
+#: Windows whose ground-truth path is shorter than this (metres) have no scale.
+SCALE_WINDOW_MIN_PATH_M = 0.5
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {
     'kitti06': ('kitti', 'kitti_odometry_06_f0000-0050'),
@@ -88,6 +114,89 @@ def make_bags(data_dir: Path, work: Path, synthetic_frames: int) -> dict:
         convert(source, work / name)
         bags[name] = work / name
     return bags
+
+
+def motion_times(frames: int, fps: float) -> np.ndarray:
+    """Return (frames,) seconds along the path of a camera that holds still STOP_S every MOVE_S.
+
+    Frame ``i`` is recorded at ``i / fps``; the camera moves during the first MOVE_S of every
+    ``MOVE_S + STOP_S`` and stands still (its path time does not advance) in the rest.
+    """
+    moving = (np.arange(frames) / fps) % (MOVE_S + STOP_S) < MOVE_S
+    return np.concatenate([[0.0], np.cumsum(moving[1:]) / fps])
+
+
+def write_long_bag(output: Path, frames: int, regime: str) -> None:
+    """Write a long synthetic recording of one of ``LONG_REGIMES`` (images, camera info, pose)."""
+    seed, speed_ratio, fps, noise, stops = LONG_REGIMES[regime]
+    scene = SyntheticScene(seed=seed)
+    if stops:
+        motion_s = motion_times(frames, fps)   # poses from the path sampled at 100 Hz
+        dense = scene.trajectory(int(round(motion_s[-1] * 100)) + 2, 100.0, speed_ratio)
+        poses = dense[np.round(motion_s * 100).astype(int)]
+    else:
+        poses = scene.trajectory(frames, fps, speed_ratio)
+    rng = np.random.default_rng([seed, 0x5EED])
+    with BagWriter(output) as writer:
+        for i, T_world_cam in enumerate(poses):
+            rgb = scene.render(T_world_cam)[0]
+            if noise > 0:
+                rgb = np.clip(rgb + rng.normal(0.0, noise, rgb.shape) + 0.5, 0, 255)
+                rgb = rgb.astype(np.uint8)
+            stamp = 1_700_000_000_000_000_000 + round(i * 1e9 / fps)
+            writer.write_image(topics.IMAGE, stamp, rgb, 'rgb8', topics.CAMERA_FRAME)
+            writer.write_camera_info(topics.CAMERA_INFO, stamp, scene.camera,
+                                     topics.CAMERA_FRAME)
+            writer.write_pose(topics.GT_POSE, stamp, T_world_cam, topics.WORLD_FRAME)
+
+
+def _sim3_scale(source: np.ndarray, target: np.ndarray) -> float:
+    """Return the scale of the Umeyama Sim(3) that maps points ``source`` onto ``target``."""
+    source = source - source.mean(axis=0)
+    target = target - target.mean(axis=0)
+    U, D, Vt = np.linalg.svd(target.T @ source / len(source))
+    sign = np.ones(3)
+    if np.linalg.det(U) * np.linalg.det(Vt) < 0:
+        sign[2] = -1.0
+    variance = float(np.sum(source ** 2)) / len(source)
+    return float(np.sum(D * sign)) / variance if variance > 0 else float('nan')
+
+
+def window_scales(stamps_est, T_world_cam_est, stamps_gt, T_world_cam_gt,
+                  window: int = SCALE_WINDOW,
+                  min_path_m: float = SCALE_WINDOW_MIN_PATH_M) -> list:
+    """Return the Sim(3) scale (ground truth / estimate) of each window of ``window`` frames.
+
+    Args:
+        stamps_est: (N,) int nanoseconds of the estimate.
+        T_world_cam_est: (N, 4, 4) estimated poses (any unit).
+        stamps_gt: (M,) int nanoseconds of the ground truth.
+        T_world_cam_gt: (M, 4, 4) ground-truth poses (metres).
+        window: consecutive estimated frames with ground truth per window.
+        min_path_m: a window whose ground-truth path is shorter has scale None.
+
+    Returns:
+        One scale per whole window (None where not defined).
+    """
+    gt_index = {int(s): i for i, s in enumerate(stamps_gt)}
+    pairs = [(i, gt_index[int(s)]) for i, s in enumerate(stamps_est) if int(s) in gt_index]
+    est = np.asarray(T_world_cam_est)[[i for i, _ in pairs], :3, 3]
+    gt = np.asarray(T_world_cam_gt)[[j for _, j in pairs], :3, 3]
+    scales = []
+    for start in range(0, len(pairs) - window + 1, window):
+        e, g = est[start:start + window], gt[start:start + window]
+        path = float(np.sum(np.linalg.norm(np.diff(g, axis=0), axis=1)))
+        scale = _sim3_scale(e, g) if path >= min_path_m else float('nan')
+        scales.append(scale if np.isfinite(scale) and scale > 0 else None)
+    return scales
+
+
+def scale_wander_percent(scales: list) -> float | None:
+    """Return the largest ``|s / s_first - 1|`` (percent) over the defined window scales."""
+    valid = np.array([s for s in scales if s is not None])
+    if len(valid) < 2:
+        return None
+    return float(100.0 * np.max(np.abs(valid / valid[0] - 1.0)))
 
 
 def read_bag(bag: Path):
@@ -123,19 +232,26 @@ def run_peer(name: str, bag: Path) -> dict:
         start = time.perf_counter()
         poses.append(vo.step(frame))
         times.append((time.perf_counter() - start) * 1e3)
-    result = evaluate_trajectory(np.array([f.stamp_ns for f in frames]), np.stack(poses),
-                                 gt_stamps, gt_poses, alignment='sim3')
+    stamps = np.array([f.stamp_ns for f in frames])
+    result = evaluate_trajectory(stamps, np.stack(poses), gt_stamps, gt_poses, alignment='sim3')
+    scales = window_scales(stamps, np.stack(poses), gt_stamps, gt_poses)
     return {'ate_rmse_m': result['ate_rmse_m'], 'drift_percent': result['drift_percent'],
+            'scale_wander_percent': scale_wander_percent(scales),
             'ms_median': float(np.median(times[1:])),
             'tracking_ms_median': float(np.median(times[1:])), 'lost': 0}
 
 
-def run_mono(data_dir: Path, work: Path, output: Path) -> list:
+def run_mono(data_dir: Path, work: Path, output: Path, long_frames: int = 0) -> list:
     """Return the rows of the monocular no-scale table (see the module docstring)."""
     bags = {}
     for name, (frames, seed, speed_ratio) in MONO_SYNTHETIC.items():
         bags[name] = work / name
         write_synthetic_bag(bags[name], frames=frames, seed=seed, speed_ratio=speed_ratio)
+    if long_frames:
+        for regime in LONG_REGIMES:
+            name = f'long_{long_frames}_{regime}'
+            bags[name] = work / name
+            write_long_bag(bags[name], long_frames, regime)
     for name in ('kitti06', 'kitti01'):
         source = data_dir / DATASETS[name][1]
         if source.is_dir():
@@ -151,11 +267,14 @@ def run_mono(data_dir: Path, work: Path, output: Path) -> list:
                 continue
             overrides = {'matcher': 'ncc',
                          'odometry.mono_map': method == 'ncc_map'}
-            summary = evaluate_bag(bag, output / 'mono' / dataset / method,
-                                   load_config(overrides=overrides), mode='mono',
+            folder = output / 'mono' / dataset / method
+            summary = evaluate_bag(bag, folder, load_config(overrides=overrides), mode='mono',
                                    progress=False, plots=True)
+            scales = window_scales(*read_tum(folder / 'trajectory.tum'),
+                                   *read_tum(folder / 'groundtruth.tum'))
             per_method[method] = {
                 'ate_rmse_m': summary['ate_rmse_m'], 'drift_percent': summary['drift_percent'],
+                'scale_wander_percent': scale_wander_percent(scales),
                 'ms_median': summary['timing_median_ms'],
                 'tracking_ms_median': summary['tracking_median_ms'],
                 'lost': summary['frames_lost'], 'local_map': summary.get('local_map')}
@@ -198,12 +317,13 @@ def matcher_timing(data_dir: Path, repeats: int) -> list:
     return rows
 
 
-def run(data_dir: Path, output: Path, synthetic_frames: int, repeats: int) -> dict:
+def run(data_dir: Path, output: Path, synthetic_frames: int, repeats: int,
+        long_frames: int = 0) -> dict:
     """Run every method on every bag; return the results (also written to output)."""
     output.mkdir(parents=True, exist_ok=True)
     results = {'vo': [], 'matching': matcher_timing(data_dir, repeats)}
     with tempfile.TemporaryDirectory() as tmp:
-        results['mono'] = run_mono(data_dir, Path(tmp), output)
+        results['mono'] = run_mono(data_dir, Path(tmp), output, long_frames)
         bags = make_bags(data_dir, Path(tmp), synthetic_frames)
         for name, bag in bags.items():
             per_method = {}
@@ -242,9 +362,10 @@ def _fmt(value, spec):
 def format_results(results: dict) -> str:
     """Return the results as plain-text tables."""
     lines = ['Monocular VO, no ground-truth scale (Sim(3) ATE; x best peer = ATE / ATE of the '
-             'better classical peer)',
+             'better classical peer; scale %: largest change of the scale of a Sim(3) fitted '
+             f'on each {SCALE_WINDOW} frames from the first window)',
              f'{"dataset":<18} {"method":<19} {"ms/frame":>9} {"track ms":>9} {"x KLT":>6} '
-             f'{"lost":>4} {"ATE m":>8} {"x best peer":>11} {"drift %":>8}',
+             f'{"lost":>4} {"ATE m":>8} {"x best peer":>11} {"drift %":>8} {"scale %":>8}',
              "(ms/frame: back to back, including the wait for the previous keyframe's "
              'background work; track ms: without it, the per-frame path when frames come no '
              'faster than keyframes are completed)']
@@ -254,7 +375,8 @@ def format_results(results: dict) -> str:
                      f'{_fmt(r["tracking_ratio_to_klt"], "6.2f")} '
                      f'{r["lost"]:4d} {_fmt(r["ate_rmse_m"], "8.4f")} '
                      f'{_fmt(r["ate_ratio_to_best_peer"], "11.2f")} '
-                     f'{_fmt(r["drift_percent"], "8.2f")}')
+                     f'{_fmt(r["drift_percent"], "8.2f")} '
+                     f'{_fmt(r.get("scale_wander_percent"), "8.1f")}')
     lines += ['', 'Matching only (median over repeats; ratio = time / KLT time in this run)',
               f'{"pair":<20} {"method":<6} {"ms":>8} {"x KLT":>7} {"matches":>8}']
     for r in results['matching']:
@@ -279,9 +401,14 @@ def main(argv=None) -> int:
     parser.add_argument('--output', type=Path, default=REPO_ROOT / 'bench_output')
     parser.add_argument('--synthetic-frames', type=int, default=60)
     parser.add_argument('--repeats', type=int, default=20)
+    parser.add_argument('--long', type=int, default=0, metavar='FRAMES',
+                        help='add long synthetic recordings of FRAMES frames, one per motion '
+                        'regime, to the monocular table (e.g. 1500; 0: none)')
     args = parser.parse_args(argv)
+    if args.long and args.long < 2 * SCALE_WINDOW:
+        parser.error(f'--long needs at least {2 * SCALE_WINDOW} frames, got {args.long}')
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
-    results = run(args.data, args.output, args.synthetic_frames, args.repeats)
+    results = run(args.data, args.output, args.synthetic_frames, args.repeats, args.long)
     sys.stdout.write(format_results(results) + '\n')
     sys.stdout.write(f'results: {args.output / "results.json"}\n')
     return 0

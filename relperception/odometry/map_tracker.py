@@ -160,6 +160,7 @@ class MapTracker:
         self.covariances_from_ba = 0
         self._last_speed: float | None = None
         self._last_keyframe: tuple[int, np.ndarray] | None = None
+        self._tracked_frames = (-1, 0)   # (reference keyframe id, frames tracked against it)
         #: 'mono', 'hinted' or 'rgbd' while a map exists (see the module docstring), else None.
         self.kind: str | None = None
         uses_map = ((conf['mono_map'] and conf['mode'] != 'rgbd')
@@ -186,6 +187,7 @@ class MapTracker:
         self.kind = None
         self._last_speed = None
         self._last_keyframe = None
+        self._tracked_frames = (-1, 0)
 
     def reconfigure(self, conf: dict) -> None:
         """Use a new validated configuration from the next frame on; the map is kept."""
@@ -274,6 +276,9 @@ class MapTracker:
         if not np.all(np.isfinite(T_cam_world)):
             return 'non-finite PnP pose'
         ids = np.where(inliers, ids, -1)
+        reference_id, count = self._tracked_frames
+        self._tracked_frames = (keyframe.keyframe_id,
+                                count + 1 if reference_id == keyframe.keyframe_id else 1)
         return MapTrack(invert_transform(T_cam_world), inliers, ids, num_landmarks,
                         f'PnP: {num_inliers} inliers of {np.count_nonzero(hit)} matched map '
                         f'points ({num_landmarks} in the keyframe)')
@@ -284,10 +289,19 @@ class MapTracker:
 
         A keyframe is due when fewer than ``keyframe_min_tracked_ratio`` of the reference's
         points are tracked or the median flow exceeds ``keyframe_max_flow_ratio`` of the image
-        diagonal, and (monocular map) the tracked points show ``map_min_angle_deg`` of median
-        parallax (else the new keyframe could not triangulate new points; an RGB-D keyframe
-        gets its points from depth). Below ``2 * min_matches`` tracked points (or a third of
-        the reference's) it is inserted regardless, before tracking is lost.
+        diagonal, and (monocular map) the tracked points show enough median parallax for the
+        new keyframe to triangulate new points (an RGB-D keyframe gets its points from depth):
+        ``map_min_angle_deg`` per frame tracked against the reference, or
+        ``keyframe_min_angle_deg`` in all, whichever is less (and at least
+        ``map_min_angle_deg``). New points need ``map_min_angle_deg``; a keyframe whose median
+        parallax is barely above it keeps the points whose pixel noise enlarged their parallax,
+        i.e. placed them too near, and the map can shrink keyframe by keyframe (slow motion at
+        a high frame rate). With ``keyframe_min_angle_deg`` above ``map_min_angle_deg`` the
+        keyframe waits for more where the parallax builds up over several frames; a frame that
+        brings ``map_min_angle_deg`` by itself (fast motion, where waiting would lose the
+        tracking) is taken at once. Below
+        ``2 * min_matches`` tracked points (or a third of the reference's) it is inserted
+        regardless, before tracking is lost.
         """
         conf = self.conf
         inliers = track.inlier_mask
@@ -306,7 +320,10 @@ class MapTracker:
             return True
         angles = ray_angles_deg(self.map.points_world(track.point_ids[inliers]),
                                 reference.T_world_cam, track.T_world_cam)
-        return bool(np.nanmedian(angles) >= conf['map_min_angle_deg'])
+        reference_id, frames = self._tracked_frames
+        frames = frames if reference_id == reference.keyframe_id else 1
+        needed = min(conf['keyframe_min_angle_deg'], conf['map_min_angle_deg'] * frames)
+        return bool(np.nanmedian(angles) >= max(needed, conf['map_min_angle_deg']))
 
     # ------------------------------------------------------------------ initialisation
 

@@ -228,8 +228,9 @@ def _scale_motion(T_cam1_cam0: np.ndarray, ratio: float) -> np.ndarray:
 
 #: The local map's numeric settings (``odometry.<key>`` in :mod:`relperception.config`).
 _MAP_NUMBERS = ('map_init_min_angle_deg', 'map_init_max_homography_ratio', 'map_min_angle_deg',
-                'keyframe_min_tracked_ratio', 'keyframe_max_flow_ratio', 'ba_window_keyframes',
-                'ba_max_iterations', 'ba_max_points', 'depth_sigma_rel', 'hint_sigma_rel')
+                'keyframe_min_angle_deg', 'keyframe_min_tracked_ratio', 'keyframe_max_flow_ratio',
+                'ba_window_keyframes', 'ba_max_iterations', 'ba_max_points', 'depth_sigma_rel',
+                'hint_sigma_rel')
 
 #: Defaults of the 'odometry.*' configuration (``VisualOdometry``).
 ODOMETRY_DEFAULT_CONF: dict = {
