@@ -2,7 +2,10 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Shared pytest fixtures and helpers."""
 
+import contextlib
+import importlib
 from pathlib import Path
+import sys
 import time
 
 import pytest
@@ -17,6 +20,17 @@ def shared_dataset(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f'development data {path} not present')
     return path
+
+
+@contextlib.contextmanager
+def bench_module(name: str):
+    """Import ``bench/<name>.py`` for the block (the bench folder is not a package)."""
+    bench_dir = str(REPO_ROOT / 'bench')
+    sys.path.insert(0, bench_dir)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(bench_dir)
 
 
 def wait_for(predicate, timeout=10.0):

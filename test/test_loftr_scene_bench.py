@@ -3,24 +3,18 @@
 """``bench/loftr_scene_bench.py``: real-vs-real unrelated pairs and their table columns."""
 
 from pathlib import Path
-import sys
 
+from conftest import bench_module
 import cv2
 import numpy as np
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[1] / 'bench'
-
 
 @pytest.fixture(scope='module')
 def bench():
-    """Return the bench module (the bench folder is not a package)."""
-    sys.path.insert(0, str(BENCH_DIR))
-    try:
-        import loftr_scene_bench
-        yield loftr_scene_bench
-    finally:
-        sys.path.remove(str(BENCH_DIR))
+    """Return the bench module."""
+    with bench_module('loftr_scene_bench') as module:
+        yield module
 
 
 def write_recording(folder: Path, size, count: int, value: int):

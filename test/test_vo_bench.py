@@ -2,26 +2,18 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """``bench/vo_bench.py``: the windowed Sim(3) scale and the stops of the long recordings."""
 
-from pathlib import Path
-import sys
-
+from conftest import bench_module
 import numpy as np
 import pytest
 from relperception.transforms import make_transform
 from scipy.spatial.transform import Rotation
 
-BENCH_DIR = Path(__file__).resolve().parents[1] / 'bench'
-
 
 @pytest.fixture(scope='module')
 def bench():
-    """Return the bench module (the bench folder is not a package)."""
-    sys.path.insert(0, str(BENCH_DIR))
-    try:
-        import vo_bench
-        yield vo_bench
-    finally:
-        sys.path.remove(str(BENCH_DIR))
+    """Return the bench module."""
+    with bench_module('vo_bench') as module:
+        yield module
 
 
 def loop(count: int) -> tuple[np.ndarray, np.ndarray]:
