@@ -303,10 +303,10 @@ PARAMETERS = (
                   'inliers (rotation, distant plane)', 0.0, 1.0),
     ParameterSpec('odometry.map_min_angle_deg', 0.5,
                   'smallest parallax of a new map point (deg)', 0.0, 90.0),
-    ParameterSpec('odometry.keyframe_min_angle_deg', 0.5,
+    ParameterSpec('odometry.keyframe_min_angle_deg', 1.0,
                   'median parallax (deg) a monocular keyframe waits for when it builds up over '
-                  'several frames (a frame that brings map_min_angle_deg by itself is taken); '
-                  'above map_min_angle_deg (e.g. 1.0) for slow motion at a high frame rate',
+                  'three or more frames (slow motion at a high frame rate; a frame that brings '
+                  'map_min_angle_deg within two is taken); map_min_angle_deg: never wait',
                   0.0, 90.0),
     ParameterSpec('odometry.keyframe_min_tracked_ratio', 0.6,
                   'new keyframe when fewer of its map points are tracked than this share',

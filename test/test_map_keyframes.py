@@ -59,11 +59,21 @@ def test_slow_parallax_waits_for_map_init_min_angle():
     assert due == [False, False, False, False, True, True]
 
 
-def test_by_default_the_first_frame_over_map_min_angle_deg_is_taken():
+def test_the_default_waits_and_map_min_angle_deg_never_waits():
     tracker, reference, points, pixels = _tracker_with_map(keyframe_min_angle_deg=None)
-    assert tracker.conf['keyframe_min_angle_deg'] == tracker.conf['map_min_angle_deg']
+    assert tracker.conf['keyframe_min_angle_deg'] > tracker.conf['map_min_angle_deg']
+    due = [_frame(tracker, reference, points, pixels, 0.0245 * n) for n in range(1, 7)]
+    assert due == [False, False, False, False, True, True]
+    tracker, reference, points, pixels = _tracker_with_map(keyframe_min_angle_deg=0.5)
     due = [_frame(tracker, reference, points, pixels, 0.0245 * n) for n in range(1, 5)]
     assert due == [False, False, True, True]
+
+
+def test_moderate_parallax_over_two_frames_is_taken():
+    # ~0.35 deg a frame, 0.69 deg at the second frame: moderate motion keeps its keyframes
+    tracker, reference, points, pixels = _tracker_with_map()
+    due = [_frame(tracker, reference, points, pixels, 0.0368 * n) for n in range(1, 3)]
+    assert due == [False, True]
 
 
 def test_fast_parallax_takes_the_first_frame():

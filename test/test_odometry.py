@@ -888,7 +888,9 @@ class TestMonocularMap:
                 return matches
 
         matcher = RecordingMatcher()
-        vo = VisualOdometry(matcher, {'mode': 'mono'})
+        # keyframes at the first frame over map_min_angle_deg, as the shares below were set
+        conf = {'mode': 'mono', 'keyframe_min_angle_deg': 0.5}
+        vo = VisualOdometry(matcher, conf)
         results = _run(vo, camera, frames[:20], use_depth=False, replace={12: black})
         vo.close()
         assert results[12].status == 'lost' and results[13].status == 'reinitialized'
@@ -903,8 +905,7 @@ class TestMonocularMap:
         for r in map_frames:
             assert r.num_matches > 30 and r.num_inliers >= 0.8 * r.num_matches
         matcher.selects_keypoints = False   # as a matcher that cannot select
-        full = _run(VisualOdometry(matcher, {'mode': 'mono'}), camera, frames[:12],
-                    use_depth=False)
+        full = _run(VisualOdometry(matcher, conf), camera, frames[:12], use_depth=False)
         assert np.median([r.num_matches for r in full[4:]]) \
             > 1.2 * np.median([r.num_matches for r in results[4:12]])
 

@@ -86,6 +86,10 @@ _POINT_ERROR_FACTOR = 2.0
 _FLOW_PRIOR_RADIUS_PX = 120.0
 #: A keyframe-to-keyframe speed change beyond this factor is reported as a scale jump.
 SCALE_JUMP_FACTOR = 2.0
+#: A monocular keyframe waits for ``keyframe_min_angle_deg`` of parallax only from this many
+#: frames tracked against its reference on (parallax building up slowly); before, it is taken
+#: at ``map_min_angle_deg``, so that moderate motion keeps its keyframe rate.
+SLOW_PARALLAX_MIN_FRAMES = 3
 
 
 @dataclasses.dataclass
@@ -291,15 +295,16 @@ class MapTracker:
         points are tracked or the median flow exceeds ``keyframe_max_flow_ratio`` of the image
         diagonal, and (monocular map) the tracked points show enough median parallax for the
         new keyframe to triangulate new points (an RGB-D keyframe gets its points from depth):
-        ``map_min_angle_deg`` per frame tracked against the reference, or
+        ``map_min_angle_deg`` within the first :data:`SLOW_PARALLAX_MIN_FRAMES` - 1 frames
+        tracked against the reference, later ``map_min_angle_deg`` per frame tracked or
         ``keyframe_min_angle_deg`` in all, whichever is less (and at least
         ``map_min_angle_deg``). New points need ``map_min_angle_deg``; a keyframe whose median
         parallax is barely above it keeps the points whose pixel noise enlarged their parallax,
         i.e. placed them too near, and the map can shrink keyframe by keyframe (slow motion at
         a high frame rate). With ``keyframe_min_angle_deg`` above ``map_min_angle_deg`` the
-        keyframe waits for more where the parallax builds up over several frames; a frame that
-        brings ``map_min_angle_deg`` by itself (fast motion, where waiting would lose the
-        tracking) is taken at once. Below
+        keyframe waits for more where the parallax builds up slowly; a frame that brings
+        ``map_min_angle_deg`` within two frames (fast or moderate motion, where waiting would
+        thin the keyframes or lose the tracking) is taken at once. Below
         ``2 * min_matches`` tracked points (or a third of the reference's) it is inserted
         regardless, before tracking is lost.
         """
@@ -322,7 +327,8 @@ class MapTracker:
                                 reference.T_world_cam, track.T_world_cam)
         reference_id, frames = self._tracked_frames
         frames = frames if reference_id == reference.keyframe_id else 1
-        needed = min(conf['keyframe_min_angle_deg'], conf['map_min_angle_deg'] * frames)
+        needed = (conf['map_min_angle_deg'] if frames < SLOW_PARALLAX_MIN_FRAMES else
+                  min(conf['keyframe_min_angle_deg'], conf['map_min_angle_deg'] * frames))
         return bool(np.nanmedian(angles) >= max(needed, conf['map_min_angle_deg']))
 
     # ------------------------------------------------------------------ initialisation
