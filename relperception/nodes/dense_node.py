@@ -46,7 +46,7 @@ from relperception.imaging import to_rgb8
 from relperception.nodes.camera_info_input import CameraInfoInput
 from relperception.nodes.diagnostics import DiagnosticsPublisher
 from relperception.nodes.entrypoint import spin_node
-from relperception.nodes.image_input import ImageInput, message_to_array
+from relperception.nodes.image_input import ImageInput
 from relperception.nodes.lost_messages import LostMessages
 from relperception.nodes.parameters import current_config, declare_parameters
 from relperception.nodes.processing import FrameWorker, SkipFrame
@@ -58,22 +58,6 @@ from sensor_msgs.msg import CameraInfo, Image
 
 #: The parameters of this node from the shared schema.
 DENSE_PARAMETERS: List[str] = [name for name in SPECS if name.startswith('dense.')]
-
-
-def decode_rgb(msg) -> np.ndarray:
-    """Decode an ``Image`` or ``CompressedImage`` message to (H, W, 3) uint8 RGB.
-
-    Args:
-        msg: ``sensor_msgs/Image`` (any encoding :func:`relperception.imaging.to_rgb8`
-            converts, grey included) or ``sensor_msgs/CompressedImage``.
-
-    Returns:
-        The RGB image.
-
-    Raises:
-        ValueError: an undecodable message, with the reason.
-    """
-    return rgb_from_array(*message_to_array(msg))
 
 
 def rgb_from_array(array: np.ndarray, encoding: str) -> np.ndarray:

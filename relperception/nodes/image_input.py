@@ -64,23 +64,6 @@ def message_to_array(msg):
     raise ValueError(f'expected sensor_msgs/Image or CompressedImage, got {type(msg)}')
 
 
-def decode_gray(msg) -> GrayImage:
-    """Decode an ``Image`` or ``CompressedImage`` message to a grey image and its stamp.
-
-    Args:
-        msg: ``sensor_msgs/Image`` (any encoding :func:`relperception.imaging.to_mono8`
-            converts) or ``sensor_msgs/CompressedImage`` (``compressed`` formats).
-
-    Returns:
-        The :class:`GrayImage`.
-
-    Raises:
-        ValueError: an undecodable message, with the reason.
-    """
-    gray = to_mono8(*message_to_array(msg))
-    return GrayImage(gray=gray, stamp_ns=stamp_to_ns(msg.header.stamp), header=msg.header)
-
-
 class ImageInput:
     """The image subscription of a node, raw or compressed by the ``image_transport`` parameter.
 
@@ -115,7 +98,15 @@ class ImageInput:
             event_callbacks=None if lost is None else lost.callbacks('image'))
 
     def decode(self, msg) -> GrayImage:
-        """Decode a received message; see :func:`decode_gray` (16-bit data are checked)."""
+        """Decode a received message to a grey image and its stamp (16-bit data are checked).
+
+        Args:
+            msg: ``sensor_msgs/Image`` (any encoding :func:`relperception.imaging.to_mono8`
+                converts) or ``sensor_msgs/CompressedImage`` (``compressed`` formats).
+
+        Raises:
+            ValueError: an undecodable message, with the reason (see :meth:`to_array`).
+        """
         array, encoding = self.to_array(msg)
         return GrayImage(gray=to_mono8(array, encoding), stamp_ns=stamp_to_ns(msg.header.stamp),
                          header=msg.header)
