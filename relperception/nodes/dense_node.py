@@ -231,7 +231,7 @@ class DenseNode(Node):
                 and self._labels_color.get_subscription_count() > 0:
             self._labels_color.publish(image_msg_from_array(result.labels_color, 'rgb8',
                                                             header))
-        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
+        self._worker.record_latency(stamp_ns)
 
     def destroy_node(self) -> None:
         """Stop the worker (joining its thread), then destroy the node."""

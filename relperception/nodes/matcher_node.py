@@ -226,7 +226,7 @@ class MatcherNode(Node):
         if self._matches_image.get_subscription_count() > 0:
             drawing = draw_matches(frame.gray, matches)
             self._matches_image.publish(image_msg_from_array(drawing, 'rgb8', frame.header))
-        self._worker.record_latency(frame.stamp_ns, self.get_clock().now().nanoseconds)
+        self._worker.record_latency(frame.stamp_ns)
         self._publish_relation(previous, frame, matcher, self._matcher_name)
 
     def _publish_relation(self, previous: GrayImage, frame: GrayImage, matcher,

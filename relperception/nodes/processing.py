@@ -166,18 +166,22 @@ class FrameWorker(Generic[Item]):
         while self._slot.take(0) is not None:
             self.stats.record_drop()
 
-    def record_latency(self, stamp_ns: int, now_ns: int) -> None:
+    def record_latency(self, stamp_ns: int, now_ns: Optional[int] = None) -> None:
         """Record the latency of an output of the item in progress (call from ``process``).
 
         Args:
             stamp_ns: the input's header stamp (ns, on the node's clock if all is well).
-            now_ns: the node's clock now, at publishing (ns).
+            now_ns: the node's clock now, at publishing (ns); None: read from ``clock_ns``.
 
         Records ``now - stamp``, the steady time since the item was submitted and, with
         ``clock_ns``, the stamp's age on the node's clock when it arrived; see
         :meth:`relperception.pipeline.realtime.RunningStats.record_latency` for a stamp off
         the node's clock.
         """
+        if now_ns is None:
+            if self._clock_ns is None:
+                raise ValueError('record_latency needs now_ns for a worker without clock_ns')
+            now_ns = int(self._clock_ns())
         received_s, received_ns = self._received_at
         since_receipt_ms = 1e3 * (time.monotonic() - received_s)
         age_ms = None if received_ns is None else (received_ns - stamp_ns) / 1e6

@@ -423,7 +423,7 @@ class VisualOdometryNode(Node):
         if result.status != 'tracking':
             self.get_logger().info(f'odometry {result.status}: {result.message}')
         self._publish(result, stamp_ns, image.header.stamp)
-        self._worker.record_latency(stamp_ns, self.get_clock().now().nanoseconds)
+        self._worker.record_latency(stamp_ns)
 
     def _check_time_jump(self, stamp_ns: int) -> None:
         """Raise SkipFrame for a stamp that cannot follow the last one; reset on a jump back.
