@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
 from relperception.imaging.compressed import decode_image_bytes
-from relperception.imaging.image_encodings import low_range_16bit
+from relperception.imaging.image_encodings import LOW_RANGE_16BIT_MAX
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +53,10 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
         if image is None or image.dtype in (np.uint8, np.uint16):
             raise
     if image.dtype == np.uint16:
-        bits = max(8, int(image.max()).bit_length())
+        top = int(image.max())
+        bits = max(8, top.bit_length())
         if bits < 16:
-            low_range = low_range_16bit(image, 'mono16' if image.ndim == 2 else 'bgr16')
+            low_range = top < LOW_RANGE_16BIT_MAX
             # a file has no cv_bridge convention: it is scaled from the range its values use
             logger.warning('%s: a 16-bit image whose values use %d bits: scaled to 8 bits from '
                            'that range%s', path, bits,
