@@ -66,8 +66,8 @@ def input_counters(values: Mapping[str, object]) -> dict[str, int]:
         :data:`FRAMES_REPLACED`, which refuse no input).
     """
     names = {CAMERA_INFO_REFUSED, FRAMES_WITHOUT_DEPTH, FRAMES_WITH_NONFINITE_OUTPUT,
-             MODEL_REBUILD_FAILURES, FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_UNDECODABLE,
-             FRAMES_BAD_STAMP, FRAMES_WITHOUT_CAMERA_INFO, FRAMES_16BIT_LOW_RANGE,
+             MODEL_REBUILD_FAILURES, FRAMES_16BIT_LOW_RANGE,
+             *(set(FRAME_SKIP_REASONS) - {FRAMES_PAUSED, FRAMES_REPLACED}),
              *(depth_problem_counter(problem) for problem in DEPTH_PROBLEMS)}
     counts = {}
     for key, value in values.items():
