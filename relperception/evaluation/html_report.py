@@ -24,7 +24,8 @@ import cv2
 import numpy as np
 from relperception.atomic_files import write_text_atomic
 from relperception.evaluation.report import REPORT_NAME
-from relperception.evaluation.study_report import best_configuration, comparison_note
+from relperception.evaluation.study_report import (best_configuration, comparison_note,
+                                                   finite_number)
 
 #: Embedded PNGs larger than this are re-encoded as JPEG (quality 85) when that is smaller.
 _JPEG_ABOVE_BYTES = 300_000
@@ -46,11 +47,6 @@ figcaption{color:#555;font-size:.9em}pre{background:#f6f6f6;padding:8px;overflow
 """
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
     """Return the dense model's key figures of a run summary in one line ('' without any).
 
@@ -61,7 +57,7 @@ def dense_key_figures(dense: Optional[Mapping[str, Any]]) -> str:
         return ''
     parts = []
     segmentation, depth = dense.get('segmentation'), dense.get('depth')
-    if segmentation and _is_number(segmentation.get('miou')):
+    if segmentation and finite_number(segmentation.get('miou')):
         parts.append(f'segmentation mIoU {100.0 * segmentation["miou"]:.1f} %, pixel accuracy '
                      f'{100.0 * segmentation["pixel_accuracy"]:.1f} %')
     elif segmentation:

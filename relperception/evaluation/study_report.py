@@ -43,7 +43,8 @@ AGGREGATED = ('ate_rmse_m', 'drift_percent', 'rpe_trans_rmse_m', 'timing_median_
 RANK_METRIC = 'ate_rmse_m'
 
 
-def _finite(value) -> bool:
+def finite_number(value) -> bool:
+    """Return whether ``value`` is a finite int or float (not a bool, None or NaN)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(value)
 
@@ -53,7 +54,7 @@ def common_bags(rows: Sequence[dict], config_names: Sequence[str],
     """Return the bags (sorted) where every configuration has a finite ``metric``."""
     have: dict[str, set] = {}
     for row in rows:
-        if row['status'] == 'ok' and _finite(row.get(metric)):
+        if row['status'] == 'ok' and finite_number(row.get(metric)):
             have.setdefault(row['bag'], set()).add(row['config'])
     return sorted(bag for bag, names in have.items() if set(config_names) <= names)
 
@@ -73,7 +74,7 @@ def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
                           if metric.startswith('dense_') else common) for metric in AGGREGATED}
     scores: dict[str, dict[str, float]] = {}
     for row in rows:
-        if row['status'] == 'ok' and _finite(row.get(RANK_METRIC)):
+        if row['status'] == 'ok' and finite_number(row.get(RANK_METRIC)):
             scores.setdefault(row['bag'], {})[row['config']] = float(row[RANK_METRIC])
     ranks: dict[str, list[float]] = {name: [] for name in config_names}
     for bag_scores in scores.values():
@@ -92,7 +93,7 @@ def aggregate(rows: Sequence[dict], config_names: Sequence[str]) -> list[dict]:
         for metric in AGGREGATED:
             for suffix, cells in (('_common', [r for r in ok if r['bag'] in common_of[metric]]),
                                   ('', ok)):
-                values = [float(r[metric]) for r in cells if _finite(r.get(metric))]
+                values = [float(r[metric]) for r in cells if finite_number(r.get(metric))]
                 entry[f'{metric}_mean{suffix}'] = float(np.mean(values)) if values else None
                 entry[f'{metric}_median{suffix}'] = (float(np.median(values)) if values
                                                      else None)
@@ -107,7 +108,7 @@ def _tied(a: float, b: float) -> bool:
 
 def _time(entry: dict) -> float:
     value = entry.get('timing_median_ms_median_common')
-    return float(value) if _finite(value) else math.inf
+    return float(value) if finite_number(value) else math.inf
 
 
 def best_configuration(aggregates: Sequence[dict]) -> str | None:
@@ -116,7 +117,7 @@ def best_configuration(aggregates: Sequence[dict]) -> str | None:
     The lowest median ATE over the common bags; among equal ones the lowest median time per
     frame, then the first in the list.
     """
-    scored = [a for a in aggregates if _finite(a.get('ate_rmse_m_median_common'))]
+    scored = [a for a in aggregates if finite_number(a.get('ate_rmse_m_median_common'))]
     if not scored:
         return None
     lowest = min(a['ate_rmse_m_median_common'] for a in scored)
@@ -174,7 +175,7 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
 def _why_no_recommendation(rows: Sequence[dict], config_names: Sequence[str]) -> str:
     """Return the line of a study without a bag where every configuration has an ATE."""
     with_ate = {row['config'] for row in rows
-                if row['status'] == 'ok' and _finite(row.get(RANK_METRIC))}
+                if row['status'] == 'ok' and finite_number(row.get(RANK_METRIC))}
     if not with_ate:
         return ('no cell has an ATE (no ground truth in the bags, or no frame tracked: see '
                 "each cell's summary.json errors): no recommendation")
@@ -189,7 +190,7 @@ def _why_no_recommendation(rows: Sequence[dict], config_names: Sequence[str]) ->
 
 def _ratio(value: float, reference: float) -> str:
     """Return ``value / reference`` as text ('1.3x'; 'an unknown multiple of' if undefined)."""
-    if not (_finite(value) and _finite(reference)) or reference <= 0:
+    if not (finite_number(value) and finite_number(reference)) or reference <= 0:
         return 'an unknown multiple of'
     return f'{value / reference:.2g}x'
 
@@ -277,7 +278,8 @@ def pareto_front(aggregates: Sequence[dict], accuracy: str = 'ate_rmse_m_median_
     common bags (see :func:`aggregate`).
     """
     points = [(a['config'], a.get(accuracy), a.get(cost)) for a in aggregates]
-    points = [(name, float(x), float(y)) for name, x, y in points if _finite(x) and _finite(y)]
+    points = [(name, float(x), float(y)) for name, x, y in points
+              if finite_number(x) and finite_number(y)]
     front = []
     for name, error, time in points:
         beaten = any(e <= error and t <= time and (e < error or t < time)
@@ -294,7 +296,7 @@ def plot_pareto(path_png, aggregates: Sequence[dict]) -> Path | None:
     points = {a['config']: (a.get('timing_median_ms_median_common'),
                             a.get('ate_rmse_m_median_common')) for a in aggregates}
     points = {k: (float(x), float(y)) for k, (x, y) in points.items()
-              if _finite(x) and _finite(y)}
+              if finite_number(x) and finite_number(y)}
     if not points:
         return None
     return plot_scatter_front(path_png, points, set(pareto_front(aggregates)),
