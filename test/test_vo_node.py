@@ -750,6 +750,22 @@ class TestVisualOdometryNode:
                                parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
                                                               value=[0.0] * 7)])
 
+    @pytest.mark.parametrize('name, value', [('odom_frame_id', '/odom'),
+                                             ('base_frame_id', ''),
+                                             ('base_frame_id', 'base link'),
+                                             ('base_frame_id', 'odom')])
+    def test_frame_ids_tf2_refuses_are_refused_at_start(self, context, name, value):
+        """A leading '/' (ROS 1), an empty or spaced frame id, or odom = base: no node."""
+        from rclpy.exceptions import InvalidParameterValueException
+        from relperception.nodes.graph import launch_odometry_parameters
+
+        with pytest.raises((InvalidParameterValueException, ValueError), match=name):
+            VisualOdometryNode(context=context, namespace=unique_namespace(),
+                               parameter_overrides=[Parameter(name, value=value)])
+        if value.strip() and value != 'odom':   # the launch arguments take the same rule
+            with pytest.raises(ValueError, match=name):
+                launch_odometry_parameters({name: value})
+
 
 class TestCameraMount:
     def test_default_is_optical_to_body(self):

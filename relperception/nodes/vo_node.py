@@ -145,6 +145,10 @@ class VisualOdometryNode(Node):
         self._config = VersionedConfig({**current_config(self, VO_PARAMETERS),
                                         **current_config(self, list(LOCAL_SPECS), LOCAL_SPECS)})
         config, self._config_version = self._config.get()
+        if config['odom_frame_id'] == config['base_frame_id']:
+            # tf2 refuses a transform from a frame to itself (TF_SELF_TRANSFORM, every frame)
+            raise ValueError('odom_frame_id and base_frame_id must differ, both are '
+                             f"{config['odom_frame_id']!r}")
         #: ``T_base_cam``: from TF at the first image, or the parameter (raises ValueError for a
         #: bad ``camera_mount_xyz_qxyzw``, before any thread or process starts).
         self.camera_mount = CameraMount(
