@@ -372,6 +372,52 @@ class TestVisualOdometryNode:
             assert np.all(np.diag(covariance) >= given.reshape(6, 6).diagonal() - 1e-12)
             assert np.linalg.eigvalsh(covariance).min() >= -1e-12
 
+    def test_covariance_after_a_turned_initialpose_is_in_the_odometry_axes(self, harness,
+                                                                           sequence):
+        """The growth since a yawed initialpose is turned with it (x and y variances swap)."""
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from relperception.nodes.ros_messages import pose_msg
+        from relperception.odometry.covariance import (conjugate_covariance, positive_part,
+                                                       ros_order)
+
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames[:3]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        yaw = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])   # +90 deg
+        given = 1e-6 * np.eye(6)
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose = pose_msg(make_transform(yaw, [2.0, 1.0, 0.0]))
+        anchor.pose.covariance = given.reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        for frame in frames[3:]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(NUM_FRAMES)
+        # the tracked covariance of base_link in the odometry frame before re-anchoring
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        pipeline = VOPipeline({})
+        tracked = []
+        for f in frames:
+            result = pipeline.process(Frame(f.rgb, f.stamp_ns, camera, f.depth))
+            tracked.append(ros_order(conjugate_covariance(
+                T_base_cam, result.T_world_cam, result.pose_covariance)).reshape(6, 6))
+        pipeline.odometry.close()
+        growth = positive_part(tracked[-1] - tracked[3])
+        turn = np.kron(np.eye(2), yaw)
+        expected = given + turn @ growth @ turn.T
+        published = np.asarray(run.odom[-1].pose.covariance).reshape(6, 6)
+        # (the node's tracker and this one agree to a percent in the covariance)
+        np.testing.assert_allclose(published, expected, rtol=0.05, atol=1e-6)
+        # base_link moves along the tracked x, the anchored y: its variances follow
+        assert not np.isclose(growth[0, 0], growth[1, 1], rtol=0.2)
+        np.testing.assert_allclose(np.diag(published)[:2] - 1e-6, np.diag(growth)[1::-1],
+                                   rtol=0.05)
+
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
         run = harness([Parameter('depth_wait_s', value=0.05),

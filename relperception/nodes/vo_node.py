@@ -90,8 +90,9 @@ from relperception.nodes.ros_messages import (
 )
 from relperception.nodes.stamp_order import StampOrder
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
-from relperception.odometry.covariance import (conjugate_covariance, positive_part, ros_order,
-                                               twist_from_poses, UNKNOWN_VARIANCE)
+from relperception.odometry.covariance import (conjugate_covariance, positive_part,
+                                               ros_order, rotate_covariance, twist_from_poses,
+                                               UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_from_odom, odom_from_camera
 from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
                                        STATUS_TRACKING)
@@ -468,9 +469,11 @@ class VisualOdometryNode(Node):
         if self._anchor_covariances is not None:
             # the growth since the anchor, never negative: the tracked covariance can shrink
             # (metric scale from depth or wheel odometry, a bundle adjustment), and the given
-            # covariance minus the shrinkage would be no covariance (negative variances)
+            # covariance minus the shrinkage would be no covariance (negative variances); it is
+            # in the axes of the tracked frame, turned here into those of the anchored odom
             covariance_given, covariance_at_anchor = self._anchor_covariances
             growth = positive_part((pose_covariance - covariance_at_anchor).reshape(6, 6))
+            growth = rotate_covariance(self._T_anchor[:3, :3], growth)
             pose_covariance = covariance_given + growth.reshape(36)
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
