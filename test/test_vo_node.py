@@ -418,6 +418,34 @@ class TestVisualOdometryNode:
         np.testing.assert_allclose(np.diag(published)[:2] - 1e-6, np.diag(growth)[1::-1],
                                    rtol=0.05)
 
+    def test_path_is_built_for_listeners_only_and_kept_for_a_late_one(
+            self, context, harnesses, sequence):
+        """Without a path subscriber no Path is built; one that comes later gets every pose."""
+        camera, frames = sequence
+        run = NodeHarness(context, VisualOdometryNode)
+        harnesses.append(run)
+        odom, paths = [], []
+        run.probe.create_subscription(nav_msgs.Odometry, 'odom', odom.append, 50)
+        image = run.probe.create_publisher(Image, 'image', 10)
+        info = run.probe.create_publisher(CameraInfo, 'camera_info', 10)
+        run.start(lambda: image.get_subscription_count() > 0 and info.get_subscription_count() > 0
+                  and run.node._odom.get_subscription_count() > 0)
+        published = []
+        publish = run.node._path.publish
+        run.node._path.publish = lambda msg: (published.append(msg), publish(msg))
+        info.publish(camera_info_msg(camera))
+        assert wait_for(lambda: run.node.camera is not None)
+        for frame in frames[:3]:
+            run.publish_and_wait(image, image_msg(frame.rgb, frame.stamp_ns), timeout=30.0)
+        run.wait_exactly(odom, 3, 'odom messages')
+        assert published == []
+        run.probe.create_subscription(nav_msgs.Path, 'path', paths.append, 5)
+        assert wait_for(lambda: run.node._path.get_subscription_count() > 0)
+        run.publish_and_wait(image, image_msg(frames[3].rgb, frames[3].stamp_ns), timeout=30.0)
+        assert wait_for(lambda: len(paths) == 1)
+        assert len(published) == 1 and len(paths[0].poses) == 4
+        assert [p.pose for p in paths[0].poses[:3]] == [m.pose.pose for m in odom[:3]]
+
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
         run = harness([Parameter('depth_wait_s', value=0.05),

@@ -16,7 +16,8 @@ Subscribes:
 Publishes:
     ``odom`` (``nav_msgs/Odometry``, ``header.frame_id`` = ``odom_frame_id``,
     ``child_frame_id`` = ``base_frame_id``, stamp = the image's), ``path`` (``nav_msgs/Path``,
-    the last ``path_max_length`` poses), TF ``odom -> base_link`` when ``tf2_ros`` is
+    the last ``path_max_length`` poses; built and published only while something subscribes
+    to it, the poses are kept in any case), TF ``odom -> base_link`` when ``tf2_ros`` is
     importable and ``publish_tf`` is true, ``correspondences`` (``sensor_msgs/PointCloud2``,
     layout in :mod:`relperception.data.correspondences`: the matches the tracker used, from
     the keyframe (stamp in the points) to this frame (header)) and ``diagnostics``.
@@ -490,11 +491,13 @@ class VisualOdometryNode(Node):
                                         self.base_frame_id, pose_covariance, twist,
                                         twist_covariance))
         self._path_poses.append(pose_stamped_msg(T_odom_base, stamp, self.odom_frame_id))
-        path = Path()
-        path.header.stamp = stamp
-        path.header.frame_id = self.odom_frame_id
-        path.poses = list(self._path_poses)
-        self._path.publish(path)
+        if self._path.get_subscription_count():
+            # built only for a listener: its cost grows with the path, on this thread, per frame
+            path = Path()
+            path.header.stamp = stamp
+            path.header.frame_id = self.odom_frame_id
+            path.poses = list(self._path_poses)
+            self._path.publish(path)
         if self._tf_broadcaster is not None:
             self._tf_broadcaster.sendTransform(transform_stamped_msg(
                 T_odom_base, stamp, self.odom_frame_id, self.base_frame_id))
