@@ -347,6 +347,11 @@ DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 #: The robot body frame of ``visual_odometry_node`` (``base_frame_id``, REP 105).
 DEFAULT_BASE_FRAME_ID = 'base_link'
 
+#: The odometry output of ``visual_odometry_node`` (``nav_msgs/Odometry``), relative: in the
+#: node's namespace. Its ``wheel_odom`` input must be another topic (the node would read its own
+#: output as wheel odometry).
+ODOMETRY_TOPIC = 'odom'
+
 #: A TF frame id (``odom_frame_id``, ``base_frame_id``): tf2 refuses an empty one and one with
 #: a leading ``/`` (ROS 1 style) in lookups, and a space is a typo no frame on TF has.
 FRAME_ID_PATTERN = (r'[^/\s]\S*', 'a TF frame id: not empty, no leading / (tf2 refuses it) and '

@@ -840,6 +840,13 @@ class TestVisualOdometryNode:
             with pytest.raises(ValueError, match=name):
                 launch_odometry_parameters({name: value})
 
+    def test_wheel_odom_remapped_onto_its_own_output_is_refused(self, context):
+        """wheel_odom:=odom would read the node's own odometry as wheel odometry: no node."""
+        for remap in ('wheel_odom:=odom', 'odom:=wheel_odom'):
+            with pytest.raises(ValueError, match='its own odometry'):
+                VisualOdometryNode(context=context, namespace=unique_namespace(),
+                                   cli_args=['--ros-args', '-r', remap])
+
 
 class TestCameraMount:
     def test_default_is_optical_to_body(self):

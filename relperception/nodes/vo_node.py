@@ -66,7 +66,7 @@ from nav_msgs.msg import Odometry, Path
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
+from relperception.config import NODE_LOCAL_SPECS, ODOMETRY_TOPIC, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
 from relperception.data.input_counters import (CAMERA_INFO_REFUSED, depth_problem_counter,
                                                FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_PAUSED,
@@ -90,6 +90,7 @@ from relperception.nodes.ros_messages import (
     transform_stamped_msg,
 )
 from relperception.nodes.stamp_order import StampOrder
+from relperception.nodes.wheel_odometry_input import TOPIC as WHEEL_ODOM_TOPIC
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
 from relperception.odometry.covariance import (conjugate_covariance, positive_part,
                                                ros_order, rotate_covariance, twist_from_poses,
@@ -151,6 +152,11 @@ class VisualOdometryNode(Node):
             # tf2 refuses a transform from a frame to itself (TF_SELF_TRANSFORM, every frame)
             raise ValueError('odom_frame_id and base_frame_id must differ, both are '
                              f"{config['odom_frame_id']!r}")
+        own_odometry = self.resolve_topic_name(ODOMETRY_TOPIC)
+        if self.resolve_topic_name(WHEEL_ODOM_TOPIC) == own_odometry:
+            raise ValueError(f'{WHEEL_ODOM_TOPIC} is remapped to {own_odometry}, where this node '
+                             'publishes its own odometry: it would read itself as wheel odometry; '
+                             'remap it to the base odometry, or put this node in a namespace')
         #: ``T_base_cam``: from TF at the first image, or the parameter (raises ValueError for a
         #: bad ``camera_mount_xyz_qxyzw``, before any thread or process starts).
         self.camera_mount = CameraMount(
@@ -195,7 +201,7 @@ class VisualOdometryNode(Node):
         self._worker: FrameWorker = FrameWorker(
             f'{node_name} tracking', self._process, self.get_logger(), self.stats,
             clock_ns=lambda: self.get_clock().now().nanoseconds)
-        self._odom = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
+        self._odom = self.create_publisher(Odometry, ODOMETRY_TOPIC, QoSProfile(depth=10))
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
