@@ -446,6 +446,19 @@ class TestVisualOdometryNode:
         assert len(published) == 1 and len(paths[0].poses) == 4
         assert [p.pose for p in paths[0].poses[:3]] == [m.pose.pose for m in odom[:3]]
 
+    def test_another_publisher_on_odom_is_reported(self, harness, capfd):
+        """A base controller on the same odom: WARN in /diagnostics and one log line."""
+        run = harness()
+        assert run.node.tracking_report()[0] == 0
+        base = run.probe.create_publisher(nav_msgs.Odometry, 'odom', 10)
+        shared = f"1 other publisher(s) on {run.node.resolve_topic_name('odom')}"
+        assert wait_for(lambda: shared in run.node.tracking_report()[1])
+        assert run.node.tracking_report()[0] == 1
+        run.node.tracking_report()
+        assert capfd.readouterr().err.count('other publisher(s) on') == 1
+        run.probe.destroy_publisher(base)
+        assert wait_for(lambda: run.node.tracking_report()[0] == 0)
+
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
         run = harness([Parameter('depth_wait_s', value=0.05),

@@ -60,6 +60,7 @@ restarted) resets the odometry and the path.
 from __future__ import annotations
 
 import collections
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
@@ -202,6 +203,8 @@ class VisualOdometryNode(Node):
             f'{node_name} tracking', self._process, self.get_logger(), self.stats,
             clock_ns=lambda: self.get_clock().now().nanoseconds)
         self._odom = self.create_publisher(Odometry, ODOMETRY_TOPIC, QoSProfile(depth=10))
+        self._odometry_shared = False
+        self._odometry_shared_lock = threading.Lock()
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
@@ -278,10 +281,10 @@ class VisualOdometryNode(Node):
 
         ERROR while tracking is lost (nothing is published then: the last pose would be stale
         and a held pose would read as a robot standing still); WARN while images are skipped
-        for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why) and while
-        the translation has
-        no metric scale (monocular without depth or a scale hint: its covariance is large);
-        OK otherwise. Values: ``tracking_state`` (one of
+        for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why), while
+        the translation has no metric scale (monocular without depth or a scale hint: its
+        covariance is large) and while another node publishes on ``odom``
+        (:meth:`odometry_shared`); OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
         frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
         ``reinitializations``, ``paused``, ``camera_mount_source`` (``tf`` or ``parameter``; ''
@@ -315,7 +318,29 @@ class VisualOdometryNode(Node):
             level, message = LEVEL_OK, ''
         if depth_level > LEVEL_OK:
             message = f'{message}; {depth_message}' if message else depth_message
+        shared = self.odometry_shared()
+        if shared:
+            level = max(level, LEVEL_WARN)
+            message = f'{message}; {shared}' if message else shared
         return max(level, depth_level), message, values
+
+    def odometry_shared(self) -> str:
+        """Return why ``odom`` carries another odometry too ('' when this node alone publishes it).
+
+        E.g. a base controller's ``/odom`` with this node in no namespace: the subscribers would
+        get both odometries. Logged at WARN when it starts; ``/diagnostics`` is WARN meanwhile.
+        """
+        topic = self._odom.topic_name
+        others = self.count_publishers(topic) - 1
+        text = ''
+        if others > 0:
+            text = (f'{others} other publisher(s) on {topic}: its subscribers get two '
+                    'odometries; put this node in a namespace or remap its odom')
+        with self._odometry_shared_lock:   # the diagnostics timer and callers: one line
+            if text and not self._odometry_shared:
+                self.get_logger().warning(text)
+            self._odometry_shared = bool(text)
+        return text
 
     @property
     def frames_without_depth(self) -> int:
