@@ -8,6 +8,7 @@ with the offline :class:`~relperception.pipeline.vo_pipeline.VOPipeline` on the 
 """
 
 
+import sys
 import time
 
 from conftest import wait_for
@@ -458,6 +459,48 @@ class TestVisualOdometryNode:
         assert capfd.readouterr().err.count('other publisher(s) on') == 1
         run.probe.destroy_publisher(base)
         assert wait_for(lambda: run.node.tracking_report()[0] == 0)
+
+    @pytest.mark.parametrize('publish_tf', [True, False])
+    def test_tf_is_the_odometry_once_per_frame(self, harness, sequence, monkeypatch,
+                                               publish_tf):
+        """TF odom -> base_link is each odom's pose and stamp, once; publish_tf false: none.
+
+        ``tf2_ros`` cannot be installed from PyPI: a stand-in ``TransformBroadcaster`` records
+        what the node sends (the camera mount comes from the parameter, not TF).
+        """
+        import types
+
+        sent = []
+        stand_in = types.ModuleType('tf2_ros')
+        stand_in.TransformBroadcaster = lambda node: types.SimpleNamespace(
+            sendTransform=sent.append)
+        monkeypatch.setitem(sys.modules, 'tf2_ros', stand_in)
+        camera, frames = sequence
+        run = harness([Parameter('publish_tf', value=publish_tf),
+                       Parameter('camera_mount_source', value='parameter'),
+                       Parameter('camera_mount_xyz_qxyzw',
+                                 value=[0.2, 0.1, 0.5, -0.5, 0.5, -0.5, 0.5]),
+                       Parameter('odom_frame_id', value='vo_odom'),
+                       Parameter('base_frame_id', value='base_footprint')])
+        run.send_camera_info(camera)
+        for frame in frames[:4]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(4)
+        if not publish_tf:
+            assert sent == []
+            return
+        assert len(sent) == 4
+        for transform, odom in zip(sent, run.odom):
+            assert transform.header == odom.header
+            frames_ids = (transform.header.frame_id, transform.child_frame_id)
+            assert frames_ids == ('vo_odom', 'base_footprint')
+            t, q = transform.transform.translation, transform.transform.rotation
+            pose = odom.pose.pose
+            np.testing.assert_array_equal(
+                [t.x, t.y, t.z, q.x, q.y, q.z, q.w],
+                [pose.position.x, pose.position.y, pose.position.z, pose.orientation.x,
+                 pose.orientation.y, pose.orientation.z, pose.orientation.w])
 
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
