@@ -343,6 +343,42 @@ class TestVisualOdometryNode:
         assert run.node.camera_info_input.latched_subscription is None
         assert 'incompatible QoS' not in error_output
 
+    def test_reset_drops_an_initialpose_taken_on_a_skipped_frame(self, harness, sequence):
+        """initialpose, a frame skipped (paused), then ~/reset: the trajectory starts at 0."""
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from relperception.nodes.ros_messages import pose_msg
+        from std_srvs.srv import SetBool, Trigger
+
+        camera, frames = sequence
+        run = harness()
+        service = f"{run.node.get_namespace().rstrip('/')}/visual_odometry_node/"
+
+        def call(service_type, name, request):
+            client = run.probe.create_client(service_type, service + name)
+            assert client.wait_for_service(timeout_sec=10.0)
+            future = client.call_async(request)
+            assert wait_for(future.done, timeout=10.0)
+            assert future.result().success
+
+        run.send_camera_info(camera)
+        for frame in frames[:2]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        call(SetBool, 'pause', SetBool.Request(data=True))
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose = pose_msg(make_transform(np.eye(3), [10.0, -5.0, 0.0]))
+        anchor.pose.covariance = (0.25 * np.eye(6)).reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        run.send_image(frames[2].rgb, frames[2].stamp_ns)   # skipped: paused
+        call(Trigger, 'reset', Trigger.Request())
+        call(SetBool, 'pause', SetBool.Request(data=False))
+        run.send_image(frames[3].rgb, frames[3].stamp_ns)
+        run.wait_odom(3)
+        np.testing.assert_allclose(transform_from_pose_msg(run.odom[2].pose.pose), np.eye(4),
+                                   atol=1e-9)
+        assert not np.asarray(run.odom[2].pose.covariance).any()
+
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
         from geometry_msgs.msg import PoseWithCovarianceStamped
 

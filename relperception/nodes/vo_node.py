@@ -404,6 +404,7 @@ class VisualOdometryNode(Node):
     def _reset(self) -> None:
         self.pipeline.reset()
         self._last_published = None
+        self._pending_anchor = None   # an initialpose not applied yet: the new trajectory is at 0
         self._T_anchor = np.eye(4)
         self._anchor_covariances = None
         self._path_poses.clear()
