@@ -13,7 +13,8 @@ the same description ``relperception run`` starts, so the two cannot drift apart
     ros2 launch relperception perception.launch.py dense:=true   # + dense depth and labels
     ros2 launch relperception perception.launch.py dense_depth_to_odometry:=true   # metric mono
     ros2 launch relperception perception.launch.py correspondences_only:=true   # matcher_node
-    ros2 launch relperception perception.launch.py wheel_odom_topic:=/odom   # metric mono
+    ros2 launch relperception perception.launch.py wheel_odom_topic:=/odom
+        namespace:=vo   # metric mono; the odometry on /vo/odom, off the base's (one line)
     ros2 launch relperception perception.launch.py camera_mount_source:=parameter
         camera_mount_xyz_qxyzw:="0.1 0 0.2 -0.5 0.5 -0.5 0.5"   # mount not on TF (one line)
 

@@ -347,6 +347,16 @@ DEFAULT_CAMERA_MOUNT_XYZ_QXYZW = (0.0, 0.0, 0.0, -0.5, 0.5, -0.5, 0.5)
 #: The robot body frame of ``visual_odometry_node`` (``base_frame_id``, REP 105).
 DEFAULT_BASE_FRAME_ID = 'base_link'
 
+#: The odometry output of ``visual_odometry_node`` (``nav_msgs/Odometry``), relative: in the
+#: node's namespace. Its ``wheel_odom`` input must be another topic (the node would read its own
+#: output as wheel odometry).
+ODOMETRY_TOPIC = 'odom'
+
+#: A TF frame id (``odom_frame_id``, ``base_frame_id``): tf2 refuses an empty one and one with
+#: a leading ``/`` (ROS 1 style) in lookups, and a space is a typo no frame on TF has.
+FRAME_ID_PATTERN = (r'[^/\s]\S*', 'a TF frame id: not empty, no leading / (tf2 refuses it) and '
+                    'no spaces')
+
 #: Where ``visual_odometry_node`` takes its camera mount from (``camera_mount_source``): ``tf``
 #: looks up ``base_frame_id <- image header.frame_id`` (falling back to the parameter),
 #: ``parameter`` uses ``camera_mount_xyz_qxyzw``.
@@ -364,9 +374,9 @@ NODE_LOCAL_SPECS: Dict[str, Dict[str, ParameterSpec]] = {
         'visual_odometry_node': (
             _IMAGE_TRANSPORT,
             ParameterSpec('odom_frame_id', 'odom', 'frame of the odometry (header.frame_id)',
-                          read_only=True),
-            ParameterSpec('base_frame_id', DEFAULT_BASE_FRAME_ID, 'body frame (child_frame_id)',
-                          read_only=True),
+                          read_only=True, pattern=FRAME_ID_PATTERN),
+            ParameterSpec('base_frame_id', DEFAULT_BASE_FRAME_ID, 'body frame (child_frame_id); '
+                          'not odom_frame_id', read_only=True, pattern=FRAME_ID_PATTERN),
             ParameterSpec('camera_mount_xyz_qxyzw', list(DEFAULT_CAMERA_MOUNT_XYZ_QXYZW),
                           'camera optical frame in the base frame: x y z (m) qx qy qz qw; the '
                           'mount with camera_mount_source parameter, and the fallback of tf',

@@ -66,6 +66,13 @@ class TestNodeSet:
         assert 'wheel_odom' not in _by_name(graph.node_set())['visual_odometry_node'].remappings
         with pytest.raises(ValueError, match='wheel_odom_topic'):
             graph.node_set(correspondences_only=True, wheel_odom_topic='/base/odom')
+        # the node's own output (odom in its namespace) is not wheel odometry
+        for topic, namespace in (('/odom', ''), ('odom', ''), ('/vo/odom', 'vo'), ('odom', 'vo')):
+            with pytest.raises(ValueError, match='publishes its own odometry'):
+                graph.node_set(wheel_odom_topic=topic, namespace=namespace)
+        odometry = _by_name(graph.node_set(wheel_odom_topic='/odom', namespace='vo'))[
+            'visual_odometry_node']
+        assert odometry.remappings['wheel_odom'] == '/odom'
 
     def test_without_depth_there_is_no_depth_input(self):
         odometry = _by_name(graph.node_set())['visual_odometry_node']

@@ -223,6 +223,27 @@ class TestPlanReplay:
             assert odometry.parameters['depth_transport'] == 'compressedDepth'
             assert odometry.remappings['depth_in/compressedDepth'] == '/cd' + stored
 
+    @pytest.mark.parametrize('namespace', ['', '/ns'])
+    def test_wheel_odometry_recorded_on_odom_is_replayed_beside_the_nodes_odom(
+            self, tmp_path, namespace):
+        """A base's /odom in the bag: the node publishes its own odometry on (ns)/odom."""
+        from relperception.config import load_config
+        from relperception.data.synthetic import iter_sequence
+        from relperception.nodes.replay import plan_replay
+
+        camera, frames = iter_sequence(num_frames=3, seed=3, width=160, height=120)
+        with BagWriter(tmp_path / 'bag') as writer:
+            for frame in frames:
+                writer.write_image(topics.IMAGE, frame.stamp_ns, frame.rgb, 'rgb8')
+                writer.write_camera_info(topics.CAMERA_INFO, frame.stamp_ns, camera)
+                writer.write_pose('/odom', frame.stamp_ns, frame.T_world_cam)
+        plan = plan_replay(tmp_path / 'bag', load_config(overrides={
+            'topics.wheel_odometry': '/odom', 'odometry.mode': 'mono'}), namespace=namespace)
+        odometry, = plan.descriptions
+        assert plan.output_topics['odom'] == f'{namespace}/odom'
+        assert plan.published_topics['/odom'] == f'{namespace}/replayed/odom'
+        assert odometry.remappings['wheel_odom'] == f'{namespace}/replayed/odom'
+
     def test_an_input_topic_of_two_message_types_is_refused(self, tmp_path):
         """Image and CompressedImage on one topic: half the frames were lost as 'dropped'."""
         from rosbags.rosbag2 import Writer

@@ -8,6 +8,7 @@ with the offline :class:`~relperception.pipeline.vo_pipeline.VOPipeline` on the 
 """
 
 
+import sys
 import time
 
 from conftest import wait_for
@@ -342,6 +343,42 @@ class TestVisualOdometryNode:
         assert run.node.camera_info_input.latched_subscription is None
         assert 'incompatible QoS' not in error_output
 
+    def test_reset_drops_an_initialpose_taken_on_a_skipped_frame(self, harness, sequence):
+        """initialpose, a frame skipped (paused), then ~/reset: the trajectory starts at 0."""
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from relperception.nodes.ros_messages import pose_msg
+        from std_srvs.srv import SetBool, Trigger
+
+        camera, frames = sequence
+        run = harness()
+        service = f"{run.node.get_namespace().rstrip('/')}/visual_odometry_node/"
+
+        def call(service_type, name, request):
+            client = run.probe.create_client(service_type, service + name)
+            assert client.wait_for_service(timeout_sec=10.0)
+            future = client.call_async(request)
+            assert wait_for(future.done, timeout=10.0)
+            assert future.result().success
+
+        run.send_camera_info(camera)
+        for frame in frames[:2]:
+            run.send_image(frame.rgb, frame.stamp_ns)
+        call(SetBool, 'pause', SetBool.Request(data=True))
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose = pose_msg(make_transform(np.eye(3), [10.0, -5.0, 0.0]))
+        anchor.pose.covariance = (0.25 * np.eye(6)).reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        run.send_image(frames[2].rgb, frames[2].stamp_ns)   # skipped: paused
+        call(Trigger, 'reset', Trigger.Request())
+        call(SetBool, 'pause', SetBool.Request(data=False))
+        run.send_image(frames[3].rgb, frames[3].stamp_ns)
+        run.wait_odom(3)
+        np.testing.assert_allclose(transform_from_pose_msg(run.odom[2].pose.pose), np.eye(4),
+                                   atol=1e-9)
+        assert not np.asarray(run.odom[2].pose.covariance).any()
+
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
         from geometry_msgs.msg import PoseWithCovarianceStamped
 
@@ -371,6 +408,135 @@ class TestVisualOdometryNode:
             # never below the given one, never negative, and positive semi-definite
             assert np.all(np.diag(covariance) >= given.reshape(6, 6).diagonal() - 1e-12)
             assert np.linalg.eigvalsh(covariance).min() >= -1e-12
+
+    def test_covariance_after_a_turned_initialpose_is_in_the_odometry_axes(self, harness,
+                                                                           sequence):
+        """The growth since a yawed initialpose is turned with it (x and y variances swap)."""
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from relperception.nodes.ros_messages import pose_msg
+        from relperception.odometry.covariance import (conjugate_covariance, positive_part,
+                                                       ros_order)
+
+        camera, frames = sequence
+        run = harness()
+        run.send_camera_info(camera)
+        for frame in frames[:3]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        yaw = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])   # +90 deg
+        given = 1e-6 * np.eye(6)
+        anchor = PoseWithCovarianceStamped()
+        anchor.header.frame_id = 'odom'
+        anchor.pose.pose = pose_msg(make_transform(yaw, [2.0, 1.0, 0.0]))
+        anchor.pose.covariance = given.reshape(36).tolist()
+        run.probe.create_publisher(PoseWithCovarianceStamped, 'initialpose', 10).publish(anchor)
+        assert wait_for(lambda: run.node.control._anchor is not None)
+        for frame in frames[3:]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(NUM_FRAMES)
+        # the tracked covariance of base_link in the odometry frame before re-anchoring
+        T_base_cam = camera_mount_transform(DEFAULT_CAMERA_MOUNT)
+        pipeline = VOPipeline({})
+        tracked = []
+        for f in frames:
+            result = pipeline.process(Frame(f.rgb, f.stamp_ns, camera, f.depth))
+            tracked.append(ros_order(conjugate_covariance(
+                T_base_cam, result.T_world_cam, result.pose_covariance)).reshape(6, 6))
+        pipeline.odometry.close()
+        growth = positive_part(tracked[-1] - tracked[3])
+        turn = np.kron(np.eye(2), yaw)
+        expected = given + turn @ growth @ turn.T
+        published = np.asarray(run.odom[-1].pose.covariance).reshape(6, 6)
+        # (the node's tracker and this one agree to a percent in the covariance)
+        np.testing.assert_allclose(published, expected, rtol=0.05, atol=1e-6)
+        # base_link moves along the tracked x, the anchored y: its variances follow
+        assert not np.isclose(growth[0, 0], growth[1, 1], rtol=0.2)
+        np.testing.assert_allclose(np.diag(published)[:2] - 1e-6, np.diag(growth)[1::-1],
+                                   rtol=0.05)
+
+    def test_path_is_built_for_listeners_only_and_kept_for_a_late_one(
+            self, context, harnesses, sequence):
+        """Without a path subscriber no Path is built; one that comes later gets every pose."""
+        camera, frames = sequence
+        run = NodeHarness(context, VisualOdometryNode)
+        harnesses.append(run)
+        odom, paths = [], []
+        run.probe.create_subscription(nav_msgs.Odometry, 'odom', odom.append, 50)
+        image = run.probe.create_publisher(Image, 'image', 10)
+        info = run.probe.create_publisher(CameraInfo, 'camera_info', 10)
+        run.start(lambda: image.get_subscription_count() > 0 and info.get_subscription_count() > 0
+                  and run.node._odom.get_subscription_count() > 0)
+        published = []
+        publish = run.node._path.publish
+        run.node._path.publish = lambda msg: (published.append(msg), publish(msg))
+        info.publish(camera_info_msg(camera))
+        assert wait_for(lambda: run.node.camera is not None)
+        for frame in frames[:3]:
+            run.publish_and_wait(image, image_msg(frame.rgb, frame.stamp_ns), timeout=30.0)
+        run.wait_exactly(odom, 3, 'odom messages')
+        assert published == []
+        run.probe.create_subscription(nav_msgs.Path, 'path', paths.append, 5)
+        assert wait_for(lambda: run.node._path.get_subscription_count() > 0)
+        run.publish_and_wait(image, image_msg(frames[3].rgb, frames[3].stamp_ns), timeout=30.0)
+        assert wait_for(lambda: len(paths) == 1)
+        assert len(published) == 1 and len(paths[0].poses) == 4
+        assert [p.pose for p in paths[0].poses[:3]] == [m.pose.pose for m in odom[:3]]
+
+    def test_another_publisher_on_odom_is_reported(self, harness, capfd):
+        """A base controller on the same odom: WARN in /diagnostics and one log line."""
+        run = harness()
+        assert run.node.tracking_report()[0] == 0
+        base = run.probe.create_publisher(nav_msgs.Odometry, 'odom', 10)
+        shared = f"1 other publisher(s) on {run.node.resolve_topic_name('odom')}"
+        assert wait_for(lambda: shared in run.node.tracking_report()[1])
+        assert run.node.tracking_report()[0] == 1
+        run.node.tracking_report()
+        assert capfd.readouterr().err.count('other publisher(s) on') == 1
+        run.probe.destroy_publisher(base)
+        assert wait_for(lambda: run.node.tracking_report()[0] == 0)
+
+    @pytest.mark.parametrize('publish_tf', [True, False])
+    def test_tf_is_the_odometry_once_per_frame(self, harness, sequence, monkeypatch,
+                                               publish_tf):
+        """TF odom -> base_link is each odom's pose and stamp, once; publish_tf false: none.
+
+        ``tf2_ros`` cannot be installed from PyPI: a stand-in ``TransformBroadcaster`` records
+        what the node sends (the camera mount comes from the parameter, not TF).
+        """
+        import types
+
+        sent = []
+        stand_in = types.ModuleType('tf2_ros')
+        stand_in.TransformBroadcaster = lambda node: types.SimpleNamespace(
+            sendTransform=sent.append)
+        monkeypatch.setitem(sys.modules, 'tf2_ros', stand_in)
+        camera, frames = sequence
+        run = harness([Parameter('publish_tf', value=publish_tf),
+                       Parameter('camera_mount_source', value='parameter'),
+                       Parameter('camera_mount_xyz_qxyzw',
+                                 value=[0.2, 0.1, 0.5, -0.5, 0.5, -0.5, 0.5]),
+                       Parameter('odom_frame_id', value='vo_odom'),
+                       Parameter('base_frame_id', value='base_footprint')])
+        run.send_camera_info(camera)
+        for frame in frames[:4]:
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(4)
+        if not publish_tf:
+            assert sent == []
+            return
+        assert len(sent) == 4
+        for transform, odom in zip(sent, run.odom):
+            assert transform.header == odom.header
+            frames_ids = (transform.header.frame_id, transform.child_frame_id)
+            assert frames_ids == ('vo_odom', 'base_footprint')
+            t, q = transform.transform.translation, transform.transform.rotation
+            pose = odom.pose.pose
+            np.testing.assert_array_equal(
+                [t.x, t.y, t.z, q.x, q.y, q.z, q.w],
+                [pose.position.x, pose.position.y, pose.position.z, pose.orientation.x,
+                 pose.orientation.y, pose.orientation.z, pose.orientation.w])
 
     def test_depth_misses_are_counted_and_rated(self, harness, sequence, capfd):
         camera, frames = sequence
@@ -749,6 +915,29 @@ class TestVisualOdometryNode:
             VisualOdometryNode(context=context, namespace=unique_namespace(),
                                parameter_overrides=[Parameter('camera_mount_xyz_qxyzw',
                                                               value=[0.0] * 7)])
+
+    @pytest.mark.parametrize('name, value', [('odom_frame_id', '/odom'),
+                                             ('base_frame_id', ''),
+                                             ('base_frame_id', 'base link'),
+                                             ('base_frame_id', 'odom')])
+    def test_frame_ids_tf2_refuses_are_refused_at_start(self, context, name, value):
+        """A leading '/' (ROS 1), an empty or spaced frame id, or odom = base: no node."""
+        from rclpy.exceptions import InvalidParameterValueException
+        from relperception.nodes.graph import launch_odometry_parameters
+
+        with pytest.raises((InvalidParameterValueException, ValueError), match=name):
+            VisualOdometryNode(context=context, namespace=unique_namespace(),
+                               parameter_overrides=[Parameter(name, value=value)])
+        if value.strip() and value != 'odom':   # the launch arguments take the same rule
+            with pytest.raises(ValueError, match=name):
+                launch_odometry_parameters({name: value})
+
+    def test_wheel_odom_remapped_onto_its_own_output_is_refused(self, context):
+        """wheel_odom:=odom would read the node's own odometry as wheel odometry: no node."""
+        for remap in ('wheel_odom:=odom', 'odom:=wheel_odom'):
+            with pytest.raises(ValueError, match='its own odometry'):
+                VisualOdometryNode(context=context, namespace=unique_namespace(),
+                                   cli_args=['--ros-args', '-r', remap])
 
 
 class TestCameraMount:

@@ -37,7 +37,7 @@ import threading
 from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
 from relperception.config import (check_distinct_topics, DEPTH_TRANSPORTS, IMAGE_TRANSPORTS,
-                                  MATCHERS)
+                                  MATCHERS, ODOMETRY_TOPIC)
 
 PACKAGE = 'relperception'
 FASTDDS_PROFILE_ENV = 'FASTRTPS_DEFAULT_PROFILES_FILE'
@@ -228,6 +228,29 @@ def _absolute_or_relative(topic: str, what: str) -> str:
     return topic
 
 
+def check_not_own_odometry(wheel_odom_topic: str, namespace: str) -> None:
+    """Refuse a wheel odometry topic that is the odometry node's own output.
+
+    Args:
+        wheel_odom_topic: the ``wheel_odom`` topic, absolute or relative to ``namespace``.
+        namespace: the nodes' namespace ('' or absolute, see :func:`normalize_namespace`).
+
+    Raises:
+        ValueError: ``wheel_odom_topic`` resolves to ``<namespace>/odom``, where
+            ``visual_odometry_node`` publishes: the node would read its own odometry as wheel
+            odometry, and the topic would carry two odometries.
+    """
+    own = f'{namespace}/{ODOMETRY_TOPIC}'
+    wheel = wheel_odom_topic if wheel_odom_topic.startswith('/') else \
+        f'{namespace}/{wheel_odom_topic}'
+    if wheel == own:
+        raise ValueError(
+            f'wheel_odom_topic {wheel_odom_topic!r} is {own}, where visual_odometry_node '
+            'publishes its own odometry: it would read itself as wheel odometry and the topic '
+            'would carry two odometries; give the nodes a namespace (namespace /vo: the '
+            'odometry goes to /vo/odom)')
+
+
 def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_raw',
              camera_info_topic: str = '/camera/camera_info', depth_topic: str = '',
              image_transport: str = 'raw', namespace: str = '',
@@ -327,6 +350,7 @@ def node_set(matcher: Optional[str] = 'ncc', image_topic: str = '/camera/image_r
             if depth_transport == 'compressedDepth':
                 remappings['depth_in/compressedDepth'] = depth_topic + '/compressedDepth'
         if wheel_odom_topic:
+            check_not_own_odometry(wheel_odom_topic, namespace)
             remappings['wheel_odom'] = wheel_odom_topic
         remappings['diagnostics'] = '/diagnostics'
         descriptions = [NodeDescription(

@@ -50,7 +50,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from relperception.config import DEFAULT_BASE_FRAME_ID, load_config
+from relperception.config import DEFAULT_BASE_FRAME_ID, load_config, ODOMETRY_TOPIC
 from relperception.data.bag_frames import gt_time_offset_ns
 from relperception.evaluation.report import remove_earlier_outputs
 from relperception.interruption import interruption_reason, INTERRUPTIONS
@@ -68,7 +68,10 @@ PROCESS_STOP_TIMEOUT_S = 5.0
 #: clock in the ROS domain (another replay, a camera driver): discovery takes a moment.
 FOREIGN_PUBLISHER_DISCOVERY_S = 1.0
 
-_PER_FRAME_OUTPUTS = ('correspondences', 'odom', 'path')
+_PER_FRAME_OUTPUTS = ('correspondences', ODOMETRY_TOPIC, 'path')
+#: A recorded wheel odometry on the node's own odometry topic (a base's ``/odom``) is replayed
+#: under this prefix (``/replayed/odom``).
+REPLAYED_PREFIX = '/replayed'
 
 
 def _prefixed(namespace: str, topic: str) -> str:
@@ -154,6 +157,10 @@ def plan_replay(bag, config: Mapping[str, Any], namespace: str = '') -> ReplayPl
                              f"types ({', '.join(topic_types[topic])}); replay publishes one "
                              'type per topic: split the topic, or score the bag with eval')
     published = {topic: _prefixed(namespace, topic) for topic in input_topics.values()}
+    if wheel_topic in published and published[wheel_topic] == f'{namespace}/{ODOMETRY_TOPIC}':
+        # a base's /odom: the node publishes its own odometry there, so the recorded wheel
+        # odometry is replayed beside it
+        published[wheel_topic] = _prefixed(namespace, REPLAYED_PREFIX + wheel_topic)
     base_image = config['topics.image'] if transport == 'compressed' else image_topic
     depth_transport, base_depth = 'raw', depth_topic
     if mode == 'rgbd' and bag_topics[depth_topic] == COMPRESSED_IMAGE_MSGTYPE:

@@ -16,7 +16,8 @@ Subscribes:
 Publishes:
     ``odom`` (``nav_msgs/Odometry``, ``header.frame_id`` = ``odom_frame_id``,
     ``child_frame_id`` = ``base_frame_id``, stamp = the image's), ``path`` (``nav_msgs/Path``,
-    the last ``path_max_length`` poses), TF ``odom -> base_link`` when ``tf2_ros`` is
+    the last ``path_max_length`` poses; built and published only while something subscribes
+    to it, the poses are kept in any case), TF ``odom -> base_link`` when ``tf2_ros`` is
     importable and ``publish_tf`` is true, ``correspondences`` (``sensor_msgs/PointCloud2``,
     layout in :mod:`relperception.data.correspondences`: the matches the tracker used, from
     the keyframe (stamp in the points) to this frame (header)) and ``diagnostics``.
@@ -59,13 +60,14 @@ restarted) resets the odometry and the path.
 from __future__ import annotations
 
 import collections
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 from nav_msgs.msg import Odometry, Path
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from relperception.config import NODE_LOCAL_SPECS, ParameterSpec, SPECS
+from relperception.config import NODE_LOCAL_SPECS, ODOMETRY_TOPIC, ParameterSpec, SPECS
 from relperception.core_types import Camera, Frame
 from relperception.data.input_counters import (CAMERA_INFO_REFUSED, depth_problem_counter,
                                                FRAMES_NOT_MATCHING_CAMERA_INFO, FRAMES_PAUSED,
@@ -89,9 +91,11 @@ from relperception.nodes.ros_messages import (
     transform_stamped_msg,
 )
 from relperception.nodes.stamp_order import StampOrder
+from relperception.nodes.wheel_odometry_input import TOPIC as WHEEL_ODOM_TOPIC
 from relperception.nodes.wheel_odometry_input import WheelOdometryInput
-from relperception.odometry.covariance import (conjugate_covariance, positive_part, ros_order,
-                                               twist_from_poses, UNKNOWN_VARIANCE)
+from relperception.odometry.covariance import (conjugate_covariance, positive_part,
+                                               ros_order, rotate_covariance, twist_from_poses,
+                                               UNKNOWN_VARIANCE)
 from relperception.odometry.mount import camera_from_odom, odom_from_camera
 from relperception.odometry.vo import (METRIC_SCALE_SOURCES, STATUS_LOST, STATUS_REINITIALIZED,
                                        STATUS_TRACKING)
@@ -145,6 +149,15 @@ class VisualOdometryNode(Node):
         self._config = VersionedConfig({**current_config(self, VO_PARAMETERS),
                                         **current_config(self, list(LOCAL_SPECS), LOCAL_SPECS)})
         config, self._config_version = self._config.get()
+        if config['odom_frame_id'] == config['base_frame_id']:
+            # tf2 refuses a transform from a frame to itself (TF_SELF_TRANSFORM, every frame)
+            raise ValueError('odom_frame_id and base_frame_id must differ, both are '
+                             f"{config['odom_frame_id']!r}")
+        own_odometry = self.resolve_topic_name(ODOMETRY_TOPIC)
+        if self.resolve_topic_name(WHEEL_ODOM_TOPIC) == own_odometry:
+            raise ValueError(f'{WHEEL_ODOM_TOPIC} is remapped to {own_odometry}, where this node '
+                             'publishes its own odometry: it would read itself as wheel odometry; '
+                             'remap it to the base odometry, or put this node in a namespace')
         #: ``T_base_cam``: from TF at the first image, or the parameter (raises ValueError for a
         #: bad ``camera_mount_xyz_qxyzw``, before any thread or process starts).
         self.camera_mount = CameraMount(
@@ -189,7 +202,9 @@ class VisualOdometryNode(Node):
         self._worker: FrameWorker = FrameWorker(
             f'{node_name} tracking', self._process, self.get_logger(), self.stats,
             clock_ns=lambda: self.get_clock().now().nanoseconds)
-        self._odom = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
+        self._odom = self.create_publisher(Odometry, ODOMETRY_TOPIC, QoSProfile(depth=10))
+        self._odometry_shared = False
+        self._odometry_shared_lock = threading.Lock()
         self._path = self.create_publisher(Path, 'path', QoSProfile(depth=1))
         self._correspondences = self.create_publisher(PointCloud2, 'correspondences',
                                                       QoSProfile(depth=5))
@@ -266,10 +281,10 @@ class VisualOdometryNode(Node):
 
         ERROR while tracking is lost (nothing is published then: the last pose would be stale
         and a held pose would read as a robot standing still); WARN while images are skipped
-        for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why) and while
-        the translation has
-        no metric scale (monocular without depth or a scale hint: its covariance is large);
-        OK otherwise. Values: ``tracking_state`` (one of
+        for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why), while
+        the translation has no metric scale (monocular without depth or a scale hint: its
+        covariance is large) and while another node publishes on ``odom``
+        (:meth:`odometry_shared`); OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
         frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
         ``reinitializations``, ``paused``, ``camera_mount_source`` (``tf`` or ``parameter``; ''
@@ -303,7 +318,29 @@ class VisualOdometryNode(Node):
             level, message = LEVEL_OK, ''
         if depth_level > LEVEL_OK:
             message = f'{message}; {depth_message}' if message else depth_message
+        shared = self.odometry_shared()
+        if shared:
+            level = max(level, LEVEL_WARN)
+            message = f'{message}; {shared}' if message else shared
         return max(level, depth_level), message, values
+
+    def odometry_shared(self) -> str:
+        """Return why ``odom`` carries another odometry too ('' when this node alone publishes it).
+
+        E.g. a base controller's ``/odom`` with this node in no namespace: the subscribers would
+        get both odometries. Logged at WARN when it starts; ``/diagnostics`` is WARN meanwhile.
+        """
+        topic = self._odom.topic_name
+        others = self.count_publishers(topic) - 1
+        text = ''
+        if others > 0:
+            text = (f'{others} other publisher(s) on {topic}: its subscribers get two '
+                    'odometries; put this node in a namespace or remap its odom')
+        with self._odometry_shared_lock:   # the diagnostics timer and callers: one line
+            if text and not self._odometry_shared:
+                self.get_logger().warning(text)
+            self._odometry_shared = bool(text)
+        return text
 
     @property
     def frames_without_depth(self) -> int:
@@ -367,6 +404,7 @@ class VisualOdometryNode(Node):
     def _reset(self) -> None:
         self.pipeline.reset()
         self._last_published = None
+        self._pending_anchor = None   # an initialpose not applied yet: the new trajectory is at 0
         self._T_anchor = np.eye(4)
         self._anchor_covariances = None
         self._path_poses.clear()
@@ -464,9 +502,11 @@ class VisualOdometryNode(Node):
         if self._anchor_covariances is not None:
             # the growth since the anchor, never negative: the tracked covariance can shrink
             # (metric scale from depth or wheel odometry, a bundle adjustment), and the given
-            # covariance minus the shrinkage would be no covariance (negative variances)
+            # covariance minus the shrinkage would be no covariance (negative variances); it is
+            # in the axes of the tracked frame, turned here into those of the anchored odom
             covariance_given, covariance_at_anchor = self._anchor_covariances
             growth = positive_part((pose_covariance - covariance_at_anchor).reshape(6, 6))
+            growth = rotate_covariance(self._T_anchor[:3, :3], growth)
             pose_covariance = covariance_given + growth.reshape(36)
         # velocity unknown (first frame, after a re-initialisation): zero with a huge variance
         twist, twist_covariance = np.zeros(6), UNKNOWN_VARIANCE * np.eye(6).reshape(36)
@@ -483,11 +523,13 @@ class VisualOdometryNode(Node):
                                         self.base_frame_id, pose_covariance, twist,
                                         twist_covariance))
         self._path_poses.append(pose_stamped_msg(T_odom_base, stamp, self.odom_frame_id))
-        path = Path()
-        path.header.stamp = stamp
-        path.header.frame_id = self.odom_frame_id
-        path.poses = list(self._path_poses)
-        self._path.publish(path)
+        if self._path.get_subscription_count():
+            # built only for a listener: its cost grows with the path, on this thread, per frame
+            path = Path()
+            path.header.stamp = stamp
+            path.header.frame_id = self.odom_frame_id
+            path.poses = list(self._path_poses)
+            self._path.publish(path)
         if self._tf_broadcaster is not None:
             self._tf_broadcaster.sendTransform(transform_stamped_msg(
                 T_odom_base, stamp, self.odom_frame_id, self.base_frame_id))
