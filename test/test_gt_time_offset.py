@@ -83,6 +83,27 @@ def test_cli_option_and_bad_values(shifted_bag, tmp_path, caplog):
         evaluate_bag(shifted_bag, tmp_path / 'inf', progress=False, gt_time_offset_s=math.inf)
 
 
+def test_the_ground_truth_reader_applies_and_checks_the_offset(shifted_bag):
+    """read_camera_ground_truth adds offset_ns itself (eval and replay no longer add it)."""
+    import numpy as np
+
+    from relperception.config import DEFAULT_BASE_FRAME_ID
+    from relperception.data.bag_frames import read_camera_ground_truth
+    from relperception.data.error_log import ErrorLog
+
+    with BagReader(shifted_bag) as reader:
+        def read(**offset):
+            return read_camera_ground_truth(reader, GT_TOPIC, ErrorLog(), None,
+                                            DEFAULT_BASE_FRAME_ID, np.eye(4), **offset)[0]
+
+        plain = read()
+        assert np.array_equal(read(offset_ns=-300_000_000), plain - 300_000_000)
+        assert np.array_equal(read(offset_ns=np.int64(5)), plain + 5)
+        for bad in (0.5, True, '1', None):
+            with pytest.raises(ValueError, match='offset_ns must be an integer'):
+                read(offset_ns=bad)
+
+
 def test_estimate_from_denser_ground_truth_in_another_frame_and_scale():
     """Ground truth at 100 Hz, frames at 30 Hz: scale and world frame do not matter."""
     import numpy as np

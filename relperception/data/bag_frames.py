@@ -365,7 +365,8 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
 
 
 def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
-                             camera_frame: str | None, base_frame: str, T_base_cam):
+                             camera_frame: str | None, base_frame: str, T_base_cam,
+                             offset_ns: int = 0):
     """Return the ground truth as camera poses: ``(stamps_ns, T_world_cam, taken_as)``.
 
     The child frame of the poses decides (:func:`read_pose_topic`):
@@ -386,17 +387,25 @@ def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
         camera_frame: the camera's frame id ('' or None when unknown).
         base_frame: the robot base's frame id.
         T_base_cam: (4, 4) camera mount (the camera optical frame in the base frame).
+        offset_ns: nanoseconds added to every ground-truth stamp (the ground-truth time offset
+            of ``eval`` / ``replay`` / ``compare --gt-time-offset``, see
+            :func:`gt_time_offset_ns`).
 
     Returns:
-        stamps (N,) int64, poses (N, 4, 4) and a sentence saying what the poses were taken
-        as (None without ground truth).
+        stamps (N,) int64 with ``offset_ns`` added, poses (N, 4, 4) and a sentence saying what
+        the poses were taken as (None without ground truth).
 
     Raises:
-        ValueError: a ``T_base_cam`` that is not a (4, 4) transform.
+        ValueError: a ``T_base_cam`` that is not a (4, 4) transform, an ``offset_ns`` that is
+            not an integer.
     """
     from relperception.transforms import check_transform
 
     T_base_cam = check_transform(T_base_cam, 'T_base_cam')
+    if isinstance(offset_ns, (bool, np.bool_)) or not isinstance(offset_ns, (int, np.integer)):
+        raise ValueError(f'offset_ns must be an integer number of nanoseconds, got '
+                         f'{offset_ns!r}')
+    offset_ns = int(offset_ns)
     camera_frame = (camera_frame or '').lstrip('/')
     base_frame = str(base_frame).lstrip('/')
     by_child = read_pose_topic(reader, topic, errors)
@@ -433,7 +442,7 @@ def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
                    f'camera frame {camera_frame or "(unknown)"!r} or the base frame '
                    f'{base_frame!r}: no ground truth', logging.ERROR)
         return (*_no_poses(), None)
-    return stamps, poses, taken_as
+    return stamps + offset_ns, poses, taken_as
 
 
 def first_frame_id(reader, topic: str) -> str | None:
