@@ -257,3 +257,17 @@ def test_a_study_file_gives_offsets_and_the_command_line_wins(shifted_bag, tmp_p
     with open(output / 'results.csv', newline='', encoding='utf-8') as stream:
         row, = csv.DictReader(stream)
     assert float(row['gt_time_offset_s']) == -SHIFT_S
+
+
+def test_a_study_row_carries_its_offset_whatever_became_of_the_cell(tmp_path):
+    """The offset is part of a cell's identity: also in rows without a trajectory."""
+    from relperception.pipeline.study import (failed_row, parse_config_spec, plan_cells,
+                                              run_cell)
+
+    write_synthetic_bag(tmp_path / 'one', frames=1, width=160, height=120)
+    cell, = plan_cells([tmp_path / 'one'], [parse_config_spec('default')], tmp_path / 'study',
+                       gt_time_offsets=[0.5])
+    row = run_cell(cell, None, False)   # one frame: evaluated, but nothing tracked
+    assert row['status'] == 'ok' and row['ate_rmse_m'] is None
+    assert row['gt_time_offset_s'] == 0.5
+    assert failed_row(cell, 'the worker process died')['gt_time_offset_s'] == 0.5
