@@ -83,6 +83,28 @@ def test_cli_option_and_bad_values(shifted_bag, tmp_path, caplog):
         evaluate_bag(shifted_bag, tmp_path / 'inf', progress=False, gt_time_offset_s=math.inf)
 
 
+def test_an_offset_past_the_recording_or_the_int64_range_is_named(shifted_bag, tmp_path,
+                                                                    caplog):
+    """Offsets that move every ground-truth stamp away from the frames: a clear error."""
+    summary = evaluate_bag(shifted_bag, tmp_path / 'far', progress=False, plots=False,
+                           max_frames=5, gt_time_offset_s=100.0)
+    assert summary['ate_rmse_m'] is None and summary['frames_with_ground_truth'] == 0
+    assert summary['gt_time_offset_s'] == 100.0
+    named = [e for e in summary['errors'] if 'does not cover the frames' in e]
+    assert len(named) == 1 and 'time offset of +100 s added' in named[0], summary['errors']
+    # stamps + offset past int64 nanoseconds: was an OverflowError (or stamps wrapped around)
+    summary = evaluate_bag(shifted_bag, tmp_path / 'overflow', progress=False, plots=False,
+                           max_frames=5, gt_time_offset_s=8e9)
+    assert summary['ate_rmse_m'] is None and summary['ground_truth_poses'] == 0
+    assert summary['num_errors'] == 1 and 'out of the int64 nanosecond range' in \
+        summary['errors'][0]
+    # an offset that is no int64 nanoseconds at all: refused before anything is read
+    assert cli_main(['eval', str(shifted_bag), '-o', str(tmp_path / 'huge'), '--no-progress',
+                     '--no-plots', '--gt-time-offset', '1e12']) == 1
+    assert 'gt_time_offset_s must lie within' in caplog.text
+    assert 'internal error' not in caplog.text and 'Traceback' not in caplog.text
+
+
 def test_the_ground_truth_reader_applies_and_checks_the_offset(shifted_bag):
     """read_camera_ground_truth adds offset_ns itself (eval and replay no longer add it)."""
     import numpy as np

@@ -195,6 +195,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
     poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
     summary['outputs'] = {}
+    summary['gt_time_offset_s'] = float(gt_time_offset_s)
     if not any(_estimated(row) for row in rows):
         placeholders = f' ({len(keep)} initialised at a held pose)' if keep else ''
         errors.add(f'no frame was tracked{placeholders}; no trajectory written, '
@@ -204,7 +205,6 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
                                              GT_MAX_GAP_FACTOR)
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
     summary['frames_with_ground_truth'] = int(valid.sum())
-    summary['gt_time_offset_s'] = float(gt_time_offset_s)
     _estimate_gt_offset(summary, stamps, poses, gt_stamps, gt_poses, segments,
                         float(gt_time_offset_s), errors)
     if valid.any() and not valid.all():
@@ -220,9 +220,11 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     else:
         summary['trajectory_frame'] = 'first camera (no ground truth at the frame stamps)'
         if len(gt_stamps):
-            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns does not cover the '
-                       f'frames [{stamps[0]}, {stamps[-1]}] ns; {NO_TRAJECTORY_METRICS}',
-                       logging.ERROR)
+            shifted = (f' (with the ground-truth time offset of {gt_time_offset_s:+g} s added)'
+                       if gt_time_offset_s else '')
+            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns{shifted} does not '
+                       f'cover the frames [{stamps[0]}, {stamps[-1]}] ns; '
+                       f'{NO_TRAJECTORY_METRICS}', logging.ERROR)
     write_tum(output_dir / 'trajectory.tum', stamps, poses)
     summary['outputs']['trajectory'] = 'trajectory.tum'
     if not valid.any():
