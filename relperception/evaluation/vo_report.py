@@ -27,8 +27,8 @@ from relperception.data.bag_frames import (GT_MAX_GAP_FACTOR, GT_OFFSET_MIN_CORR
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (estimate_time_offset, evaluate_trajectory,
-                                                 interpolate_poses, PER_POSE_KEY,
-                                                 summary_metrics, write_tum)
+                                                 interpolate_poses, min_associated_poses,
+                                                 PER_POSE_KEY, summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
                                        STATUS_INITIALIZED, STATUS_REINITIALIZED,
@@ -231,6 +231,12 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
         return summary
     write_tum(output_dir / 'groundtruth.tum', stamps[valid], gt_at_frames[valid])
     summary['outputs']['groundtruth'] = 'groundtruth.tum'
+    minimum = min_associated_poses(alignment)
+    if valid.sum() < minimum:   # e.g. a bag of one or two frames
+        errors.add(f'only {int(valid.sum())} frame(s) with a pose and ground truth: too '
+                   f'few to score the trajectory (alignment {alignment} needs at least '
+                   f'{minimum}); {NO_TRAJECTORY_METRICS}', logging.ERROR)
+        return summary
     try:
         result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
                                      alignment=alignment, max_time_diff_s=GT_TOLERANCE_S,
