@@ -83,8 +83,7 @@ def test_cli_option_and_bad_values(shifted_bag, tmp_path, caplog):
         evaluate_bag(shifted_bag, tmp_path / 'inf', progress=False, gt_time_offset_s=math.inf)
 
 
-def test_an_offset_past_the_recording_or_the_int64_range_is_named(shifted_bag, tmp_path,
-                                                                    caplog):
+def test_an_offset_past_the_recording_or_int64_is_named(shifted_bag, tmp_path, caplog):
     """Offsets that move every ground-truth stamp away from the frames: a clear error."""
     summary = evaluate_bag(shifted_bag, tmp_path / 'far', progress=False, plots=False,
                            max_frames=5, gt_time_offset_s=100.0)
