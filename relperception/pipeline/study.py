@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
-from relperception.interruption import INTERRUPTIONS, Terminated
+from relperception.interruption import (exit_on_sigterm, INTERRUPTIONS, raise_on_sigterm,
+                                        sigterm_received, Terminated)
 
 logger = logging.getLogger(__name__)
 
@@ -624,42 +625,27 @@ def _run_pool_cell(function: Callable, cell: Cell, mode: str | None, plots: bool
     """Run ``function(cell, mode, plots)`` in a pool worker, unless the study was interrupted.
 
     While the cell runs, SIGTERM raises :class:`~relperception.interruption.Terminated` (the
-    cell keeps what it computed); SIGTERM between cells ends the worker. Both handlers first
-    mark the worker interrupted: the pool's worker loop takes any exception for the cell's
-    result (also one raised between the cell's end and the next call) and goes on with its
-    queue, so once SIGTERM arrived the worker runs no other cell (the ones queued to it end
-    at once).
+    cell keeps what it computed); SIGTERM between cells ends the worker. Both handlers
+    (:func:`~relperception.interruption.raise_on_sigterm`,
+    :func:`~relperception.interruption.exit_on_sigterm`) first record the signal
+    (:func:`~relperception.interruption.sigterm_received`): the pool's worker loop takes any
+    exception for the cell's result (also one raised between the cell's end and the next
+    call) and goes on with its queue, so once SIGTERM arrived the worker runs no other cell
+    (the ones queued to it end at once).
 
     Raises:
         Terminated: the cell, or an earlier one of this worker, was interrupted.
     """
     import signal
 
-    if _pool_worker_interrupted:
+    if sigterm_received():
         raise Terminated()
-    signal.signal(signal.SIGTERM, _interrupt_cell_on_sigterm)
+    previous = raise_on_sigterm()   # nothing to clear: no SIGTERM came (checked above)
     try:
         return function(cell, mode, plots)
     finally:
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
-
-
-#: Set in a pool worker by its SIGTERM handlers (see _run_pool_cell).
-_pool_worker_interrupted = False
-
-
-def _interrupt_cell_on_sigterm(signum, frame) -> None:
-    """SIGTERM handler of a pool worker during a cell: the cell raises Terminated."""
-    global _pool_worker_interrupted
-    _pool_worker_interrupted = True
-    raise Terminated()
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    """SIGTERM handler of a pool worker between cells: the worker exits (exit handlers run)."""
-    global _pool_worker_interrupted
-    _pool_worker_interrupted = True
-    raise SystemExit(128 + signum)
+        if previous is not None:   # exit_on_sigterm's (_start_cell_worker)
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _start_cell_worker(threads: int) -> None:
@@ -668,7 +654,7 @@ def _start_cell_worker(threads: int) -> None:
 
     pin_threads(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
 
 
 def _identity(cell: Cell) -> dict:
