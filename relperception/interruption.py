@@ -101,7 +101,10 @@ _SIGTERM_RECEIVED = threading.Event()
 
 
 def sigterm_received() -> bool:
-    """Return whether SIGTERM arrived since :func:`raise_on_sigterm` was last called."""
+    """Return whether SIGTERM arrived since :func:`raise_on_sigterm` was last called.
+
+    Both :func:`raise_on_sigterm`'s and :func:`exit_on_sigterm`'s handlers record it.
+    """
     return _SIGTERM_RECEIVED.is_set()
 
 
@@ -119,5 +122,27 @@ def raise_on_sigterm():
     def handler(signum, frame):
         _SIGTERM_RECEIVED.set()
         raise Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def exit_on_sigterm():
+    """Make SIGTERM end the process: ``SystemExit(128 + SIGTERM)`` in the main thread.
+
+    For a worker process between jobs (exit handlers run, no traceback). The handler records
+    the signal for :func:`sigterm_received` first: a pool's worker loop can take the
+    ``SystemExit`` for a job's result and go on, and the next job then sees that SIGTERM came.
+    Unlike :func:`raise_on_sigterm`, an earlier record is not cleared.
+
+    Returns:
+        the previous handler, or None when called outside the main thread (nothing is
+        installed then).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        _SIGTERM_RECEIVED.set()
+        raise SystemExit(128 + signum)
 
     return signal.signal(signal.SIGTERM, handler)

@@ -463,17 +463,17 @@ def test_dense_figures_are_compared_on_the_bags_every_configuration_scored():
 def test_equal_median_ate_is_a_tie_that_the_faster_configuration_wins():
     rows = [_row('a', 'ref', 0.2, 10), _row('a', 'same', 0.2, 8), _row('a', 'copy', 0.2, 10),
             _row('b', 'ref', 0.4, 10), _row('b', 'same', 0.4, 8), _row('b', 'copy', 0.4, 10)]
-    line = recommend(rows, ['ref', 'same', 'copy'])
+    line = recommend(aggregate(rows, ['ref', 'same', 'copy']))
     # was: '`ref` (the reference) has the lowest median ATE; the fastest, `same`, takes 0.8x
     # its time per frame at 1x its median ATE'
     assert line.startswith('on these 2 bags, `same` has the same median ATE as `ref` (0.3 m) '
                            'at 0.8x the time per frame; `copy` has the same median ATE;')
-    assert recommend(rows[:1] + rows[2:4] + rows[5:], ['ref', 'copy']).startswith(
+    assert recommend(aggregate(rows[:1] + rows[2:4] + rows[5:], ['ref', 'copy'])).startswith(
         'on these 2 bags, `ref` (the reference) has the lowest median ATE (0.3 m); `copy` has '
         'the same median ATE;')
     # no time per frame known: no 'nanx' in the line
     untimed = [{**r, 'timing_median_ms': None} for r in rows]
-    assert 'nan' not in recommend(untimed, ['ref', 'same'])
+    assert 'nan' not in recommend(aggregate(untimed, ['ref', 'same']))
 
 
 def test_tied_configurations_share_their_rank():
@@ -489,29 +489,43 @@ def test_recommendation_states_its_criterion():
     rows = [_row('a', 'ref', 0.2, 10), _row('a', 'new', 0.1, 90),
             _row('b', 'ref', 0.4, 10), _row('b', 'new', 0.2, 90),
             _row('c', 'ref', 9.0), _row('c', 'new', None, status='failed')]
-    line = recommend(rows, ['ref', 'new'])
+    line = recommend(aggregate(rows, ['ref', 'new']))
     assert line.startswith('on these 2 bags, `new` lowers median ATE by 50 % against `ref`')
     assert '9x the time per frame' in line and 'criterion' in line
-    assert '(the reference)' in recommend(rows, ['new', 'ref'])
+    assert '(the reference)' in recommend(aggregate(rows, ['new', 'ref']))
     # the trade-off against the fastest configuration is stated
     assert 'the fastest, `ref`, takes 0.11x its time per frame at 2x its median ATE' in line
-    assert 'no bag where every' in recommend(rows[4:], ['ref', 'new'])
-    assert 'nothing to compare' in recommend(rows, ['ref'])
+    assert 'no bag where every' in recommend(aggregate(rows[4:], ['ref', 'new']))
+    assert 'nothing to compare' in recommend(aggregate(rows, ['ref']))
 
 
 def test_no_recommendation_says_why():
     # all three said only 'no bag where every configuration has an ATE: no recommendation'
     failed = [_row(bag, name, None, status='failed') for bag in 'ab' for name in ('x', 'y')]
-    assert recommend(failed, ['x', 'y']).startswith('every cell failed (4 of 4; see the error '
-                                                    'column of results.csv)')
-    assert recommend(failed[::2], ['x']).startswith('every cell failed (2 of 2')
+    assert recommend(aggregate(failed, ['x', 'y'])).startswith(
+        'every cell failed (4 of 4; see the error column of results.csv)')
+    assert recommend(aggregate(failed[::2], ['x'])).startswith('every cell failed (2 of 2')
     untracked = [_row(bag, name, None) for bag in 'ab' for name in ('x', 'y')]
-    assert recommend(untracked, ['x', 'y']).startswith('no cell has an ATE (no ground truth')
+    assert recommend(aggregate(untracked, ['x', 'y'])).startswith(
+        'no cell has an ATE (no ground truth')
     reference_failed = [_row(bag, 'x', None, status='failed') for bag in 'ab'] + [
         _row(bag, 'y', 0.1) for bag in 'ab']
-    assert recommend(reference_failed, ['x', 'y']) == (
+    assert recommend(aggregate(reference_failed, ['x', 'y'])) == (
         'no bag where every configuration has an ATE: no recommendation; `x` has no ATE on any '
         'bag (failed or not scored; see results.csv)')
+
+
+def test_the_recommendation_reads_the_aggregates_it_is_given():
+    # it recomputed them from the rows: the table and the line could disagree
+    rows = [_row('a', 'ref', 0.2, 10), _row('a', 'new', 0.1, 20)]
+    aggregates = aggregate(rows, ['ref', 'new'])
+    assert recommend(aggregates).startswith('on these 1 bag, `new` lowers median ATE by 50 %')
+    aggregates[1]['ate_rmse_m_median_common'] = 0.3
+    assert recommend(aggregates).startswith('on these 1 bag, `ref` (the reference) has the '
+                                            'lowest median ATE (0.2 m)')
+    for entry in aggregates:
+        entry['ate_rmse_m_median_common'] = entry['ate_rmse_m_median'] = None
+    assert recommend(aggregates).startswith('no cell has an ATE')
 
 
 def test_pareto_front_keeps_the_unbeaten():

@@ -83,6 +83,48 @@ def test_cli_option_and_bad_values(shifted_bag, tmp_path, caplog):
         evaluate_bag(shifted_bag, tmp_path / 'inf', progress=False, gt_time_offset_s=math.inf)
 
 
+def test_an_offset_past_the_recording_or_int64_is_named(shifted_bag, tmp_path, caplog):
+    """Offsets that move every ground-truth stamp away from the frames: a clear error."""
+    summary = evaluate_bag(shifted_bag, tmp_path / 'far', progress=False, plots=False,
+                           max_frames=5, gt_time_offset_s=100.0)
+    assert summary['ate_rmse_m'] is None and summary['frames_with_ground_truth'] == 0
+    assert summary['gt_time_offset_s'] == 100.0
+    named = [e for e in summary['errors'] if 'does not cover the frames' in e]
+    assert len(named) == 1 and 'time offset of +100 s added' in named[0], summary['errors']
+    # stamps + offset past int64 nanoseconds: was an OverflowError (or stamps wrapped around)
+    summary = evaluate_bag(shifted_bag, tmp_path / 'overflow', progress=False, plots=False,
+                           max_frames=5, gt_time_offset_s=8e9)
+    assert summary['ate_rmse_m'] is None and summary['ground_truth_poses'] == 0
+    assert summary['num_errors'] == 1 and 'out of the int64 nanosecond range' in \
+        summary['errors'][0]
+    # an offset that is no int64 nanoseconds at all: refused before anything is read
+    assert cli_main(['eval', str(shifted_bag), '-o', str(tmp_path / 'huge'), '--no-progress',
+                     '--no-plots', '--gt-time-offset', '1e12']) == 1
+    assert 'gt_time_offset_s must lie within' in caplog.text
+    assert 'internal error' not in caplog.text and 'Traceback' not in caplog.text
+
+
+def test_the_ground_truth_reader_applies_and_checks_the_offset(shifted_bag):
+    """read_camera_ground_truth adds offset_ns itself (eval and replay no longer add it)."""
+    import numpy as np
+
+    from relperception.config import DEFAULT_BASE_FRAME_ID
+    from relperception.data.bag_frames import read_camera_ground_truth
+    from relperception.data.error_log import ErrorLog
+
+    with BagReader(shifted_bag) as reader:
+        def read(**offset):
+            return read_camera_ground_truth(reader, GT_TOPIC, ErrorLog(), None,
+                                            DEFAULT_BASE_FRAME_ID, np.eye(4), **offset)[0]
+
+        plain = read()
+        assert np.array_equal(read(offset_ns=-300_000_000), plain - 300_000_000)
+        assert np.array_equal(read(offset_ns=np.int64(5)), plain + 5)
+        for bad in (0.5, True, '1', None):
+            with pytest.raises(ValueError, match='offset_ns must be an integer'):
+                read(offset_ns=bad)
+
+
 def test_estimate_from_denser_ground_truth_in_another_frame_and_scale():
     """Ground truth at 100 Hz, frames at 30 Hz: scale and world frame do not matter."""
     import numpy as np
@@ -236,3 +278,17 @@ def test_a_study_file_gives_offsets_and_the_command_line_wins(shifted_bag, tmp_p
     with open(output / 'results.csv', newline='', encoding='utf-8') as stream:
         row, = csv.DictReader(stream)
     assert float(row['gt_time_offset_s']) == -SHIFT_S
+
+
+def test_a_study_row_carries_its_offset_whatever_became_of_the_cell(tmp_path):
+    """The offset is part of a cell's identity: also in rows without a trajectory."""
+    from relperception.pipeline.study import (failed_row, parse_config_spec, plan_cells,
+                                              run_cell)
+
+    write_synthetic_bag(tmp_path / 'one', frames=1, width=160, height=120)
+    cell, = plan_cells([tmp_path / 'one'], [parse_config_spec('default')], tmp_path / 'study',
+                       gt_time_offsets=[0.5])
+    row = run_cell(cell, None, False)   # one frame: evaluated, but nothing tracked
+    assert row['status'] == 'ok' and row['ate_rmse_m'] is None
+    assert row['gt_time_offset_s'] == 0.5
+    assert failed_row(cell, 'the worker process died')['gt_time_offset_s'] == 0.5

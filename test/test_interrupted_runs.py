@@ -22,9 +22,9 @@ from relperception.atomic_files import atomic_open, atomic_path, partial_name
 from relperception.cli.main import EXIT_INTERRUPTED, EXIT_TERMINATED, main as cli_main
 from relperception.config import load_config
 from relperception.imaging import write_image
-from relperception.interruption import (deferred_interruptions, interruption_error,
-                                        interruption_reason, raise_on_sigterm,
-                                        sigterm_received, Terminated)
+from relperception.interruption import (deferred_interruptions, exit_on_sigterm,
+                                        interruption_error, interruption_reason,
+                                        raise_on_sigterm, sigterm_received, Terminated)
 import torch
 
 
@@ -126,6 +126,24 @@ class TestSigtermRecord:
             raise_on_sigterm()
             assert not sigterm_received()
         finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def test_exit_on_sigterm_exits_and_is_remembered(self):
+        # the study's pool workers between cells: exit, and the next cell sees the record
+        previous = exit_on_sigterm()
+        try:
+            raise_on_sigterm()   # clears the record
+            exit_on_sigterm()
+            with pytest.raises(SystemExit) as stopped:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5.0)   # the handler raises in the main thread before this ends
+            assert stopped.value.code == 128 + signal.SIGTERM
+            assert sigterm_received()
+            exit_on_sigterm()
+            assert sigterm_received()   # not cleared by installing it again
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            raise_on_sigterm()
             signal.signal(signal.SIGTERM, previous)
 
 

@@ -342,6 +342,29 @@ class TestReplay:
         assert summary['metric_depth_used'] is False and summary['alignment'] == 'sim3'
         assert 'none metric' in summary['scale_source']
 
+    def test_a_bag_of_one_or_two_frames_says_too_few_to_score(self, tmp_path):
+        """It said 'only 1 poses associated between estimate [..] and ground truth [..]'."""
+        _ros_or_skip()
+        from relperception.nodes.replay import replay_bag
+        from relperception.pipeline.offline_eval import evaluate_bag
+
+        for frames in (1, 2):
+            bag = tmp_path / f'bag{frames}'
+            write_synthetic_bag(bag, frames=frames, width=160, height=120)
+            live = replay_bag(bag, tmp_path / f'live{frames}', plots=False,
+                              namespace=f'/test_{uuid.uuid4().hex[:8]}')
+            offline = evaluate_bag(bag, tmp_path / f'offline{frames}', progress=False,
+                                   plots=False)
+            for summary in (live, offline):
+                assert summary['ate_rmse_m'] is None and summary['num_errors'] == 1
+            # one frame offline: nothing was tracked, and it says so
+            for summary in (live, offline) if frames == 2 else (live,):
+                error, = summary['errors']
+                assert error.startswith(f'only {frames} frame(s) with a pose and ground truth: '
+                                        'too few to score the trajectory'), error
+            if frames == 1:
+                assert offline['errors'][0].startswith('no frame was tracked')
+
     def test_repeated_image_stamps_are_named(self, tmp_path):
         """Images of one header stamp: counted once, and the summary now says so."""
         _ros_or_skip()

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                              cpus_per_cell=args.cpus_per_cell)
         names = [c.name for c in configs]
         aggregates = aggregate(rows, names)
-        recommendation = recommend(rows, names)
+        recommendation = recommend(aggregates)
         written = write_results(rows, aggregates, recommendation, args.output)
         front = pareto_front(aggregates)
         pareto_png = plot_pareto(Path(args.output) / 'pareto.png', aggregates)

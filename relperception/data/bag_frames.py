@@ -61,16 +61,19 @@ PAIRING_WINDOW_S = 5.0
 MAX_PAIRING_BYTES = 1 << 30
 
 _NS_PER_S = 1_000_000_000
+#: Stamps are int64 nanoseconds: every stamp and offset is smaller than this in size.
+_INT64_LIMIT = 2 ** 63
 
 
 def gt_time_offset_ns(offset_s) -> int:
     """Return the ground-truth time offset ``offset_s`` (seconds) in integer nanoseconds.
 
     The one check of the value that ``eval``, ``replay`` and ``compare`` (``--gt-time-offset``)
-    add to the ground-truth stamps before association.
+    add to the ground-truth stamps before association: stamps are int64 nanoseconds, so the
+    offset must be one too (below 2**63 ns in size).
 
     Raises:
-        ValueError: ``offset_s`` is not a finite number.
+        ValueError: ``offset_s`` is not a finite number, or too large for int64 nanoseconds.
     """
     try:
         offset = float(offset_s)
@@ -79,7 +82,11 @@ def gt_time_offset_ns(offset_s) -> int:
             from None
     if not math.isfinite(offset):
         raise ValueError(f'gt_time_offset_s must be finite, got {offset_s!r}')
-    return round(offset * 1_000_000_000)
+    offset_ns = round(offset * _NS_PER_S)
+    if not -_INT64_LIMIT < offset_ns < _INT64_LIMIT:
+        raise ValueError(f'gt_time_offset_s must lie within +-{_INT64_LIMIT / _NS_PER_S:.4g} s '
+                         f'(stamps are int64 nanoseconds), got {offset_s!r}')
+    return offset_ns
 
 
 def message_stamp_ns(message) -> int:
@@ -365,7 +372,8 @@ def read_ground_truth(reader, topic: str | None, errors: ErrorLog):
 
 
 def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
-                             camera_frame: str | None, base_frame: str, T_base_cam):
+                             camera_frame: str | None, base_frame: str, T_base_cam,
+                             offset_ns: int = 0):
     """Return the ground truth as camera poses: ``(stamps_ns, T_world_cam, taken_as)``.
 
     The child frame of the poses decides (:func:`read_pose_topic`):
@@ -386,17 +394,26 @@ def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
         camera_frame: the camera's frame id ('' or None when unknown).
         base_frame: the robot base's frame id.
         T_base_cam: (4, 4) camera mount (the camera optical frame in the base frame).
+        offset_ns: nanoseconds added to every ground-truth stamp (the ground-truth time offset
+            of ``eval`` / ``replay`` / ``compare --gt-time-offset``, see
+            :func:`gt_time_offset_ns`).
 
     Returns:
-        stamps (N,) int64, poses (N, 4, 4) and a sentence saying what the poses were taken
-        as (None without ground truth).
+        stamps (N,) int64 with ``offset_ns`` added, poses (N, 4, 4) and a sentence saying what
+        the poses were taken as (None without ground truth).
 
     Raises:
-        ValueError: a ``T_base_cam`` that is not a (4, 4) transform.
+        ValueError: a ``T_base_cam`` that is not a (4, 4) transform, an ``offset_ns`` that is
+            not an integer. An offset that moves the stamps out of int64 nanoseconds gives no
+            ground truth, with an error in ``errors``.
     """
     from relperception.transforms import check_transform
 
     T_base_cam = check_transform(T_base_cam, 'T_base_cam')
+    if isinstance(offset_ns, (bool, np.bool_)) or not isinstance(offset_ns, (int, np.integer)):
+        raise ValueError(f'offset_ns must be an integer number of nanoseconds, got '
+                         f'{offset_ns!r}')
+    offset_ns = int(offset_ns)
     camera_frame = (camera_frame or '').lstrip('/')
     base_frame = str(base_frame).lstrip('/')
     by_child = read_pose_topic(reader, topic, errors)
@@ -433,7 +450,13 @@ def read_camera_ground_truth(reader, topic: str | None, errors: ErrorLog,
                    f'camera frame {camera_frame or "(unknown)"!r} or the base frame '
                    f'{base_frame!r}: no ground truth', logging.ERROR)
         return (*_no_poses(), None)
-    return stamps, poses, taken_as
+    if len(stamps) and not (-_INT64_LIMIT <= int(stamps.min()) + offset_ns
+                            and int(stamps.max()) + offset_ns < _INT64_LIMIT):
+        errors.add(f'{topic}: the ground-truth time offset {offset_ns / _NS_PER_S:+.6g} s moves '
+                   f'the ground-truth stamps [{int(stamps.min())}, {int(stamps.max())}] ns out '
+                   'of the int64 nanosecond range: no ground truth', logging.ERROR)
+        return (*_no_poses(), None)
+    return stamps + offset_ns, poses, taken_as
 
 
 def first_frame_id(reader, topic: str) -> str | None:

@@ -125,22 +125,24 @@ def best_configuration(aggregates: Sequence[dict]) -> str | None:
                key=_time)['config']
 
 
-def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
-    """Return the recommendation line (see the module docstring).
+def recommend(aggregates: Sequence[dict]) -> str:
+    """Return the recommendation line of :func:`aggregate`'s result (see the module docstring).
 
-    Without a recommendation the line says why: every cell failed, no cell has an ATE (no
-    ground truth), or which configurations have no ATE on any bag.
+    It reads only ``aggregates``, so it cannot disagree with the table made from them. Without
+    a recommendation the line says why: every cell failed, no cell has an ATE (no ground
+    truth), or which configurations have no ATE on any bag.
     """
-    failed = sum(row['status'] != 'ok' for row in rows)
-    if rows and failed == len(rows):
+    cells = sum(a['cells'] for a in aggregates)
+    failed = sum(a['failed'] for a in aggregates)
+    if cells and failed == cells:
         return (f'every cell failed ({failed} of {failed}; see the error column of '
                 'results.csv): no recommendation')
-    if len(config_names) < 2:
+    if len(aggregates) < 2:
         return 'one configuration: nothing to compare'
-    aggregates = aggregate(rows, config_names)
     best = best_configuration(aggregates)
     if best is None:
-        return _why_no_recommendation(rows, config_names)
+        return _why_no_recommendation(aggregates)
+    config_names = [a['config'] for a in aggregates]
     count = aggregates[0]['common_bags']
     ate = {a['config']: a['ate_rmse_m_median_common'] for a in aggregates}
     time = {a['config']: _time(a) for a in aggregates}
@@ -172,14 +174,15 @@ def recommend(rows: Sequence[dict], config_names: Sequence[str]) -> str:
     return f'{line}; {criterion}'
 
 
-def _why_no_recommendation(rows: Sequence[dict], config_names: Sequence[str]) -> str:
+def _why_no_recommendation(aggregates: Sequence[dict]) -> str:
     """Return the line of a study without a bag where every configuration has an ATE."""
-    with_ate = {row['config'] for row in rows
-                if row['status'] == 'ok' and finite_number(row.get(RANK_METRIC))}
+    # an ATE over its own bags: a cell of the configuration succeeded with an ATE
+    with_ate = {a['config'] for a in aggregates
+                if finite_number(a.get(f'{RANK_METRIC}_median'))}
     if not with_ate:
         return ('no cell has an ATE (no ground truth in the bags, or no frame tracked: see '
                 "each cell's summary.json errors): no recommendation")
-    without = [name for name in config_names if name not in with_ate]
+    without = [a['config'] for a in aggregates if a['config'] not in with_ate]
     line = 'no bag where every configuration has an ATE: no recommendation'
     if without:
         line += ('; ' + ', '.join(f'`{name}`' for name in without)

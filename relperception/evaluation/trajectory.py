@@ -40,6 +40,19 @@ _ALIGNMENTS = ('se3', 'sim3', 'none')
 _NS_PER_S = 1_000_000_000
 
 
+def min_associated_poses(alignment: str) -> int:
+    """Return how many associated poses :func:`evaluate_trajectory` needs with ``alignment``.
+
+    2 without alignment (``'none'``), 3 to align (``'se3'``, ``'sim3'``).
+
+    Raises:
+        ValueError: an unknown alignment.
+    """
+    if alignment not in _ALIGNMENTS:
+        raise ValueError(f'alignment must be one of {_ALIGNMENTS}, got {alignment!r}')
+    return 2 if alignment == 'none' else 3
+
+
 # --------------------------------------------------------------------------------------------
 # input checks and conversions
 # --------------------------------------------------------------------------------------------
@@ -503,7 +516,7 @@ def evaluate_trajectory(stamps_est_ns, T_world_cam_est, stamps_gt_ns, T_world_ca
     runs = np.array([segment_of.get(int(stamp), 0) for stamp in matched_ns])
     # consecutive runs of one segment id: a segment that comes back later is a new run
     runs = np.concatenate([[0], np.cumsum(runs[1:] != runs[:-1])]) if matched else runs
-    minimum = 2 if alignment == 'none' else 3
+    minimum = min_associated_poses(alignment)
     if matched < minimum:
         raise ValueError(f'only {matched} poses associated between estimate '
                          f'{_range_text(stamps_est)} and ground truth {_range_text(stamps_gt)}; '

@@ -27,8 +27,8 @@ from relperception.data.bag_frames import (GT_MAX_GAP_FACTOR, GT_OFFSET_MIN_CORR
 from relperception.data.error_log import ErrorLog
 from relperception.evaluation.report import plot_errors, plot_trajectories
 from relperception.evaluation.trajectory import (estimate_time_offset, evaluate_trajectory,
-                                                 interpolate_poses, PER_POSE_KEY,
-                                                 summary_metrics, write_tum)
+                                                 interpolate_poses, min_associated_poses,
+                                                 PER_POSE_KEY, summary_metrics, write_tum)
 from relperception.matching.base import describe_matcher
 from relperception.odometry.vo import (MAP_SCALE_SOURCES, METRIC_SCALE_SOURCES,
                                        STATUS_INITIALIZED, STATUS_REINITIALIZED,
@@ -195,6 +195,7 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     stamps = np.asarray([rows[i]['stamp_ns'] for i in keep], dtype=np.int64)
     poses = np.stack([poses_vo[i] for i in keep]) if keep else np.zeros((0, 4, 4))
     summary['outputs'] = {}
+    summary['gt_time_offset_s'] = float(gt_time_offset_s)
     if not any(_estimated(row) for row in rows):
         placeholders = f' ({len(keep)} initialised at a held pose)' if keep else ''
         errors.add(f'no frame was tracked{placeholders}; no trajectory written, '
@@ -204,7 +205,6 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
                                              GT_MAX_GAP_FACTOR)
                            if len(gt_stamps) else (None, np.zeros(len(stamps), bool)))
     summary['frames_with_ground_truth'] = int(valid.sum())
-    summary['gt_time_offset_s'] = float(gt_time_offset_s)
     _estimate_gt_offset(summary, stamps, poses, gt_stamps, gt_poses, segments,
                         float(gt_time_offset_s), errors)
     if valid.any() and not valid.all():
@@ -220,15 +220,23 @@ def write_report(output_dir: Path, bag_path: Path, config, requested: str, resol
     else:
         summary['trajectory_frame'] = 'first camera (no ground truth at the frame stamps)'
         if len(gt_stamps):
-            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns does not cover the '
-                       f'frames [{stamps[0]}, {stamps[-1]}] ns; {NO_TRAJECTORY_METRICS}',
-                       logging.ERROR)
+            shifted = (f' (with the ground-truth time offset of {gt_time_offset_s:+g} s added)'
+                       if gt_time_offset_s else '')
+            errors.add(f'ground truth [{gt_stamps[0]}, {gt_stamps[-1]}] ns{shifted} does not '
+                       f'cover the frames [{stamps[0]}, {stamps[-1]}] ns; '
+                       f'{NO_TRAJECTORY_METRICS}', logging.ERROR)
     write_tum(output_dir / 'trajectory.tum', stamps, poses)
     summary['outputs']['trajectory'] = 'trajectory.tum'
     if not valid.any():
         return summary
     write_tum(output_dir / 'groundtruth.tum', stamps[valid], gt_at_frames[valid])
     summary['outputs']['groundtruth'] = 'groundtruth.tum'
+    minimum = min_associated_poses(alignment)
+    if valid.sum() < minimum:   # e.g. a bag of one or two frames
+        errors.add(f'only {int(valid.sum())} frame(s) with a pose and ground truth: too '
+                   f'few to score the trajectory (alignment {alignment} needs at least '
+                   f'{minimum}); {NO_TRAJECTORY_METRICS}', logging.ERROR)
+        return summary
     try:
         result = evaluate_trajectory(stamps, poses, stamps[valid], gt_at_frames[valid],
                                      alignment=alignment, max_time_diff_s=GT_TOLERANCE_S,

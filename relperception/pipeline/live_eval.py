@@ -392,8 +392,7 @@ def evaluate_recording(input_bag, recorded_bag, publish_times, output_dir,
             image_topic = compressed_topic(image_topic)
         gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
             reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
-            camera_mount_transform(camera_mount_xyz_qxyzw))
-        gt_stamps = gt_stamps + gt_offset_ns
+            camera_mount_transform(camera_mount_xyz_qxyzw), offset_ns=gt_offset_ns)
         frames_in_bag = reader.message_counts.get(image_topic, 0)
 
     # The player read the input as eval does; damage there makes the run incomplete.

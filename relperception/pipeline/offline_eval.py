@@ -290,8 +290,7 @@ def evaluate_bag(bag_path, output_dir, config: Mapping[str, Any] | None = None,
 
         gt_stamps, gt_poses, gt_frame = read_camera_ground_truth(
             reader, gt_topic, errors, first_frame_id(reader, image_topic), base_frame_id,
-            T_base_cam)
-        gt_stamps = gt_stamps + gt_offset_ns
+            T_base_cam, offset_ns=gt_offset_ns)
         errors.add_new(reader.errors, seen_reader_errors)
         found = reader.custom_data.get(GROUND_TRUTH_KEY)
         if found is not None:

@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import relperception
 from relperception.atomic_files import write_text_atomic
 from relperception.config import load_config
-from relperception.interruption import INTERRUPTIONS, Terminated
+from relperception.interruption import (exit_on_sigterm, INTERRUPTIONS, raise_on_sigterm,
+                                        sigterm_received, Terminated)
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,7 @@ ROW_METRICS = ('ate_rmse_m', 'ate_median_m', 'rpe_trans_rmse_m', 'rpe_rot_rmse_d
                'drift_percent', 'scale', 'path_length_m', 'num_poses_matched', 'alignment',
                'mode', 'matcher', 'frames_processed', 'frames_tracked', 'frames_lost',
                'reinitializations', 'keyframes', 'timing_median_ms', 'timing_p95_ms',
-               'tracking_median_ms', 'complete', 'num_errors', 'gt_time_offset_s',
-               'gt_time_offset_estimate_s')
+               'tracking_median_ms', 'complete', 'num_errors', 'gt_time_offset_estimate_s')
 #: Dense-model figures of a cell run with ``dense`` (row key -> path in ``summary['dense']``).
 DENSE_ROW_METRICS = {'dense_miou': ('segmentation', 'miou'),
                      'dense_pixel_accuracy': ('segmentation', 'pixel_accuracy'),
@@ -214,8 +214,8 @@ def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence,
         specs: the ``compare --gt-time-offset`` values.
         bags: the study's bags.
         study: the study file's ``gt_time_offset`` as :func:`load_study` returns it (seconds
-            for every bag, or ``{bag path: seconds}``); the command line's offset for the
-            same bag (or for every bag) replaces it. None: none.
+            for every bag, or ``{bag path: seconds}``, checked there); the command line's
+            offset for the same bag (or for every bag) replaces it. None: none.
 
     Returns:
         One offset per bag, in the order of ``bags`` (0.0 where none is given); an offset
@@ -228,16 +228,22 @@ def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence,
     from relperception.data.bag_frames import gt_time_offset_ns
 
     resolved = [Path(bag).resolve() for bag in bags]
+
+    def index_of(bag, where: str) -> int:
+        """Return the index in ``bags`` of ``bag`` (any path to it)."""
+        path = Path(bag).resolve()
+        if path not in resolved:
+            raise ValueError(f'{where}: {bag} is not one of the bags of the study '
+                             f'({", ".join(map(str, bags))})')
+        return resolved.index(path)
+
     default, per_bag = None, {}
     study_default, study_per_bag = None, {}
+    # the study file's seconds were checked by load_study
     if isinstance(study, Mapping):
         for bag, seconds in study.items():
-            if Path(bag).resolve() not in resolved:
-                raise ValueError(f'study file gt_time_offset: {bag} is not one of the bags of '
-                                 f'the study ({", ".join(map(str, bags))})')
-            study_per_bag[resolved.index(Path(bag).resolve())] = float(seconds)
+            study_per_bag[index_of(bag, 'study file gt_time_offset')] = float(seconds)
     elif study is not None:
-        gt_time_offset_ns(study)
         study_default = float(study)
     for spec in specs:
         name, _, value = str(spec).rpartition('=')
@@ -253,11 +259,7 @@ def parse_gt_time_offsets(specs: Sequence[str], bags: Sequence,
                                  f'and {seconds:g}); name the bag of each (BAG=SECONDS)')
             default = seconds
             continue
-        path = Path(name).resolve()
-        if path not in resolved:
-            raise ValueError(f'--gt-time-offset {spec!r}: {name} is not one of the bags of the '
-                             f'study ({", ".join(map(str, bags))})')
-        index = resolved.index(path)
+        index = index_of(name, f'--gt-time-offset {spec!r}')
         if index in per_bag:
             raise ValueError(f'--gt-time-offset: bag {name} is given two offsets')
         per_bag[index] = seconds
@@ -462,7 +464,6 @@ def run_cell(cell: Cell, mode: str | None, plots: bool) -> dict:
     except (ValueError, OSError, RuntimeError, KeyError) as error:
         logger.warning('cell %s failed: %s', cell.folder.name, error)
         row.update(dict.fromkeys(ROW_METRICS))
-        row['gt_time_offset_s'] = cell.gt_time_offset_s
         if cell.dense:
             row.update(dict.fromkeys(DENSE_ROW_METRICS))
         row['status'], row['error'] = 'failed', f'{type(error).__name__}: {error}'
@@ -498,7 +499,6 @@ def run_cell_pinned(cell: Cell, mode: str | None, plots: bool, threads: int) -> 
 def failed_row(cell: Cell, error: str) -> dict:
     """Return the row of a cell that produced none (its worker died): ``status: 'failed'``."""
     return {**_identity(cell), **dict.fromkeys(ROW_METRICS),
-            'gt_time_offset_s': cell.gt_time_offset_s,
             **(dict.fromkeys(DENSE_ROW_METRICS) if cell.dense else {}), 'status': 'failed',
             'error': str(error), 'elapsed_s': None, 'reused': False}
 
@@ -625,42 +625,27 @@ def _run_pool_cell(function: Callable, cell: Cell, mode: str | None, plots: bool
     """Run ``function(cell, mode, plots)`` in a pool worker, unless the study was interrupted.
 
     While the cell runs, SIGTERM raises :class:`~relperception.interruption.Terminated` (the
-    cell keeps what it computed); SIGTERM between cells ends the worker. Both handlers first
-    mark the worker interrupted: the pool's worker loop takes any exception for the cell's
-    result (also one raised between the cell's end and the next call) and goes on with its
-    queue, so once SIGTERM arrived the worker runs no other cell (the ones queued to it end
-    at once).
+    cell keeps what it computed); SIGTERM between cells ends the worker. Both handlers
+    (:func:`~relperception.interruption.raise_on_sigterm`,
+    :func:`~relperception.interruption.exit_on_sigterm`) first record the signal
+    (:func:`~relperception.interruption.sigterm_received`): the pool's worker loop takes any
+    exception for the cell's result (also one raised between the cell's end and the next
+    call) and goes on with its queue, so once SIGTERM arrived the worker runs no other cell
+    (the ones queued to it end at once).
 
     Raises:
         Terminated: the cell, or an earlier one of this worker, was interrupted.
     """
     import signal
 
-    if _pool_worker_interrupted:
+    if sigterm_received():
         raise Terminated()
-    signal.signal(signal.SIGTERM, _interrupt_cell_on_sigterm)
+    previous = raise_on_sigterm()   # nothing to clear: no SIGTERM came (checked above)
     try:
         return function(cell, mode, plots)
     finally:
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
-
-
-#: Set in a pool worker by its SIGTERM handlers (see _run_pool_cell).
-_pool_worker_interrupted = False
-
-
-def _interrupt_cell_on_sigterm(signum, frame) -> None:
-    """SIGTERM handler of a pool worker during a cell: the cell raises Terminated."""
-    global _pool_worker_interrupted
-    _pool_worker_interrupted = True
-    raise Terminated()
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    """SIGTERM handler of a pool worker between cells: the worker exits (exit handlers run)."""
-    global _pool_worker_interrupted
-    _pool_worker_interrupted = True
-    raise SystemExit(128 + signum)
+        if previous is not None:   # exit_on_sigterm's (_start_cell_worker)
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _start_cell_worker(threads: int) -> None:
@@ -669,11 +654,11 @@ def _start_cell_worker(threads: int) -> None:
 
     pin_threads(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
 
 
 def _identity(cell: Cell) -> dict:
-    """Return the identification columns of a cell's row.
+    """Return the identification columns of a cell's row (with its ground-truth time offset).
 
     Paths (``bag``, ``config_file``, ``cell_dir``) are relative to the study folder (the one
     that holds ``results.csv``), whatever the working directory of ``compare`` was; symbolic
@@ -688,4 +673,4 @@ def _identity(cell: Cell) -> dict:
             'config_file': relative(cell.config.path) if cell.config.path else '',
             'config_hash': cell.config_hash, 'bag_fingerprint': cell.bag_fingerprint,
             'key': cell.key, 'package_version': relperception.__version__,
-            'cell_dir': relative(cell.folder)}
+            'cell_dir': relative(cell.folder), 'gt_time_offset_s': cell.gt_time_offset_s}
