@@ -75,13 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> dict:
-    from relperception.cli.common import check_output_file
     from relperception.data import converters
 
     source = Path(args.source)
     if not source.is_dir():
         raise FileNotFoundError(f'source folder {source} does not exist')
-    check_output_file(args.output)
     if args.poses and args.format != 'kitti':
         raise ValueError('--poses is for kitti (TUM ground truth is groundtruth.txt)')
     if args.format == 'tum':
