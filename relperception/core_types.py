@@ -60,6 +60,11 @@ FIELD_OF_VIEW_RANGE_DEG = (0.1, 179.0)
 #: Largest focal-length ratio fx / fy (or fy / fx), and largest skew as a share of fx.
 MAX_FOCAL_ASPECT = 4.0
 MAX_SKEW_RATIO = 0.1
+#: Farthest the principal point may lie from the image centre, as a share of the image width
+#: (for cx) and height (for cy), before the intrinsics are taken to be those of another image
+#: size: a K of images twice as large puts it near the edge (half the size away), one of
+#: images half as large a quarter of the size away; a calibrated lens puts it near the centre.
+MAX_PRINCIPAL_POINT_OFFSET = 0.2
 #: Image-size factors (K's size over the images') that :func:`check_intrinsics` names when the
 #: principal point fits one of them (a downscaled or upscaled copy of the calibrated images).
 IMAGE_SIZE_FACTORS = (4.0, 2.0, 0.5, 0.25)
@@ -103,9 +108,10 @@ def check_intrinsics(K, width: int, height: int) -> List[IntrinsicsProblem]:
     of ``eval-pairs``); the caller decides whether to refuse or to warn. Impossible: a
     principal point outside the image, a field of view outside
     :data:`FIELD_OF_VIEW_RANGE_DEG` (a focal length in other units than pixels), fx / fy
-    beyond :data:`MAX_FOCAL_ASPECT`, a skew beyond :data:`MAX_SKEW_RATIO` of fx. The message
-    of a principal point outside names the image size it fits when one of
-    :data:`IMAGE_SIZE_FACTORS` does.
+    beyond :data:`MAX_FOCAL_ASPECT`, a skew beyond :data:`MAX_SKEW_RATIO` of fx. Suspect: a
+    principal point farther than :data:`MAX_PRINCIPAL_POINT_OFFSET` of the image size from
+    its centre (the K of a larger or smaller copy of the images); the message names the size
+    that fits when one of :data:`IMAGE_SIZE_FACTORS` does.
 
     Args:
         K: (3, 3) camera matrix in pixels, finite, fx, fy > 0.
@@ -113,7 +119,7 @@ def check_intrinsics(K, width: int, height: int) -> List[IntrinsicsProblem]:
         height: image height in pixels (> 0).
 
     Returns:
-        the problems found (empty: plausible).
+        the problems found (empty: plausible), impossible ones first.
 
     Raises:
         ValueError: K not a finite (3, 3) matrix with fx, fy > 0, or a size that is not > 0.
@@ -148,6 +154,15 @@ def check_intrinsics(K, width: int, height: int) -> List[IntrinsicsProblem]:
         problems.append(IntrinsicsProblem(
             f'has a skew of {K[0, 1]:g} px, more than {MAX_SKEW_RATIO:g} of fx ({fx:g} px)',
             True))
+    if problems:
+        return problems
+    offset_x = (cx - (width - 1) / 2.0) / width
+    offset_y = (cy - (height - 1) / 2.0) / height
+    if max(abs(offset_x), abs(offset_y)) > MAX_PRINCIPAL_POINT_OFFSET:
+        problems.append(IntrinsicsProblem(
+            f'puts {where}, {abs(offset_x):.0%} of the width and {abs(offset_y):.0%} of the '
+            f'height from the centre of the {width}x{height} image (more than '
+            f'{MAX_PRINCIPAL_POINT_OFFSET:.0%}): {_other_size_hint(K, width, height)}', False))
     return problems
 
 

@@ -123,7 +123,8 @@ def camera_info_image_size(msg) -> tuple[int, int]:
     return width, height
 
 
-def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
+def camera_from_camera_info(msg, rectified: bool = False,
+                            warnings: list[str] | None = None) -> Camera:
     """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
 
     Reads ``k`` (9 values, row-major 3x3, pixels), ``d``, ``distortion_model``, ``width`` and
@@ -136,6 +137,10 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     Args:
         msg: the ``sensor_msgs/CameraInfo``.
         rectified: take the camera matrix from ``p`` (rectified images) and no distortion.
+        warnings: a list to append to, one line each, what
+            :func:`relperception.core_types.check_intrinsics` finds suspect but possible (a
+            principal point far from the image centre: K of another image size?); None: not
+            reported. The camera is returned all the same.
 
     Raises:
         ValueError: for an all-zero or malformed K (the "uncalibrated" CameraInfo), a zero image
@@ -171,6 +176,8 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     impossible = [p.message for p in problems if p.impossible]
     if impossible:
         raise ValueError('CameraInfo K ' + '; '.join(impossible))
+    if warnings is not None:
+        warnings.extend(f'CameraInfo K {p.message}' for p in problems)
     K, width, height = _binned_roi_camera(msg, K, width, height)
     if rectified:
         return Camera(K=K, width=width, height=height)
