@@ -163,8 +163,8 @@ class TestConflictingOptions:
                 takes_output |= any(a.dest == 'output' for a in actions)
                 parsers += [p for a in actions if isinstance(a, argparse._SubParsersAction)
                             for p in a.choices.values()]
-            declared = getattr(module, 'WRITES_FOLDER', False) + getattr(module, 'WRITES_FILE',
-                                                                          False)
+            declared = sum(getattr(module, flag, False)
+                           for flag in ('WRITES_FOLDER', 'WRITES_FILE'))
             assert declared == takes_output, verb
 
     @pytest.mark.parametrize('argv, message', [

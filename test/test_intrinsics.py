@@ -79,7 +79,6 @@ class TestOneCheck:
         assert 'eval, replay and the nodes refuse such a CameraInfo' in caplog.text
 
 
-
 #: Calibrations of real cameras: (fx, fy, cx, cy, width, height). None may be flagged.
 REAL_CAMERAS = {
     # KITTI odometry calib.txt P0 (sequences 04-12 and 00-02), the data under
