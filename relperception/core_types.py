@@ -14,7 +14,7 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 from relperception.validation import as_rows
@@ -52,6 +52,118 @@ DISTORTION_COEFFICIENT_COUNTS = {'plumb_bob': (4, 5, 8, 12, 14), 'rational_polyn
 #: Models OpenCV handles with its fisheye functions; not a pinhole even with every coefficient
 #: zero (equidistant: image radius f * theta).
 FISHEYE_MODELS = ('equidistant',)
+
+
+#: Fields of view (degrees, across the image) a camera matrix may give; outside them the focal
+#: length is off by orders of magnitude (e.g. in metres, or a placeholder).
+FIELD_OF_VIEW_RANGE_DEG = (0.1, 179.0)
+#: Largest focal-length ratio fx / fy (or fy / fx), and largest skew as a share of fx.
+MAX_FOCAL_ASPECT = 4.0
+MAX_SKEW_RATIO = 0.1
+#: Farthest the principal point may lie from the image centre, as a share of the image width
+#: (for cx) and height (for cy), before the intrinsics are taken to be those of another image
+#: size: a K of images twice as large puts it near the edge (half the size away), one of
+#: images half as large a quarter of the size away; a calibrated lens puts it near the centre.
+MAX_PRINCIPAL_POINT_OFFSET = 0.2
+#: Image-size factors (K's size over the images') that :func:`check_intrinsics` names when the
+#: principal point fits one of them (a downscaled or upscaled copy of the calibrated images).
+IMAGE_SIZE_FACTORS = (4.0, 2.0, 0.5, 0.25)
+#: Relative tolerance on those factors (the principal point of a lens is off the centre).
+_SIZE_FACTOR_TOLERANCE = 0.15
+
+
+class IntrinsicsProblem(NamedTuple):
+    """One problem :func:`check_intrinsics` found.
+
+    Attributes:
+        message: what is wrong, as a predicate the caller puts its subject before (``'K '``,
+            ``'--intrinsics '``, ``'CameraInfo K '``): e.g. ``'puts the principal point at
+            (607.2, 185.2) px, ...'``; one line.
+        impossible: True when no calibration of such images gives it (the caller refuses);
+            False when a real camera could give it but it more likely is a mistake (the
+            caller warns and goes on).
+    """
+
+    message: str
+    impossible: bool
+
+
+def _other_size_hint(K: np.ndarray, width: int, height: int) -> str:
+    """Name the image size the principal point of ``K`` fits (it is about half the size)."""
+    implied_w, implied_h = 2.0 * K[0, 2] + 1.0, 2.0 * K[1, 2] + 1.0
+    for factor in IMAGE_SIZE_FACTORS:
+        if abs(implied_w / (factor * width) - 1.0) <= _SIZE_FACTOR_TOLERANCE and \
+                abs(implied_h / (factor * height) - 1.0) <= _SIZE_FACTOR_TOLERANCE:
+            return (f'intrinsics for {round(factor * width)}x{round(factor * height)} used on '
+                    f'{width}x{height} images? Scale fx, fy, cx, cy by {1.0 / factor:g} to the '
+                    'images as stored')
+    return (f'intrinsics for another image size (about {implied_w:.0f}x{implied_h:.0f})? Give '
+            'the K of the images as stored')
+
+
+def check_intrinsics(K, width: int, height: int) -> List[IntrinsicsProblem]:
+    """Return what makes a camera matrix implausible for images of ``width`` x ``height``.
+
+    The one plausibility check of intrinsics (``CameraInfo``, ``convert --intrinsics``, the K
+    of ``eval-pairs``); the caller decides whether to refuse or to warn. Impossible: a
+    principal point outside the image, a field of view outside
+    :data:`FIELD_OF_VIEW_RANGE_DEG` (a focal length in other units than pixels), fx / fy
+    beyond :data:`MAX_FOCAL_ASPECT`, a skew beyond :data:`MAX_SKEW_RATIO` of fx. Suspect: a
+    principal point farther than :data:`MAX_PRINCIPAL_POINT_OFFSET` of the image size from
+    its centre (the K of a larger or smaller copy of the images); the message names the size
+    that fits when one of :data:`IMAGE_SIZE_FACTORS` does.
+
+    Args:
+        K: (3, 3) camera matrix in pixels, finite, fx, fy > 0.
+        width: image width in pixels (> 0).
+        height: image height in pixels (> 0).
+
+    Returns:
+        the problems found (empty: plausible), impossible ones first.
+
+    Raises:
+        ValueError: K not a finite (3, 3) matrix with fx, fy > 0, or a size that is not > 0.
+    """
+    K = np.asarray(K, dtype=np.float64)
+    if K.shape != (3, 3) or not np.isfinite(K).all() or K[0, 0] <= 0 or K[1, 1] <= 0:
+        raise ValueError(f'K must be a finite (3, 3) camera matrix with fx, fy > 0, got '
+                         f'{K.tolist()}')
+    width, height = int(width), int(height)
+    if width <= 0 or height <= 0:
+        raise ValueError(f'image size must be > 0, got {width}x{height}')
+    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    problems = []
+    where = f'the principal point at ({cx:g}, {cy:g}) px'
+    if not (0.0 <= cx <= width and 0.0 <= cy <= height):
+        problems.append(IntrinsicsProblem(
+            f'puts {where}, outside the {width}x{height} image: '
+            f'{_other_size_hint(K, width, height)}', True))
+    low, high = FIELD_OF_VIEW_RANGE_DEG
+    for name, size, focal in (('horizontal', width, fx), ('vertical', height, fy)):
+        fov_deg = float(np.degrees(2.0 * np.arctan2(size / 2.0, focal)))
+        if not low <= fov_deg <= high:
+            problems.append(IntrinsicsProblem(
+                f'has a focal length of {focal:g} px, a {name} field of view of {fov_deg:.3g} '
+                f'deg over {size} px, outside [{low:g}, {high:g}] deg: is it in pixels?', True))
+    aspect = fx / fy
+    if not 1.0 / MAX_FOCAL_ASPECT <= aspect <= MAX_FOCAL_ASPECT:
+        problems.append(IntrinsicsProblem(
+            f'has fx / fy = {aspect:.3g}, outside [{1.0 / MAX_FOCAL_ASPECT:g}, '
+            f'{MAX_FOCAL_ASPECT:g}]', True))
+    if abs(K[0, 1]) > MAX_SKEW_RATIO * fx:
+        problems.append(IntrinsicsProblem(
+            f'has a skew of {K[0, 1]:g} px, more than {MAX_SKEW_RATIO:g} of fx ({fx:g} px)',
+            True))
+    if problems:
+        return problems
+    offset_x = (cx - (width - 1) / 2.0) / width
+    offset_y = (cy - (height - 1) / 2.0) / height
+    if max(abs(offset_x), abs(offset_y)) > MAX_PRINCIPAL_POINT_OFFSET:
+        problems.append(IntrinsicsProblem(
+            f'puts {where}, {abs(offset_x):.0%} of the width and {abs(offset_y):.0%} of the '
+            f'height from the centre of the {width}x{height} image (more than '
+            f'{MAX_PRINCIPAL_POINT_OFFSET:.0%}): {_other_size_hint(K, width, height)}', False))
+    return problems
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,40 @@ class TestConflictingOptions:
         one_clear_line(errors, '-o taken exists and is not a folder')
         assert (tmp_path / 'taken').read_text() == 'mine'
 
+    @pytest.mark.parametrize('verb', [['eval', 'bag'], ['infer', 'image.png'], ['demo'],
+                                      ['synth', '--frames', '2'], ['convert', 'images', '.'],
+                                      ['export', '--config', 'conv_small']])
+    def test_an_output_under_a_file_is_refused_first(self, verb, tmp_path, caplog,
+                                                     monkeypatch):
+        # before, eval ran the whole bag and failed only when it wrote ([Errno 20])
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / 'notes').write_text('mine')
+        name = 'x.onnx' if verb[0] == 'export' else 'x'
+        code, errors = run_cli([*verb, '-o', f'notes/{name}'], caplog)
+        assert code == EXIT_BAD_INPUT
+        one_clear_line(errors, f'-o notes/{name}: notes is a file, not a folder')
+        assert (tmp_path / 'notes').read_text() == 'mine'
+
+    def test_each_verb_with_an_output_declares_what_it_writes(self):
+        # main checks -o in one place, for the verbs that say whether it is a file or a folder
+        import argparse
+        import importlib
+
+        from relperception.cli.main import available_verbs
+        for verb in available_verbs():
+            module = importlib.import_module(f'relperception.cli.{verb.replace("-", "_")}')
+            parser = argparse.ArgumentParser()
+            module.add_arguments(parser)
+            parsers, takes_output = [parser], False
+            while parsers:   # train has sub-commands, each with its -o
+                actions = parsers.pop()._actions
+                takes_output |= any(a.dest == 'output' for a in actions)
+                parsers += [p for a in actions if isinstance(a, argparse._SubParsersAction)
+                            for p in a.choices.values()]
+            declared = sum(getattr(module, flag, False)
+                           for flag in ('WRITES_FOLDER', 'WRITES_FILE'))
+            assert declared == takes_output, verb
+
     @pytest.mark.parametrize('argv, message', [
         (['infer', 'x.png', '-o', 'o', '--input-size', '0', '0'],
          'argument --input-size: must be >= 1, got 0'),

@@ -178,8 +178,8 @@ class TestConvertVerb:
         with caplog.at_level('WARNING'):
             assert main(['convert', 'images', str(src), '-o', str(bag),
                          '--intrinsics', '40', '40', '63.5', '47.5']) == 0
-        assert '--intrinsics puts the principal point at (63.5, 47.5), outside the 32x24 ' \
-               f'images of {src}' in caplog.text
+        assert f'{src}: --intrinsics puts the principal point at (63.5, 47.5) px, outside the ' \
+               '32x24 image: intrinsics for 128x96 used on 32x24 images?' in caplog.text
         K = np.reshape(_by_topic(bag)[topics.CAMERA_INFO][0].msg.k, (3, 3))
         np.testing.assert_array_equal(K, [[40, 0, 63.5], [0, 40, 47.5], [0, 0, 1]])
         caplog.clear()

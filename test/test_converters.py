@@ -297,6 +297,23 @@ class TestConvertKitti:
         assert summary['times_source'] == 'times.txt'
         np.testing.assert_array_equal(summary['K'], P0[:, :3])
 
+    def test_a_calibration_of_twice_the_image_size_is_warned(self, tmp_path, caplog):
+        # before, the K of the full-size images with half-size copies was written silently
+        seq, _, P0 = _write_kitti(tmp_path)
+        P = P0.copy()
+        P[:2] = P[:2] * 2.0
+        P[:2, 2] += 0.5
+        (seq / 'calib.txt').write_text('P0: ' + ' '.join(f'{v:.12e}' for v in P.ravel()))
+        with caplog.at_level('WARNING'):
+            summary = convert_kitti(seq, tmp_path / 'bag')
+        np.testing.assert_array_equal(summary['K'], P[:, :3])   # written as given
+        assert f'{seq}: calib.txt P0 puts the principal point at (49, 30) px' in caplog.text
+        assert 'intrinsics for 100x60 used on 50x30 images?' in caplog.text
+        caplog.clear()
+        with caplog.at_level('WARNING'):
+            convert_kitti(_write_kitti(tmp_path / 'fine')[0], tmp_path / 'fine.bag')
+        assert 'principal point' not in caplog.text
+
     def test_reference_stamps_poses_images(self, tmp_path):
         seq, images, P0 = _write_kitti(tmp_path)
         convert_kitti(seq, tmp_path / 'bag')

@@ -20,11 +20,13 @@ from relperception.imaging import (
     DEPTH_PROBLEMS,
     depth_to_metres,
     image_to_numpy,
+    low_range_16bit,
     numpy_to_compressed_fields,
     numpy_to_image_fields,
     overlay,
     read_image_file,
     SUPPORTED_ENCODINGS,
+    to_8bit,
     to_mono8,
     to_rgb8,
 )
@@ -588,21 +590,33 @@ class TestReadImageFile:
 
 
 class TestReadDeepImageFiles:
-    def test_a_12_bit_file_keeps_its_contrast(self, tmp_path, caplog):
+    def test_a_16_bit_file_reads_as_the_same_image_message_does(self, tmp_path, caplog):
+        # before, a file was scaled from the range its values use (12-bit data by 1/16) while
+        # the nodes and eval scale the same picture as a message by 1/256: infer fed the model
+        # another input than the nodes
         deep = np.random.default_rng(0).integers(0, 4096, (24, 32, 3)).astype(np.uint16)
         deep[0, 0] = 4095
-        cv2.imwrite(str(tmp_path / 'deep.png'), deep)
-        colour = read_image_file(tmp_path / 'deep.png', cv2.IMREAD_COLOR)
-        np.testing.assert_array_equal(colour, (deep >> 4).astype(np.uint8))   # not deep >> 8
-        assert 'use 12 bits' in caplog.text
-        grey = read_image_file(tmp_path / 'deep.png', cv2.IMREAD_GRAYSCALE)
-        assert grey.dtype == np.uint8 and grey.max() > 200
-        # a file using all 16 bits reads as OpenCV's own conversion
+        cv2.imwrite(str(tmp_path / 'deep.png'), deep)   # BGR on disk
+        with caplog.at_level('WARNING'):
+            colour = read_image_file(tmp_path / 'deep.png', cv2.IMREAD_COLOR)
+        np.testing.assert_array_equal(cv2.cvtColor(colour, cv2.COLOR_BGR2RGB),
+                                      to_rgb8(deep[:, :, ::-1], 'rgb16'))
+        assert f"{tmp_path / 'deep.png'}: {low_range_16bit(deep, 'bgr16')}" in caplog.text
+        grey16 = cv2.imread(str(tmp_path / 'deep.png'), cv2.IMREAD_GRAYSCALE | cv2.IMREAD_ANYDEPTH)
+        np.testing.assert_array_equal(read_image_file(tmp_path / 'deep.png',
+                                                      cv2.IMREAD_GRAYSCALE),
+                                      to_mono8(grey16, 'mono16'))
+        cv2.imwrite(str(tmp_path / 'grey.png'), deep[:, :, 1])
+        np.testing.assert_array_equal(read_image_file(tmp_path / 'grey.png', cv2.IMREAD_COLOR),
+                                      to_rgb8(deep[:, :, 1], 'mono16'))
+        # a file using the high bits: the same rule, without a warning
         deep[0, 0] = 65535
         cv2.imwrite(str(tmp_path / 'full.png'), deep)
-        for flags in (cv2.IMREAD_COLOR, cv2.IMREAD_GRAYSCALE):
-            np.testing.assert_array_equal(read_image_file(tmp_path / 'full.png', flags),
-                                          cv2.imread(str(tmp_path / 'full.png'), flags))
+        caplog.clear()
+        with caplog.at_level('WARNING'):
+            colour = read_image_file(tmp_path / 'full.png', cv2.IMREAD_COLOR)
+        np.testing.assert_array_equal(colour, to_8bit(deep))
+        assert caplog.text == ''
 
     def test_a_float_image_is_named_as_such(self, tmp_path):
         cv2.imwrite(str(tmp_path / 'depth.tiff'), np.ones((24, 32), np.float32))
@@ -786,7 +800,7 @@ class TestDepthChecks:
 
 
 def test_low_range_16bit_is_one_rule():
-    from relperception.imaging import LOW_RANGE_16BIT_MAX, low_range_16bit
+    from relperception.imaging import LOW_RANGE_16BIT_MAX
 
     twelve_bit = np.full((4, 6), LOW_RANGE_16BIT_MAX - 1, np.uint16)
     text = low_range_16bit(twelve_bit, 'mono16')

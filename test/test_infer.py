@@ -68,6 +68,23 @@ class TestInfer:
             np.testing.assert_array_equal(cv2.cvtColor(overlay, cv2.COLOR_BGR2RGB),
                                           expected.labels_color)
 
+    def test_a_16_bit_file_gets_the_model_input_of_the_nodes(self, images, models, tmp_path,
+                                                             caplog):
+        # a 12-bit camera's picture (values 0..4080) as a 16-bit PNG: before, infer scaled it
+        # from its range (by 1/16), the nodes and eval scale the same picture by 1/256
+        from relperception.imaging import low_range_16bit, to_rgb8
+        yaml_path, weights = models['metric']
+        rgb16 = rgb_of(images[0]).astype(np.uint16) * 16
+        path = tmp_path / 'twelve.png'
+        cv2.imwrite(str(path), cv2.cvtColor(rgb16, cv2.COLOR_RGB2BGR))
+        with caplog.at_level('WARNING'):
+            assert main(['infer', '--config', yaml_path, '--weights', weights, str(path),
+                         '-o', str(tmp_path / 'out')]) == 0
+        assert low_range_16bit(rgb16, 'rgb16').split(' image ')[1] in caplog.text
+        expected = DensePipeline(tiny_config(yaml_path, weights)).run(to_rgb8(rgb16, 'rgb16'))
+        np.testing.assert_allclose(np.load(tmp_path / 'out' / 'twelve_depth.npy'),
+                                   expected.raw_depth, rtol=1e-5, atol=1e-6)
+
     def test_relative_model_writes_inverse_depth(self, images, models, tmp_path):
         yaml_path, weights = models['relative']
         out = tmp_path / 'rel'

@@ -313,7 +313,9 @@ class TestPairSources:
         # principal point lies outside them, and the AUC would silently be that of wrong rays
         small = np.zeros((120, 160), np.uint8)
         with pytest.raises(ValueError, match=r'K0 puts the principal point at \(319.5, 239.5\)'
-                                             r'.*outside its 160x120 image.*about 639x479'):
+                                             r'.*outside the 160x120 image: intrinsics for '
+                                             r'640x480 used on 160x120 images\? Scale .* by '
+                                             r'0.25'):
             ImagePair(small, small, K, K, np.eye(4))
         quarter = K.copy()
         quarter[:2] /= 4

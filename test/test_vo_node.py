@@ -882,6 +882,27 @@ class TestVisualOdometryNode:
         assert 'ignoring camera_info: CameraInfo.k is all zeros' in err
         assert 'ignoring camera_info: CameraInfo has no image size' in err
 
+    def test_intrinsics_of_twice_the_image_size_are_used_with_one_warning(
+            self, harness, sequence, capfd):
+        # before, the K of 640x480 images on 320x240 ones passed silently: its principal point
+        # lies just inside the smaller image
+        camera, _ = sequence
+        run = harness()
+        capfd.readouterr()
+        doubled = camera_info_msg(camera.scaled(2.0))
+        doubled.width, doubled.height = camera.width, camera.height
+        run.publishers['camera_info'].publish(doubled)
+        assert wait_for(lambda: run.node.camera is not None
+                        and run.node.camera.cx > 1.5 * camera.cx)
+        for _ in range(2):
+            run.publishers['camera_info'].publish(doubled)
+        run.send_camera_info(camera)
+        assert wait_for(lambda: run.node.camera.cx == camera.cx)
+        assert run.node.camera_info_refused == 0
+        err = capfd.readouterr().err
+        assert err.count('camera_info used, but CameraInfo K puts the principal point') == 1
+        assert 'intrinsics for 640x480 used on 320x240 images?' in err
+
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence
         mount = [0.1, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]

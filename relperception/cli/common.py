@@ -132,42 +132,47 @@ def check_image_size(image, path) -> None:
 
 
 def check_output_folder(path) -> None:
-    """Raise ValueError when the output folder ``path`` exists as something else than a folder.
+    """Raise ValueError when the output folder ``path`` cannot be made where named.
 
-    Checked before a command starts, so that a long run does not fail only when it writes.
+    Checked by ``cli.main`` before a command that writes a folder (``WRITES_FOLDER``) starts,
+    so that a long run does not fail only when it writes: ``path`` must not exist as something
+    else than a folder, and the folders on its way must be writable (see
+    :func:`check_output_file`).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f'-o {path} exists and is not a folder; give a folder (it is created '
                          'if missing)')
+    check_output_file(path)
 
 
 def check_output_file(path) -> None:
-    """Raise ValueError when ``path`` (a file or a bag folder) cannot be written where named.
+    """Raise ValueError when ``path`` (a file or a folder) cannot be written where named.
 
-    Checked before a command starts its work (an export, a quantisation), so that it does not
-    fail only at the end with a bare OS error about a temporary file. Missing folders on the
-    way are created, as writing the file would; the message names the problem and the fix.
+    Checked by ``cli.main`` before a command that writes a file (``WRITES_FILE``: an export, a
+    quantisation) or a folder starts its work, so that it does not fail only at the end with a
+    bare OS error. Missing folders on the way are not created here (the command creates them
+    as it writes): the nearest existing one must be a folder that can be written into; the
+    message names the problem and the fix.
 
     Args:
-        path: the file or bag a command is to write (its ``-o``).
+        path: the file or folder a command is to write (its ``-o``).
     """
     import tempfile
 
     path = Path(path)
-    folder = path.parent
-    existing = folder
+    existing = path.parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise ValueError(f'-o {path}: {existing} is a file, not a folder; give a path in a '
                          f'folder (e.g. -o {path.name})')
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f'.{path.name}.', suffix='.probe'):
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=f'.{path.name}.',
+                                         suffix='.probe'):
             pass
     except OSError as exc:
-        raise ValueError(f'-o {path}: cannot write into the folder {folder} '
+        raise ValueError(f'-o {path}: cannot write into the folder {existing} '
                          f'({exc.strerror or exc}); give a path in a folder you can write to '
                          f'(e.g. -o {path.name} in the current folder)') from exc
 

@@ -37,21 +37,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _camera(args, folder: Path):
     """Return the camera of ``--intrinsics`` for the images of ``folder`` (None without).
 
-    A principal point outside the images is warned about: the bag is written as asked, but
-    ``eval``, ``replay`` and the nodes refuse its ``CameraInfo``.
+    What :func:`relperception.core_types.check_intrinsics` finds is warned about: the bag is
+    written as asked, but ``eval``, ``replay`` and the nodes refuse a ``CameraInfo`` it finds
+    impossible (a principal point outside the images, ...) and warn about a suspect one (a
+    principal point far from the centre: intrinsics of another image size).
     """
-    from relperception.core_types import Camera
+    from relperception.core_types import Camera, check_intrinsics
     if args.intrinsics is None:
         return None
     fx, fy, cx, cy = args.intrinsics
     width, height = _image_size(folder)
-    if not (0.0 <= cx <= width and 0.0 <= cy <= height):
-        logger.warning('--intrinsics puts the principal point at (%g, %g), outside the %dx%d '
-                       'images of %s: eval, replay and the nodes refuse such a CameraInfo. '
-                       'Give the intrinsics of the images as stored (those of full-size images '
-                       'scale with a downscaled copy: fx, fy, cx, cy times its scale)',
-                       cx, cy, width, height, folder)
-    return Camera.from_intrinsics(fx, fy, cx, cy, width, height)
+    camera = Camera.from_intrinsics(fx, fy, cx, cy, width, height)
+    for problem in check_intrinsics(camera.K, width, height):
+        logger.warning('%s: --intrinsics %s%s', folder, problem.message,
+                       '; eval, replay and the nodes refuse such a CameraInfo'
+                       if problem.impossible else '')
+    return camera
 
 
 def _image_size(folder: Path):
@@ -75,13 +76,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> dict:
-    from relperception.cli.common import check_output_file
     from relperception.data import converters
 
     source = Path(args.source)
     if not source.is_dir():
         raise FileNotFoundError(f'source folder {source} does not exist')
-    check_output_file(args.output)
     if args.poses and args.format != 'kitti':
         raise ValueError('--poses is for kitti (TUM ground truth is groundtruth.txt)')
     if args.format == 'tum':

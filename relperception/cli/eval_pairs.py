@@ -111,12 +111,32 @@ def collect_pairs(args: argparse.Namespace, config) -> dict:
         pairs = load_pairs(path, args.image_dir)
         if not pairs:
             logger.warning('%s lists no pairs', path)
+        _warn_suspect_intrinsics(path, pairs)
         add(Path(path).stem, pairs)
     if args.synthetic:
         width, height = args.synthetic_size
         add('synthetic', synthetic_pairs(args.synthetic, args.gaps, seed=args.seed,
                                          width=width, height=height))
     return groups
+
+
+def _warn_suspect_intrinsics(path, pairs) -> None:
+    """Warn once per problem about the K of ``pairs`` that check_intrinsics finds suspect.
+
+    :class:`~relperception.data.pairs.ImagePair` refuses the impossible ones; a suspect K
+    (a principal point far from the centre: K of another image size) scores wrong rays.
+    """
+    from collections import Counter
+
+    from relperception.core_types import check_intrinsics
+
+    found: Counter = Counter()
+    for pair in pairs:
+        for name, K, image in (('K0', pair.K0, pair.image0), ('K1', pair.K1, pair.image1)):
+            for problem in check_intrinsics(K, image.shape[1], image.shape[0]):
+                found[f'{name} {problem.message}'] += 1
+    for message, count in found.items():
+        logger.warning('%s: %d of %d pairs: %s', path, count, len(pairs), message)
 
 
 def run(args: argparse.Namespace) -> int:

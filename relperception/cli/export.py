@@ -44,6 +44,8 @@ from relperception.data.topics import IMAGE
 from relperception.runtime.quantize import ACTIVATION_TYPES
 
 HELP = 'export a dense model or LoFTR preset to ONNX (onnxruntime) or a TensorRT engine'
+#: -o names a file (checked before the command runs).
+WRITES_FILE = True
 #: File suffixes of each --format's output.
 OUTPUT_SUFFIXES = {'onnx': ('.onnx',), 'tensorrt': ('.engine', '.plan', '.trt')}
 
@@ -123,7 +125,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export the model; return 0 on success."""
-    from relperception.cli.common import check_output_file
     from relperception.pipeline.export import export_model
 
     if (args.height is None) != (args.width is None):
@@ -145,7 +146,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f'--format {args.fmt} writes {" or ".join(suffixes)} files; -o '
                          f'{args.output} names another kind (a .engine file read as ONNX, or '
                          f'the reverse, fails where it is loaded)')
-    check_output_file(args.output)
     export = {'fmt': args.fmt, 'weights': args.weights, 'random_weights': args.random_weights,
               'size': size, 'min_size': args.min_size, 'max_size': args.max_size,
               'fp16': args.fp16, 'two_stage': args.two_stage}

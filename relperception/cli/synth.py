@@ -32,10 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the bag and log what was written."""
-    from relperception.cli.common import check_output_file
     from relperception.data.synthetic_bag import write_synthetic_bag
 
-    check_output_file(args.output)
     try:
         summary = write_synthetic_bag(args.output, frames=args.frames, seed=args.seed,
                                       width=args.width, height=args.height, fps=args.fps,

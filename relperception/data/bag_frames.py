@@ -524,13 +524,18 @@ class FrameAssembler:
     def add_camera_info(self, message) -> list:
         from relperception.data.messages import camera_from_camera_info
 
+        warnings: list[str] = []
         try:
-            camera = camera_from_camera_info(message.msg, rectified=self.rectified_input)
+            camera = camera_from_camera_info(message.msg, rectified=self.rectified_input,
+                                             warnings=warnings)
         except (ValueError, AttributeError) as exc:
             self.errors.add(f'{message.topic} at {message.log_time_ns} ns: bad CameraInfo '
                             f'({exc})')
             return []
         previous = self.camera
+        if warnings and (previous is None or not _same_camera(previous, camera)):
+            self.errors.add(f'{message.topic} at {message.log_time_ns} ns: suspect CameraInfo, '
+                            f'used ({"; ".join(warnings)})')
         if previous is not None and not _same_camera(previous, camera):
             self.errors.add(f'{message.topic} at {message.log_time_ns} ns: the camera changed '
                             f'(fx fy cx cy {_intrinsics_text(previous)} -> '

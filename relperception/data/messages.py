@@ -13,7 +13,7 @@ import decimal
 
 import numpy as np
 
-from ..core_types import Camera, DISTORTION_MODELS
+from ..core_types import Camera, check_intrinsics, DISTORTION_MODELS
 from ..transforms import (
     check_transform,
     quaternion_xyzw_from_transform,
@@ -67,32 +67,6 @@ def seconds_to_ns(seconds: str | float) -> int:
     if not value.is_finite():
         raise ValueError(f'time must be finite, got {seconds!r}')
     return int((value * NS_PER_SEC).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
-
-
-#: Fields of view (degrees, across the image) a ``CameraInfo`` camera matrix may give; outside
-#: them the focal length is off by orders of magnitude (e.g. in metres, or a placeholder).
-FIELD_OF_VIEW_RANGE_DEG = (0.1, 179.0)
-#: Largest focal-length ratio fx / fy (or fy / fx), and largest skew as a share of fx.
-MAX_FOCAL_ASPECT = 4.0
-MAX_SKEW_RATIO = 0.1
-
-
-def _check_plausible_intrinsics(K: np.ndarray, width: int, height: int) -> None:
-    """Raise ValueError for a camera matrix no real pinhole or fisheye calibration gives."""
-    low, high = FIELD_OF_VIEW_RANGE_DEG
-    for name, size, focal in (('horizontal', width, K[0, 0]), ('vertical', height, K[1, 1])):
-        fov_deg = float(np.degrees(2.0 * np.arctan2(size / 2.0, focal)))
-        if not low <= fov_deg <= high:
-            raise ValueError(f'CameraInfo focal length {focal:g} px gives a {name} field of '
-                             f'view of {fov_deg:.3g} deg over {size} px, outside '
-                             f'[{low:g}, {high:g}] deg: is it in pixels?')
-    aspect = K[0, 0] / K[1, 1]
-    if not 1.0 / MAX_FOCAL_ASPECT <= aspect <= MAX_FOCAL_ASPECT:
-        raise ValueError(f'CameraInfo fx / fy = {aspect:.3g} is outside '
-                         f'[{1.0 / MAX_FOCAL_ASPECT:g}, {MAX_FOCAL_ASPECT:g}]')
-    if abs(K[0, 1]) > MAX_SKEW_RATIO * K[0, 0]:
-        raise ValueError(f'CameraInfo skew {K[0, 1]:g} px is more than {MAX_SKEW_RATIO:g} of '
-                         f'fx ({K[0, 0]:g} px)')
 
 
 def _binned_roi_camera(msg, K: np.ndarray, width: int, height: int):
@@ -149,7 +123,8 @@ def camera_info_image_size(msg) -> tuple[int, int]:
     return width, height
 
 
-def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
+def camera_from_camera_info(msg, rectified: bool = False,
+                            warnings: list[str] | None = None) -> Camera:
     """Return the :class:`Camera` described by a ``sensor_msgs/CameraInfo``.
 
     Reads ``k`` (9 values, row-major 3x3, pixels), ``d``, ``distortion_model``, ``width`` and
@@ -159,11 +134,19 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     ``roi`` (REP 104) are applied: the camera is that of the binned region of interest, as
     published by a driver that bins or crops its sensor.
 
+    Args:
+        msg: the ``sensor_msgs/CameraInfo``.
+        rectified: take the camera matrix from ``p`` (rectified images) and no distortion.
+        warnings: a list to append to, one line each, what
+            :func:`relperception.core_types.check_intrinsics` finds suspect but possible (a
+            principal point far from the image centre: K of another image size?); None: not
+            reported. The camera is returned all the same.
+
     Raises:
         ValueError: for an all-zero or malformed K (the "uncalibrated" CameraInfo), a zero image
-            size, a principal point outside the image, a field of view outside
-            :data:`FIELD_OF_VIEW_RANGE_DEG`, fx / fy beyond :data:`MAX_FOCAL_ASPECT` or a skew
-            beyond :data:`MAX_SKEW_RATIO` of fx, a region of interest outside the image, a
+            size, a camera matrix :func:`relperception.core_types.check_intrinsics` finds
+            impossible (a principal point outside the image, a field of view, fx / fy or skew
+            no lens gives), a region of interest outside the image, a
             distortion model that is not handled
             (:data:`relperception.core_types.DISTORTION_MODELS`) or a distortion vector whose
             length does not fit the model.
@@ -189,10 +172,12 @@ def camera_from_camera_info(msg, rectified: bool = False) -> Camera:
     K = k.reshape(3, 3)
     if not (np.isfinite(K).all() and K[0, 0] > 0 and K[1, 1] > 0):
         raise ValueError(f'CameraInfo camera matrix is singular or not finite: {K.tolist()}')
-    if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
-        raise ValueError(f'principal point ({K[0, 2]}, {K[1, 2]}) lies outside the '
-                         f'{width}x{height} image')
-    _check_plausible_intrinsics(K, width, height)
+    problems = check_intrinsics(K, width, height)
+    impossible = [p.message for p in problems if p.impossible]
+    if impossible:
+        raise ValueError('CameraInfo K ' + '; '.join(impossible))
+    if warnings is not None:
+        warnings.extend(f'CameraInfo K {p.message}' for p in problems)
     K, width, height = _binned_roi_camera(msg, K, width, height)
     if rectified:
         return Camera(K=K, width=width, height=height)

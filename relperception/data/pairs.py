@@ -30,6 +30,7 @@ from typing import Iterable, List, Optional, Sequence
 import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
+from relperception.core_types import check_intrinsics
 from relperception.imaging import read_image_file
 from relperception.transforms import check_transform, invert_transform, nearest_rigid
 
@@ -43,9 +44,10 @@ class ImagePair:
     Attributes:
         image0: (H0, W0) uint8 grey image.
         image1: (H1, W1) uint8 grey image.
-        K0: (3, 3) float64 camera matrix of ``image0`` in pixels; its principal point must
-            lie in the image (``0 <= cx <= W0``, ``0 <= cy <= H0``), else K is taken to be for
-            another image size and the pair is refused (ValueError).
+        K0: (3, 3) float64 camera matrix of ``image0`` in pixels; one that
+            :func:`relperception.core_types.check_intrinsics` finds impossible for the image
+            (a principal point outside it: K of another image size; a field of view, fx / fy
+            or skew no lens gives) is refused (ValueError).
         K1: (3, 3) float64 camera matrix of ``image1`` in pixels (the same rule).
         T_0to1: (4, 4) float64 rigid transform from camera-0 to camera-1 coordinates, metres.
         name: identifier for reports (e.g. ``'kitti06:12-17'``).
@@ -76,11 +78,10 @@ class ImagePair:
                 raise ValueError(f'ImagePair.{attr} must be a finite (3, 3) camera matrix with '
                                  f'fx, fy > 0, got {K.tolist()}')
             height, width = image.shape
-            if not (0.0 <= K[0, 2] <= width and 0.0 <= K[1, 2] <= height):
-                raise ValueError(f'ImagePair.{attr} puts the principal point at ({K[0, 2]:g}, '
-                                 f'{K[1, 2]:g}) px, outside its {width}x{height} image: K is '
-                                 f'for another image size (about {2 * K[0, 2]:.0f}x'
-                                 f'{2 * K[1, 2]:.0f}?); scale K to the images as stored')
+            impossible = [p.message for p in check_intrinsics(K, width, height)
+                          if p.impossible]
+            if impossible:
+                raise ValueError(f'ImagePair.{attr} ' + '; '.join(impossible))
             setattr(self, attr, K)
         self.T_0to1 = check_transform(self.T_0to1, 'T_0to1').copy()
 

@@ -25,6 +25,7 @@ from .image_encodings import (  # noqa: I101 (ruff's isort order)
     image_to_numpy,
     low_range_16bit,
     numpy_to_image_fields,
+    to_8bit,
     to_mono8,
     to_rgb8,
 )
@@ -52,6 +53,7 @@ __all__ = [
     'numpy_to_image_fields',
     'overlay',
     'read_image_file',
+    'to_8bit',
     'to_mono8',
     'to_rgb8',
     'write_image',

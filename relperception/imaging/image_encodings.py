@@ -295,16 +295,29 @@ def _squeeze_channel(array_: np.ndarray) -> np.ndarray:
     return array_[:, :, 0] if array_.ndim == 3 and array_.shape[2] == 1 else array_
 
 
-def _to_uint8(array_: np.ndarray) -> np.ndarray:
-    """Scale a uint16 array down by 256 (keep the high byte); uint8 passes through."""
+def to_8bit(array_: np.ndarray) -> np.ndarray:
+    """Return a 16-bit camera image as 8 bits: scaled down by 256 (the high byte), as cv_bridge.
+
+    The one rule for 16-bit pictures: the nodes and ``eval`` (through :func:`to_rgb8` /
+    :func:`to_mono8`) and image files (:func:`relperception.imaging.read_image_file`, as
+    ``infer``, ``match`` and ``eval-pairs`` read them), so that one image gives one model input
+    everywhere. See :func:`low_range_16bit` for 10/12-bit data in the low bits.
+
+    Args:
+        array_: uint16 or uint8 array of any shape (uint8 is returned as it is).
+
+    Returns:
+        a uint8 array of the same shape.
+    """
     if array_.dtype.itemsize == 2:
         return (array_ >> 8).astype(np.uint8)
     return array_
 
 
 #: A 16-bit camera image whose values all stay below this holds 10- or 12-bit data in its low
-#: bits (machine-vision cameras): scaled to 8 bits by 1/256, as cv_bridge does, it keeps at
-#: most 16 grey levels. The one rule of the nodes, ``eval`` and image files (``infer``).
+#: bits (machine-vision cameras): scaled to 8 bits by 1/256 (:func:`to_8bit`), as cv_bridge
+#: does, it keeps at most 16 grey levels. The one rule of the nodes, ``eval`` and image files
+#: (``infer``).
 LOW_RANGE_16BIT_MAX = 4096
 
 
@@ -357,10 +370,10 @@ def to_rgb8(array_: np.ndarray, encoding: str) -> np.ndarray:
         return array_
     if encoding.startswith('bayer_'):
         # Demosaic at full depth, then scale: keeps the 16-bit precision of the interpolation.
-        return _to_uint8(cv2.cvtColor(array_, _TO_RGB[encoding]))
+        return to_8bit(cv2.cvtColor(array_, _TO_RGB[encoding]))
     if encoding == 'rgb16':
-        return _to_uint8(array_)
-    return cv2.cvtColor(_to_uint8(array_), _TO_RGB[encoding])
+        return to_8bit(array_)
+    return cv2.cvtColor(to_8bit(array_), _TO_RGB[encoding])
 
 
 def to_mono8(array_: np.ndarray, encoding: str) -> np.ndarray:
@@ -383,10 +396,10 @@ def to_mono8(array_: np.ndarray, encoding: str) -> np.ndarray:
     _check_yuv422_width(array_, encoding)
     array_ = _squeeze_channel(array_)
     if encoding in _MONO_AS_IS:
-        return _to_uint8(array_)
+        return to_8bit(array_)
     if encoding.startswith('bayer_'):
-        return _to_uint8(cv2.cvtColor(array_, _TO_MONO[encoding]))
-    return cv2.cvtColor(_to_uint8(array_), _TO_MONO[encoding])
+        return to_8bit(cv2.cvtColor(array_, _TO_MONO[encoding]))
+    return cv2.cvtColor(to_8bit(array_), _TO_MONO[encoding])
 
 
 def depth_to_metres(array_: np.ndarray, encoding: str) -> np.ndarray:

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 from relperception.atomic_files import atomic_path
 from relperception.imaging.compressed import decode_image_bytes
-from relperception.imaging.image_encodings import LOW_RANGE_16BIT_MAX
+from relperception.imaging.image_encodings import low_range_16bit, to_8bit
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +29,10 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
 
     Returns:
         the image array (OpenCV's channel order). With ``IMREAD_COLOR`` or
-        ``IMREAD_GRAYSCALE`` a 16-bit file is brought to 8 bits from the range its values
-        use (a 12-bit camera's values 0-4095 become 0-255, not 0-15; a warning says so).
+        ``IMREAD_GRAYSCALE`` a 16-bit file is brought to 8 bits by 1/256
+        (:func:`relperception.imaging.to_8bit`), as the nodes and ``eval`` scale a 16-bit
+        image message; one whose values stay below the 16-bit range (10/12-bit data) is
+        warned about (:func:`relperception.imaging.low_range_16bit`).
 
     Raises:
         FileNotFoundError: no such file.
@@ -53,16 +55,11 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
         if image is None or image.dtype in (np.uint8, np.uint16):
             raise
     if image.dtype == np.uint16:
-        top = int(image.max())
-        bits = max(8, top.bit_length())
-        if bits < 16:
-            low_range = top < LOW_RANGE_16BIT_MAX
-            # a file has no cv_bridge convention: it is scaled from the range its values use
-            logger.warning('%s: a 16-bit image whose values use %d bits: scaled to 8 bits from '
-                           'that range%s', path, bits,
-                           ' (a 10/12-bit camera: as a bag message, the nodes and eval would '
-                           'scale it by 1/256 and warn)' if low_range else '')
-        return (image >> (bits - 8)).astype(np.uint8)
+        # as the nodes and eval read a 16-bit image message: one image, one model input
+        problem = low_range_16bit(image, 'mono16' if image.ndim == 2 else 'bgr16')
+        if problem:
+            logger.warning('%s: %s', path, problem)
+        return to_8bit(image)
     if image.dtype != np.uint8:
         raise ValueError(f'{path}: a {image.dtype} image, not a camera picture (a depth map '
                          'or another measurement?); give 8- or 16-bit images')

@@ -219,6 +219,8 @@ class VisualOdometryNode(Node):
         self.camera_info_refused = 0
         # per reason: a camera_info refused for another reason is logged at once
         self._camera_info_throttle = ReasonThrottle(5.0)
+        # the suspect-intrinsics warning last logged: logged again only when it changes
+        self._camera_info_warned = ''
         # per reason: a frame lost for another reason within the period is logged at once
         self._lost_throttle = ReasonThrottle(1.0)
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
@@ -373,14 +375,20 @@ class VisualOdometryNode(Node):
                 '(a QoS incompatibility is logged when there is one)')
 
     def _on_camera_info(self, msg: CameraInfo) -> bool:
+        warnings: list[str] = []
         try:
-            camera = camera_from_camera_info(msg, rectified=self._rectified_input)
+            camera = camera_from_camera_info(msg, rectified=self._rectified_input,
+                                             warnings=warnings)
         except ValueError as error:
             self.camera_info_refused += 1
             text = f'ignoring camera_info: {error} ({self.camera_info_refused} refused so far)'
             if self._camera_info_throttle.ready(text):
                 self.get_logger().warning(text)
             return False
+        text = '; '.join(warnings)
+        if text and text != self._camera_info_warned:
+            self.get_logger().warning(f'camera_info used, but {text}')
+        self._camera_info_warned = text
         self._camera = camera
         return True
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core_types import Camera
+from ...core_types import Camera, check_intrinsics
 from ...data import topics
 from ...data.bag import BagWriter
 from ...data.converters import (check_same_encoding, list_images, read_colour_image,
@@ -259,6 +259,10 @@ def convert_kitti(sequence_dir, output_bag, storage: str = 'mcap',
     first, first_encoding = read_colour_image(images[0])
     height, width = first.shape[:2]
     camera = Camera(K=P[:, :3], width=width, height=height)
+    for problem in check_intrinsics(camera.K, width, height):
+        logger.warning('%s: calib.txt %s %s%s', sequence_dir, projection, problem.message,
+                       '; eval, replay and the nodes refuse such a CameraInfo'
+                       if problem.impossible else '')
 
     if times is not None:
         stamps = [seconds_to_ns(t if isinstance(t, str) else repr(float(t))) for t in times]
