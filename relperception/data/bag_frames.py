@@ -62,6 +62,11 @@ MAX_PAIRING_BYTES = 1 << 30
 
 _NS_PER_S = 1_000_000_000
 
+#: Largest ``--gt-time-offset`` magnitude, seconds: wide enough to move ground truth stamped
+#: from 0 onto epoch stamps (about 1.7e9 s), narrow enough that every shifted stamp stays a
+#: 64-bit nanosecond count.
+MAX_GT_TIME_OFFSET_S = 4e9
+
 
 def gt_time_offset_ns(offset_s) -> int:
     """Return the ground-truth time offset ``offset_s`` (seconds) in integer nanoseconds.
@@ -70,7 +75,8 @@ def gt_time_offset_ns(offset_s) -> int:
     add to the ground-truth stamps before association.
 
     Raises:
-        ValueError: ``offset_s`` is not a finite number.
+        ValueError: ``offset_s`` is not a finite number of at most ``MAX_GT_TIME_OFFSET_S``
+            seconds either way.
     """
     try:
         offset = float(offset_s)
@@ -79,7 +85,10 @@ def gt_time_offset_ns(offset_s) -> int:
             from None
     if not math.isfinite(offset):
         raise ValueError(f'gt_time_offset_s must be finite, got {offset_s!r}')
-    return round(offset * 1_000_000_000)
+    if abs(offset) > MAX_GT_TIME_OFFSET_S:
+        raise ValueError(f'gt_time_offset_s must be within +-{MAX_GT_TIME_OFFSET_S:g} s (the '
+                         f'shifted stamps must stay 64-bit nanoseconds), got {offset_s!r}')
+    return round(offset * _NS_PER_S)
 
 
 def message_stamp_ns(message) -> int:

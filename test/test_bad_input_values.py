@@ -1,0 +1,50 @@
+# Copyright 2026 The relperception Authors
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Bad option values of the CLI verbs: refused in one line, never a crash or a wrong number.
+
+Each test is one finding of the systematic sweep that replaces one argument of a verb at a
+time by 0, a negative, NaN, inf, a huge number or an empty string.
+"""
+
+import math
+
+from bad_input_support import one_clear_line, run_cli
+import numpy as np
+import pytest
+from relperception.cli.main import EXIT_BAD_INPUT, EXIT_USAGE
+from relperception.data.bag_frames import gt_time_offset_ns
+from relperception.data.synthetic_bag import write_synthetic_bag
+from relperception.evaluation.pairs import estimate_relative_pose
+
+
+@pytest.fixture(scope='module')
+def tiny_bag(tmp_path_factory):
+    bag = tmp_path_factory.mktemp('bad_values') / 'bag'
+    write_synthetic_bag(bag, frames=6, seed=1, width=96, height=72)
+    return bag
+
+
+def test_huge_gt_time_offset_is_refused_in_one_line(tiny_bag, tmp_path, caplog):
+    """1e12 s overflowed the 64-bit nanosecond stamps: an internal error (exit 3)."""
+    code, errors = run_cli(['eval', str(tiny_bag), '-o', str(tmp_path / 'out'), '--no-plots',
+                            '--no-progress', '--gt-time-offset', '1e12'], caplog)
+    assert code == EXIT_BAD_INPUT
+    one_clear_line(errors, 'gt_time_offset_s must be within')
+    with pytest.raises(ValueError, match='64-bit'):
+        gt_time_offset_ns(-1e12)
+    # ground truth stamped from 0 moved onto epoch image stamps stays possible
+    assert gt_time_offset_ns(1.7e9) == 1_700_000_000_000_000_000
+
+
+def test_infinite_ransac_threshold_is_refused(caplog):
+    """threshold_px inf made every match an inlier: eval-pairs wrote AUC 0 and exited 0."""
+    K = np.array([[400.0, 0, 160], [0, 400.0, 120], [0, 0, 1]])
+    rng = np.random.default_rng(0)
+    k0 = rng.uniform(0, 300, (50, 2))
+    for bad in (math.inf, math.nan, 0.0):
+        with pytest.raises(ValueError, match='threshold_px'):
+            estimate_relative_pose(k0, k0 + 3.0, K, K, threshold_px=bad)
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(['eval-pairs', '--synthetic', '1', '--matchers', 'ncc', '-o', 'unused',
+                 '--threshold-px', 'inf'], caplog)
+    assert exit_.value.code == EXIT_USAGE
