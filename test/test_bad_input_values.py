@@ -48,3 +48,18 @@ def test_infinite_ransac_threshold_is_refused(caplog):
         run_cli(['eval-pairs', '--synthetic', '1', '--matchers', 'ncc', '-o', 'unused',
                  '--threshold-px', 'inf'], caplog)
     assert exit_.value.code == EXIT_USAGE
+
+
+def test_empty_output_is_refused_not_the_current_folder(tiny_bag, tmp_path, monkeypatch,
+                                                        caplog):
+    """-o "" (an unset variable) wrote eval's and infer's results into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    image = tmp_path / 'image.png'
+    import cv2
+    cv2.imwrite(str(image), np.full((32, 32, 3), 128, np.uint8))
+    for argv in (['eval', str(tiny_bag), '--no-plots', '--no-progress'],
+                 ['infer', str(image)]):
+        code, errors = run_cli(argv + ['-o', ''], caplog)
+        assert code == EXIT_BAD_INPUT, argv
+        one_clear_line(errors, '-o is empty')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['image.png']

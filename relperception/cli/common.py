@@ -131,11 +131,21 @@ def check_image_size(image, path) -> None:
                          f'{MIN_IMAGE_SIDE_PX}x{MIN_IMAGE_SIDE_PX} pixels')
 
 
-def check_output_folder(path) -> None:
-    """Raise ValueError when the output folder ``path`` exists as something else than a folder.
+def _check_not_empty(path) -> None:
+    """Raise ValueError for an empty ``-o`` (``Path('')`` is the current folder)."""
+    if path is None or not str(path):
+        raise ValueError('-o is empty (an unset shell variable?); give the output path, '
+                         'e.g. -o . for the current folder')
 
-    Checked before a command starts, so that a long run does not fail only when it writes.
+
+def check_output_folder(path) -> None:
+    """Raise ValueError when the output folder ``path`` is empty or exists as something else.
+
+    Checked before a command starts, so that a long run does not fail only when it writes,
+    and an empty ``-o ""`` does not write into (and clear earlier results of) the current
+    folder.
     """
+    _check_not_empty(path)
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f'-o {path} exists and is not a folder; give a folder (it is created '
@@ -154,6 +164,7 @@ def check_output_file(path) -> None:
     """
     import tempfile
 
+    _check_not_empty(path)
     path = Path(path)
     folder = path.parent
     existing = folder
