@@ -63,3 +63,14 @@ def test_empty_output_is_refused_not_the_current_folder(tiny_bag, tmp_path, monk
         assert code == EXIT_BAD_INPUT, argv
         one_clear_line(errors, '-o is empty')
     assert sorted(p.name for p in tmp_path.iterdir()) == ['image.png']
+
+
+def test_convert_source_that_is_a_file_is_named_as_such(tmp_path, caplog):
+    """A file as the dataset folder was reported as a folder that 'does not exist'."""
+    image = tmp_path / 'frame.png'
+    image.write_bytes(b'not read')
+    code, errors = run_cli(['convert', 'images', str(image), '-o', str(tmp_path / 'bag')],
+                           caplog)
+    assert code == EXIT_BAD_INPUT
+    one_clear_line(errors, 'is a file; give the dataset folder')
+    assert not (tmp_path / 'bag').exists()
