@@ -35,6 +35,8 @@ class TestConfigurationFiles:
                             'ncc.min_score is given twice (once flat, once nested)'),
         'number_read_as_text': ('ncc:\n  min_score: 5e-1\n',
                                 "reads '5e-1' as text: write 0.5"),
+        'ros_parameters_list': ('/**:\n  ros__parameters: [1]\n',
+                                'ros__parameters must be a mapping'),
     }
 
     @pytest.mark.parametrize('case', sorted(CASES))
