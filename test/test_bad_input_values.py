@@ -74,3 +74,19 @@ def test_convert_source_that_is_a_file_is_named_as_such(tmp_path, caplog):
     assert code == EXIT_BAD_INPUT
     one_clear_line(errors, 'is a file; give the dataset folder')
     assert not (tmp_path / 'bag').exists()
+
+
+def test_a_folder_given_for_a_file_is_named_as_a_folder(tmp_path, caplog):
+    """A folder as weights, ONNX model or image was reported as a file that does not exist."""
+    import cv2
+    image = tmp_path / 'image.png'
+    cv2.imwrite(str(image), np.full((32, 32, 3), 128, np.uint8))
+    folder = tmp_path / 'folder'
+    folder.mkdir()
+    for argv in (['infer', str(image), '--weights', str(folder)],
+                 ['infer', str(image), '--backend', 'onnxruntime', '--onnx', str(folder)],
+                 ['match', str(image), str(folder), '--config', 'ncc'],
+                 ['export', '--config', 'fast_seg', '--weights', str(folder)]):
+        code, errors = run_cli(argv + ['-o', str(tmp_path / 'out' / 'm.onnx')], caplog)
+        assert code == EXIT_BAD_INPUT, argv
+        one_clear_line(errors, f'{folder} is a folder; give the file itself')
