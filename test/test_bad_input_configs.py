@@ -168,6 +168,11 @@ class TestRunGraphNames:
         (['run', '--namespace', '1abc'], ("--namespace '/1abc' is not a valid ROS namespace",
                                           'starts with a number')),
         (['run', '--namespace', '/a//b'], ('repeated',)),
+        # rcl refused these only when the node started, in its own words ("Couldn't parse
+        # remap rule ... error not set")
+        (['run', '--image-topic', '1abc'], ("image_topic is not a valid ROS topic name: '1abc'",
+                                            'must not start with a number')),
+        (['run', '--depth-topic', '/camera//depth'], ('depth_topic', 'repeated')),
         (['run', '--image-topic', '/x', '--camera-info-topic', '/x'],
          ("image_topic and camera_info_topic are both '/x'",)),
         # the odometry node used to read the colour images as depth and warn on every frame
