@@ -90,3 +90,16 @@ def test_a_folder_given_for_a_file_is_named_as_a_folder(tmp_path, caplog):
         code, errors = run_cli(argv + ['-o', str(tmp_path / 'out' / 'm.onnx')], caplog)
         assert code == EXIT_BAD_INPUT, argv
         one_clear_line(errors, f'{folder} is a folder; give the file itself')
+
+
+def test_convert_images_refuses_the_image_folder_as_labels(tmp_path, caplog):
+    """--labels SRC for SRC/labels wrote the grey images themselves as class ids, exit 0."""
+    import cv2
+    images = tmp_path / 'images'
+    images.mkdir()
+    cv2.imwrite(str(images / 'a.png'), np.full((32, 32), 7, np.uint8))
+    code, errors = run_cli(['convert', 'images', str(images), '--labels', str(images), '-o',
+                            str(tmp_path / 'bag')], caplog)
+    assert code == EXIT_BAD_INPUT
+    one_clear_line(errors, 'is the image folder')
+    assert not (tmp_path / 'bag').exists()
