@@ -525,8 +525,10 @@ def test_pareto_front_keeps_the_unbeaten():
 
 
 def test_named_default_and_empty_file_specs():
-    """--configs base=default meant the defaults (as a study file's base: default); it looked
-    for a file named default, and base= for the current folder."""
+    """--configs base=default names the defaults, as a study file's base: default does.
+
+    It looked for a file named default, and base= for the current folder.
+    """
     assert parse_config_spec('base=default') == StudyConfig('base')
     with pytest.raises(ValueError, match="'base=' has no file"):
         parse_config_spec('base=')

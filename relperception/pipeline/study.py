@@ -106,9 +106,10 @@ class Cell:
 
 
 def parse_config_spec(spec: str) -> StudyConfig:
-    """Return the configuration of ``NAME=PATH``, ``PATH`` (named by its stem), ``default``
-    or ``NAME=default`` (the package defaults under that name, as a study file's
-    ``NAME: default``).
+    """Return the configuration of a ``--configs`` spec.
+
+    ``NAME=PATH``, ``PATH`` (named by its stem), ``default``, or ``NAME=default`` (the package
+    defaults under that name, as a study file's ``NAME: default``).
 
     Raises:
         ValueError: an empty name or file, or a file that does not exist.
