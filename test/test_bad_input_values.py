@@ -103,3 +103,13 @@ def test_convert_images_refuses_the_image_folder_as_labels(tmp_path, caplog):
     assert code == EXIT_BAD_INPUT
     one_clear_line(errors, 'is the image folder')
     assert not (tmp_path / 'bag').exists()
+
+
+def test_a_ros_parameter_file_given_as_a_model_file_is_named(tmp_path, caplog):
+    """export --config params.yaml (ROS form) said only "unknown keys ['/**']"."""
+    params = tmp_path / 'params.yaml'
+    params.write_text('/**:\n  ros__parameters:\n    dense:\n      model: vit_hybrid\n')
+    code, errors = run_cli(['export', '--config', str(params), '-o', str(tmp_path / 'm.onnx')],
+                           caplog)
+    assert code == EXIT_BAD_INPUT
+    one_clear_line(errors, 'is a ROS 2 parameter file, not a model file', 'vit_hybrid')
