@@ -106,7 +106,7 @@ def test_convert_images_refuses_the_image_folder_as_labels(tmp_path, caplog):
 
 
 def test_a_ros_parameter_file_given_as_a_model_file_is_named(tmp_path, caplog):
-    """export --config params.yaml (ROS form) said only "unknown keys ['/**']"."""
+    """A ROS-form params.yaml given to export --config got only "unknown keys ['/**']"."""
     params = tmp_path / 'params.yaml'
     params.write_text('/**:\n  ros__parameters:\n    dense:\n      model: vit_hybrid\n')
     code, errors = run_cli(['export', '--config', str(params), '-o', str(tmp_path / 'm.onnx')],
