@@ -652,7 +652,11 @@ def _node_blocks(tree: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     for key, value in tree.items():
         if isinstance(value, Mapping) and 'ros__parameters' in value:
             node = str(key).rstrip('/').split('/')[-1] or ALL_NODES
-            blocks.setdefault(node, {}).update(flatten(value['ros__parameters'] or {}))
+            parameters = value['ros__parameters'] or {}
+            if not isinstance(parameters, Mapping):
+                raise ValueError(f'{key}: ros__parameters must be a mapping of parameter names '
+                                 f'to values, got {type(parameters).__name__}')
+            blocks.setdefault(node, {}).update(flatten(parameters))
     return blocks
 
 

@@ -2,6 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Input checks shared by the public functions of the core (clear ``ValueError`` messages)."""
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -21,6 +23,20 @@ def as_rows(name: str, value, columns: int, dtype=np.float64) -> np.ndarray:
     if value.ndim != 2 or value.shape[1] != columns:
         raise ValueError(f'{name} must have shape (N, {columns}), got {value.shape}')
     return value
+
+
+def check_not_folder(path, what: str) -> None:
+    """Raise ValueError when ``path``, where a file is expected, is a folder.
+
+    A folder there was reported as a file that does not exist, which sends the user looking
+    for a missing file rather than at the path they gave.
+
+    Args:
+        path: the path given for a file.
+        what: what the file is, for the message (e.g. ``'weights file'``).
+    """
+    if Path(path).is_dir():
+        raise ValueError(f'{what} {path} is a folder; give the file itself')
 
 
 #: A problem that repeats (e.g. non-finite model outputs) is logged the first time and then

@@ -35,6 +35,8 @@ class TestConfigurationFiles:
                             'ncc.min_score is given twice (once flat, once nested)'),
         'number_read_as_text': ('ncc:\n  min_score: 5e-1\n',
                                 "reads '5e-1' as text: write 0.5"),
+        'ros_parameters_list': ('/**:\n  ros__parameters: [1]\n',
+                                'ros__parameters must be a mapping'),
     }
 
     @pytest.mark.parametrize('case', sorted(CASES))
@@ -200,6 +202,11 @@ class TestRunGraphNames:
         (['run', '--namespace', '1abc'], ("--namespace '/1abc' is not a valid ROS namespace",
                                           'starts with a number')),
         (['run', '--namespace', '/a//b'], ('repeated',)),
+        # rcl refused these only when the node started, in its own words ("Couldn't parse
+        # remap rule ... error not set")
+        (['run', '--image-topic', '1abc'], ("image_topic is not a valid ROS topic name: '1abc'",
+                                            'must not start with a number')),
+        (['run', '--depth-topic', '/camera//depth'], ('depth_topic', 'repeated')),
         (['run', '--image-topic', '/x', '--camera-info-topic', '/x'],
          ("image_topic and camera_info_topic are both '/x'",)),
         # the odometry node used to read the colour images as depth and warn on every frame

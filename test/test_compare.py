@@ -538,6 +538,16 @@ def test_pareto_front_keeps_the_unbeaten():
     assert pareto_front(entries) == ['slow_good', 'fast_bad']
 
 
+def test_named_default_and_empty_file_specs():
+    """--configs base=default names the defaults, as a study file's base: default does.
+
+    It looked for a file named default, and base= for the current folder.
+    """
+    assert parse_config_spec('base=default') == StudyConfig('base')
+    with pytest.raises(ValueError, match="'base=' has no file"):
+        parse_config_spec('base=')
+
+
 def test_bad_study_inputs_raise_value_errors(study_inputs, tmp_path):
     root, bags, configs = study_inputs
     with pytest.raises(ValueError, match='does not exist'):

@@ -343,6 +343,14 @@ class TestPairSources:
                  T_0to1=np.eye(4)[None], names=np.array([{'a': 1}], dtype=object))
         with pytest.raises(ValueError, match='cannot read pairs file .*objects.npz'):
             load_pairs_npz(tmp_path / 'objects.npz')
+        # a download cut off, or a compressed member cut short: an internal error before
+        good = tmp_path / 'good.npz'
+        np.savez_compressed(good, image0=image, image1=image, K0=K, K1=K, T_0to1=np.eye(4)[None])
+        for size in (300, good.stat().st_size // 2):
+            cut = tmp_path / f'cut_{size}.npz'
+            cut.write_bytes(good.read_bytes()[:size])
+            with pytest.raises(ValueError, match=f'cannot read pairs file .*{cut.name}'):
+                load_pairs_npz(cut)
 
     def test_pairs_from_bag(self, small_bag):
         pairs = pairs_from_bag(small_bag, gaps=(1, 3))

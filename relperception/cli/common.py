@@ -131,14 +131,22 @@ def check_image_size(image, path) -> None:
                          f'{MIN_IMAGE_SIDE_PX}x{MIN_IMAGE_SIDE_PX} pixels')
 
 
+def _check_not_empty(path) -> None:
+    """Raise ValueError for an empty ``-o`` (``Path('')`` is the current folder)."""
+    if path is None or not str(path):
+        raise ValueError('-o is empty (an unset shell variable?); give the output path, '
+                         'e.g. -o . for the current folder')
+
+
 def check_output_folder(path) -> None:
-    """Raise ValueError when the output folder ``path`` cannot be made where named.
+    """Raise ValueError when the output folder ``path`` is empty or cannot be made where named.
 
     Checked by ``cli.main`` before a command that writes a folder (``WRITES_FOLDER``) starts,
     so that a long run does not fail only when it writes: ``path`` must not exist as something
     else than a folder, and the folders on its way must be writable (see
     :func:`check_output_file`).
     """
+    _check_not_empty(path)
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f'-o {path} exists and is not a folder; give a folder (it is created '
@@ -160,6 +168,7 @@ def check_output_file(path) -> None:
     """
     import tempfile
 
+    _check_not_empty(path)
     path = Path(path)
     existing = path.parent
     while not existing.exists() and existing != existing.parent:

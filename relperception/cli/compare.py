@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='rosbag2 directories or .mcap / .db3 files')
     parser.add_argument('--configs', nargs='+', default=[], metavar='CONFIG',
                         help='configurations: NAME=YAML, YAML (named by its file stem) or '
-                             '"default" (the package defaults); the first is the reference of '
-                             'the recommendation')
+                             '"default" (the package defaults; NAME=default names them); the '
+                             'first is the reference of the recommendation')
     parser.add_argument('--study', metavar='YAML',
                         help='study file with bags: (list) and configs: (name: YAML or '
                              'default), optional mode:, dense: and gt_time_offset: (seconds, or '

@@ -79,8 +79,11 @@ def _convert(args: argparse.Namespace) -> dict:
     from relperception.data import converters
 
     source = Path(args.source)
-    if not source.is_dir():
+    if not source.exists():
         raise FileNotFoundError(f'source folder {source} does not exist')
+    if not source.is_dir():
+        raise ValueError(f'source {source} is a file; give the dataset folder (for images: '
+                         f'the folder of the image files)')
     if args.poses and args.format != 'kitti':
         raise ValueError('--poses is for kitti (TUM ground truth is groundtruth.txt)')
     if args.format == 'tum':

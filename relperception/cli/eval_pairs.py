@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--matchers', nargs='+', default=['ncc', 'loftr', 'orb'],
                         help='matchers to compare (names of build_matcher: ncc loftr orb klt)')
     parser.add_argument('--config', help='YAML configuration (matcher sections, topics.*)')
-    parser.add_argument('--threshold-px', type=float, default=0.5,
+    parser.add_argument('--threshold-px', type=positive_float, default=0.5,
                         help='RANSAC threshold for the essential matrix, pixels (LoFTR: 0.5)')
     parser.add_argument('--epipolar-threshold', type=positive_float, default=5e-4,
                         help='symmetric epipolar distance threshold, normalised coordinates '

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import logging
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
+import zipfile
+import zlib
 
 import cv2
 import numpy as np
@@ -145,6 +147,9 @@ def load_pairs_npz(path) -> List[ImagePair]:
             data = {key: archive[key] for key in archive.files}
     except (ValueError, OSError) as exc:   # e.g. an array of Python objects (pickled)
         raise ValueError(f'cannot read pairs file {path}: {exc}') from exc
+    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:   # cut off or not an npz
+        raise ValueError(f'cannot read pairs file {path}: not a complete .npz archive '
+                         f'({exc})') from exc
     keys = set(data)
     required = {'K0', 'K1', 'T_0to1'}
     if not required <= keys:

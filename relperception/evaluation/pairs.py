@@ -87,6 +87,18 @@ def _check_pair_points(kpts0, kpts1):
     return kpts0, kpts1
 
 
+def _check_threshold_px(threshold_px) -> None:
+    """Raise ValueError unless the RANSAC threshold ``threshold_px`` (pixels) is finite and > 0.
+
+    An infinite threshold makes every match an inlier: the pose is a fit to all the matches,
+    outliers included, and its AUC a silently wrong number.
+    """
+    if not (isinstance(threshold_px, (int, float, np.number)) and math.isfinite(threshold_px)
+            and threshold_px > 0):
+        raise ValueError(f'threshold_px (RANSAC, pixels) must be a finite number > 0, '
+                         f'got {threshold_px!r}')
+
+
 def normalize_points(kpts: np.ndarray, K: np.ndarray) -> np.ndarray:
     """Return (N, 2) float64 normalised image coordinates ``((x - cx) / fx, (y - cy) / fy)``.
 
@@ -161,8 +173,9 @@ def estimate_relative_pose(kpts0, kpts1, K0, K1, threshold_px: float = RANSAC_TH
     """
     kpts0, kpts1 = _check_pair_points(kpts0, kpts1)
     K0, K1 = _check_K(K0, 'K0'), _check_K(K1, 'K1')
-    if not threshold_px > 0 or not 0 < conf < 1:
-        raise ValueError(f'need threshold_px > 0 and 0 < conf < 1, got {threshold_px}, {conf}')
+    _check_threshold_px(threshold_px)
+    if not 0 < conf < 1:
+        raise ValueError(f'need 0 < conf < 1, got {conf}')
     if len(kpts0) < 5:
         return None
     n0 = normalize_points(kpts0, K0)
@@ -478,6 +491,7 @@ def evaluate_pairs(matcher, pairs: Sequence[ImagePair], threshold_px: float = RA
     """
     if len(pairs) == 0:
         raise ValueError('evaluate_pairs needs at least one pair')
+    _check_threshold_px(threshold_px)
     if int(warmup) < 0:
         raise ValueError(f'warmup must be >= 0, got {warmup}')
     if int(num_drawings) < 0:

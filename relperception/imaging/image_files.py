@@ -15,6 +15,7 @@ import numpy as np
 from relperception.atomic_files import atomic_path
 from relperception.imaging.compressed import decode_image_bytes
 from relperception.imaging.image_encodings import low_range_16bit, to_8bit
+from relperception.validation import check_not_folder
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def read_image_file(path: str | Path, flags: int = cv2.IMREAD_UNCHANGED) -> np.n
             undecodable file, or (as 8-bit) a floating-point image; the message names it.
     """
     path = Path(path)
+    check_not_folder(path, 'image file')
     if not path.is_file():
         raise FileNotFoundError(f'image file not found: {path}')
     payload = np.fromfile(path, dtype=np.uint8)
@@ -123,6 +125,7 @@ def read_palette_indices(path: str | Path) -> np.ndarray | None:
     import zlib
 
     path = Path(path)
+    check_not_folder(path, 'image file')
     if not path.is_file():
         raise FileNotFoundError(f'image file not found: {path}')
     data = path.read_bytes()

@@ -301,9 +301,16 @@ def _check_yaml_keys(path: Path, data: Dict[str, Any], base: Dict[str, Any]) -> 
     preset and every preset of the same architecture), and that a mapping stays a mapping.
     """
     unknown = sorted(set(data) - set(base) - {'name'})
-    if 'dense' in unknown:
-        model = data['dense'].get('model') if isinstance(data['dense'], dict) else None
-        raise ValueError(f'{path} is a parameter file (dense: ...), not a model file: give its '
+    ros_blocks = [value['ros__parameters'] for value in data.values()
+                  if isinstance(value, dict) and 'ros__parameters' in value]
+    if 'dense' in unknown or ros_blocks or any(str(k).startswith('dense.') for k in unknown):
+        model = None
+        for block in [data, *(b for b in ros_blocks if isinstance(b, dict))]:
+            dense = block.get('dense')
+            model = model or (dense.get('model') if isinstance(dense, dict) else None) \
+                or block.get('dense.model')
+        form = 'a ROS 2 parameter file' if ros_blocks else 'a parameter file (dense: ...)'
+        raise ValueError(f'{path} is {form}, not a model file: give its '
                          f'dense.model ({model or "a preset name"}) here, or the parameter '
                          'file to a verb that reads parameter files (infer, eval, run)')
     if unknown:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from relperception.atomic_files import atomic_path, write_text_atomic
 from relperception.models.trained_heads import parse_trained_heads, TRAINED_HEADS_KEY
+from relperception.validation import check_not_folder
 import safetensors.torch
 import torch
 
@@ -92,6 +93,7 @@ def load_state_dict_file(path: Union[str, Path]) -> StateDict:
             (refused; only tensors and plain containers are accepted).
     """
     path = Path(path)
+    check_not_folder(path, 'weights file')
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
     if is_safetensors(path):
@@ -345,6 +347,7 @@ def read_weights_metadata(path: Union[str, Path]) -> Dict[str, str]:
             that :func:`load_state_dict_file` refuses.
     """
     path = Path(path)
+    check_not_folder(path, 'weights file')
     if not path.is_file():
         raise FileNotFoundError(f'weights file {path} does not exist')
     if not is_safetensors(path):

@@ -220,11 +220,23 @@ def normalize_namespace(namespace: str) -> str:
 
 
 def _absolute_or_relative(topic: str, what: str) -> str:
+    from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.expand_topic_name import expand_topic_name
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+    from rclpy.validate_topic_name import validate_topic_name
+
     topic = topic.strip()
     if not topic:
         raise ValueError(f'{what} must not be empty')
     if any(c.isspace() for c in topic) or topic.endswith('/') and topic != '/':
         raise ValueError(f'{what} is not a valid ROS topic name: {topic!r}')
+    try:   # rcl's rules (a token starting with a digit, '-', '//'), before a node starts
+        validate_topic_name(topic)
+        validate_full_topic_name(expand_topic_name(topic, 'node', '/'))
+    except InvalidTopicNameException as error:
+        reason = ' '.join(str(error).split('\n')[0].split()).rstrip(':')
+        raise ValueError(f'{what} is not a valid ROS topic name: {topic!r} ({reason})') \
+            from None
     return topic
 
 

@@ -43,7 +43,7 @@ from relperception.config import load_config, section, SPECS
 from relperception.imaging.colormap import colorize_depth, colorize_labels, overlay
 from relperception.models.preprocess import INPUT_NAME
 from relperception.models.presets import preset_for_backbone
-from relperception.validation import count_nonfinite, is_report_due
+from relperception.validation import check_not_folder, count_nonfinite, is_report_due
 
 logger = logging.getLogger(__name__)
 
@@ -178,11 +178,14 @@ def check_dense_config(config: Mapping[str, Any]) -> Dict[str, Any]:
     if conf['min_depth_m'] >= conf['max_depth_m']:
         raise ValueError(f'dense.min_depth_m ({conf["min_depth_m"]}) must be below '
                          f'dense.max_depth_m ({conf["max_depth_m"]})')
+    if conf['weights']:
+        check_not_folder(conf['weights'], 'dense.weights:')
     if conf['weights'] and not Path(conf['weights']).is_file():
         raise ValueError(f'dense.weights: file not found: {conf["weights"]}')
     if conf['backend'] != 'torch':
         if not conf['onnx_path']:
             raise ValueError(f'dense.backend {conf["backend"]} needs dense.onnx_path')
+        check_not_folder(conf['onnx_path'], 'dense.onnx_path:')
         if not Path(conf['onnx_path']).is_file():
             raise ValueError(f'dense.onnx_path: file not found: {conf["onnx_path"]}')
     else:
@@ -209,6 +212,7 @@ def resolve_weights(dense_conf: Mapping[str, Any],
     """
     if dense_conf.get('weights'):
         path = Path(dense_conf['weights'])
+        check_not_folder(path, 'dense.weights:')
         if not path.is_file():
             raise ValueError(f'dense.weights: file not found: {path}')
         return path

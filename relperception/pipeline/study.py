@@ -106,15 +106,23 @@ class Cell:
 
 
 def parse_config_spec(spec: str) -> StudyConfig:
-    """Return the configuration of ``NAME=PATH``, ``PATH`` (named by its stem) or ``default``.
+    """Return the configuration of a ``--configs`` spec.
+
+    ``NAME=PATH``, ``PATH`` (named by its stem), ``default``, or ``NAME=default`` (the package
+    defaults under that name, as a study file's ``NAME: default``).
 
     Raises:
-        ValueError: an empty name, or a file that does not exist.
+        ValueError: an empty name or file, or a file that does not exist.
     """
     spec = str(spec).strip()
     if spec == DEFAULT_CONFIG:
         return StudyConfig(DEFAULT_CONFIG)
     name, _, path = spec.partition('=') if '=' in spec else ('', '', spec)
+    if name and path == DEFAULT_CONFIG:
+        return StudyConfig(name)
+    if not path:
+        raise ValueError(f'configuration {spec!r} has no file: give NAME=YAML or '
+                         f'NAME={DEFAULT_CONFIG}')
     path = Path(path)
     name = name or path.stem
     if not name:

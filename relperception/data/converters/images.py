@@ -73,7 +73,8 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
 
     Raises:
         FileNotFoundError: missing folders or a missing label file.
-        ValueError: empty folder, bad fps, images of different sizes, non-8-bit labels.
+        ValueError: empty folder, bad fps, images of different sizes, non-8-bit labels, or
+            the image folder given as the label folder.
     """
     check_frame_rate(fps)
     if int(start_time_ns) < 0:
@@ -84,6 +85,10 @@ def convert_image_folder(images_dir, output_bag, labels_dir=None, fps: float = 1
         labels_dir = Path(labels_dir)
         if not labels_dir.is_dir():
             raise FileNotFoundError(f'label folder {labels_dir} does not exist')
+        if labels_dir.resolve() == Path(images_dir).resolve():
+            raise ValueError(f'the label folder {labels_dir} is the image folder: its grey '
+                             'images would be written as class ids; give the folder of the '
+                             'label images')
         labels = []
         for image_path in images:
             candidates = [labels_dir / image_path.name, labels_dir / f'{image_path.stem}.png']
