@@ -102,7 +102,7 @@ MODES = ('auto', 'rgbd', 'mono')
 
 #: Where the length of a frame's translation came from (``VOResult.scale_source``).
 SCALE_SOURCES = ('map', 'hinted_map', 'depth_map', 'depth', 'translation_norm_m',
-                 'constant speed', 'unit', 'static')
+                 'previous map', 'constant speed', 'unit', 'static')
 #: The scale sources of frames tracked against the local map (monocular, RGB-D).
 MAP_SCALE_SOURCES = ('map', 'hinted_map', 'depth_map')
 #: The scale sources that give metres; the others (a monocular map's parallax unit, constant
@@ -978,10 +978,13 @@ class VisualOdometry:
             baseline, source = None, 'parallax (the first map defines the trajectory unit)'
         else:
             baseline, source = self._fallback_scale(frame, matches)
-        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted)
+        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted,
+                                  previous_map=reference)
         if isinstance(init, str):
             return _Failure(note + init, matches, 'mono')
         scale_source = 'unit' if baseline is None else scale_source_kind(source)
+        if init.scale_from_map:
+            scale_source, source = 'previous map', 'the points of the map it replaces'
         length = np.linalg.norm(init.T_world_cam[:3, 3] - kf.T_world_cam[:3, 3])
         return _Estimate(init.T_world_cam, matches, init.inlier_mask, init.accepted, 'mono',
                          f'{note}{init.message}; baseline {length:.4g} from {source}',
