@@ -45,7 +45,9 @@ to the elapsed time, predicts ``T_cur_kf``; the matcher gets a ``predict`` calla
 keyframe pixels to their expected position in the current image, by back-projection with the
 keyframe depth (RGB-D) or by the infinite homography ``K R K^-1`` (rotation only, monocular).
 NaN is returned where the depth is unknown. No prediction is made before the first motion is
-known or when the gap is more than three times the last frame interval.
+known or when the gap is more than six times the last frame interval (a run of up to five
+dropped frames is still predicted: without a prediction the matcher searches around the
+keyframe's pixels, and the flow of the gap lost the map).
 
 Recovery: when matching or the pose estimate fails (fewer than ``min_matches`` matches or
 inliers, RANSAC failure, non-finite pose, matcher error) the result is ``'lost'`` with a
@@ -115,7 +117,7 @@ UNKNOWN_MOTION_SIGMA_RAD = 0.1
 UNKNOWN_MOTION_SIGMA_M = 1.0
 
 #: Largest ratio (gap / last frame interval) the constant-velocity prior is extrapolated over.
-_MAX_PRIOR_EXTRAPOLATION = 3.0
+_MAX_PRIOR_EXTRAPOLATION = 6.0
 #: Fewest depth-vs-triangulation pairs for a monocular scale from depth.
 _MIN_SCALE_SAMPLES = 5
 
