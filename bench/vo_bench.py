@@ -53,12 +53,12 @@ import tempfile
 import time
 
 import cv2
+from evo.core.geometry import GeometryException, umeyama_alignment
 import numpy as np
 
 from relperception.config import load_config, section
 from relperception.core_types import Frame
-from relperception.data import topics
-from relperception.data.bag import BagReader, BagWriter
+from relperception.data.bag import BagReader
 from relperception.data.converters import convert_kitti, convert_tum
 from relperception.data.messages import (camera_from_camera_info, decode_image_message,
                                          stamp_to_ns, transform_from_pose_msg)
@@ -126,40 +126,32 @@ def motion_times(frames: int, fps: float) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(moving[1:]) / fps])
 
 
+def long_poses(scene: SyntheticScene, frames: int, regime: str) -> np.ndarray:
+    """Return the (frames, 4, 4) ``T_world_cam`` of one of ``LONG_REGIMES`` in ``scene``."""
+    _, speed_ratio, fps, _, stops = LONG_REGIMES[regime]
+    if not stops:
+        return scene.trajectory(frames, fps, speed_ratio)
+    motion_s = motion_times(frames, fps)   # poses from the path sampled at 100 Hz
+    dense = scene.trajectory(int(round(motion_s[-1] * 100)) + 2, 100.0, speed_ratio)
+    return dense[np.round(motion_s * 100).astype(int)]
+
+
 def write_long_bag(output: Path, frames: int, regime: str) -> None:
-    """Write a long synthetic recording of one of ``LONG_REGIMES`` (images, camera info, pose)."""
-    seed, speed_ratio, fps, noise, stops = LONG_REGIMES[regime]
-    scene = SyntheticScene(seed=seed)
-    if stops:
-        motion_s = motion_times(frames, fps)   # poses from the path sampled at 100 Hz
-        dense = scene.trajectory(int(round(motion_s[-1] * 100)) + 2, 100.0, speed_ratio)
-        poses = dense[np.round(motion_s * 100).astype(int)]
-    else:
-        poses = scene.trajectory(frames, fps, speed_ratio)
-    rng = np.random.default_rng([seed, 0x5EED])
-    with BagWriter(output) as writer:
-        for i, T_world_cam in enumerate(poses):
-            rgb = scene.render(T_world_cam)[0]
-            if noise > 0:
-                rgb = np.clip(rgb + rng.normal(0.0, noise, rgb.shape) + 0.5, 0, 255)
-                rgb = rgb.astype(np.uint8)
-            stamp = 1_700_000_000_000_000_000 + round(i * 1e9 / fps)
-            writer.write_image(topics.IMAGE, stamp, rgb, 'rgb8', topics.CAMERA_FRAME)
-            writer.write_camera_info(topics.CAMERA_INFO, stamp, scene.camera,
-                                     topics.CAMERA_FRAME)
-            writer.write_pose(topics.GT_POSE, stamp, T_world_cam, topics.WORLD_FRAME)
+    """Write a long synthetic recording of one of ``LONG_REGIMES`` (``write_synthetic_bag``)."""
+    seed, _, fps, noise, _ = LONG_REGIMES[regime]
+    poses = long_poses(SyntheticScene(seed=seed), frames, regime)
+    write_synthetic_bag(output, seed=seed, fps=fps, noise=noise, poses=poses)
 
 
 def _sim3_scale(source: np.ndarray, target: np.ndarray) -> float:
-    """Return the scale of the Umeyama Sim(3) that maps points ``source`` onto ``target``."""
-    source = source - source.mean(axis=0)
-    target = target - target.mean(axis=0)
-    U, D, Vt = np.linalg.svd(target.T @ source / len(source))
-    sign = np.ones(3)
-    if np.linalg.det(U) * np.linalg.det(Vt) < 0:
-        sign[2] = -1.0
-    variance = float(np.sum(source ** 2)) / len(source)
-    return float(np.sum(D * sign)) / variance if variance > 0 else float('nan')
+    """Return the scale of the Umeyama Sim(3) that maps points ``source`` (N, 3) onto ``target``.
+
+    NaN where the fit is degenerate (e.g. every ``source`` point the same).
+    """
+    try:
+        return float(umeyama_alignment(source.T, target.T, with_scale=True)[2])
+    except GeometryException:
+        return float('nan')
 
 
 def window_scales(stamps_est, T_world_cam_est, stamps_gt, T_world_cam_gt,

@@ -9,8 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
-from relperception.data import synthetic
+from relperception.data import synthetic, topics
+from relperception.data.bag import BagReader
 from relperception.data.synthetic import SyntheticScene
+from relperception.data.synthetic_bag import write_synthetic_bag
 from relperception.transforms import invert_transform
 
 logger = logging.getLogger(__name__)
@@ -254,3 +256,39 @@ class TestIterSequence:
             np.testing.assert_array_equal(n.rgb, n2.rgb)
             diff = n.rgb.astype(float) - c.rgb.astype(float)
             assert 3.5 < diff.std() < 6.0
+
+
+class TestExplicitPoses:
+    """iter_sequence and write_synthetic_bag render given poses (a camera that stops or turns)."""
+
+    def test_poses_are_rendered_and_stamped(self, tmp_path):
+        """Each given pose is rendered in order and stamped at i / fps."""
+        scene = SyntheticScene(seed=4, width=96, height=64)
+        path = scene.trajectory(2, fps=10.0)
+        poses = np.stack([path[0], path[0], path[1]])        # a stop, then a step
+        camera, frames = synthetic.iter_sequence(seed=4, width=96, height=64, fps=5.0,
+                                                 poses=poses, start_time_ns=0)
+        frames = list(frames)
+        assert [f.stamp_ns for f in frames] == [0, 200_000_000, 400_000_000]
+        np.testing.assert_array_equal(frames[0].rgb, frames[1].rgb)
+        np.testing.assert_array_equal(frames[2].rgb, scene.render(path[1])[0])
+        summary = write_synthetic_bag(tmp_path / 'bag', seed=4, width=96, height=64,
+                                      poses=poses)
+        assert summary['frames'] == 3
+        with BagReader(tmp_path / 'bag') as reader:
+            assert sum(1 for m in reader.messages([topics.GT_POSE])) == 3
+
+    def test_bad_poses_raise_before_writing(self, tmp_path):
+        """Bad poses raise ValueError at once and no bag is created."""
+        scene = SyntheticScene(seed=4, width=96, height=64)
+        good = scene.trajectory(3, fps=10.0)
+        outside = good.copy()
+        outside[1, 2, 3] = -1.0                                # below the floor
+        scaled = good.copy()
+        scaled[2, :3, :3] *= 2.0                               # not a rotation
+        for poses, frames in ((good[0], None), (good[:0], None), (outside, None),
+                              (scaled, None), (good, 2)):
+            with pytest.raises(ValueError):
+                write_synthetic_bag(tmp_path / 'bag', frames=frames, seed=4, width=96,
+                                    height=64, poses=poses)
+            assert not (tmp_path / 'bag').exists()

@@ -70,3 +70,12 @@ def test_stops_hold_the_path_time(bench):
     assert np.count_nonzero(steps == 0) == pytest.approx(2 * bench.STOP_S * fps, abs=1)
     assert np.allclose(steps[steps > 0], 1 / fps)
     assert times[-1] == pytest.approx(2 * bench.MOVE_S - 1 / fps, abs=1.01 / fps)
+
+
+def test_an_estimate_that_stands_still_has_no_scale(bench):
+    # evo's Umeyama fit refuses a degenerate estimate; the window has no scale, not an error.
+    stamps, gt = loop(200)
+    estimate = gt.copy()
+    estimate[:100, :3, 3] = [1.0, 2.0, 3.0]
+    scales = bench.window_scales(stamps, estimate, stamps, gt)
+    assert scales[0] is None and scales[1] == pytest.approx(1.0)

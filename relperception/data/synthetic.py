@@ -50,6 +50,9 @@ CLASS_NAMES: tuple[str, ...] = ('floor', 'wall', 'ceiling', 'box', 'pillar')
 VOID_LABEL = 255
 """Label of pixels whose ray hits nothing."""
 
+DEFAULT_SEQUENCE_FRAMES = 100
+"""Frames of ``iter_sequence`` and ``write_synthetic_bag`` given neither a number nor poses."""
+
 _FLOOR, _WALL, _CEILING, _BOX, _PILLAR = range(len(CLASS_NAMES))
 
 # Rotation from the camera optical frame (z forward, x right, y down) to the REP 103 body frame
@@ -582,6 +585,16 @@ class SyntheticScene:
             return None
         return r0, r1, c0, c1
 
+    def check_camera_position(self, position: np.ndarray, name: str = 'camera position') -> None:
+        """Raise ``ValueError`` unless ``position`` (3,) metres is in the room, outside boxes."""
+        if np.any(position <= self._room_lo) or np.any(position >= self._room_hi):
+            raise ValueError(f'{name} {np.asarray(position).tolist()} is outside the room '
+                             f'{np.round(self.room_size, 3).tolist()}')
+        for box in self.boxes:
+            local = (position - box.centre) @ box.R_world_box
+            if np.all(np.abs(local) < box.half_size):
+                raise ValueError(f'{name} {np.asarray(position).tolist()} is inside a box')
+
     def render(self, T_world_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Render the view of a camera at ``T_world_cam``.
 
@@ -596,13 +609,7 @@ class SyntheticScene:
         """
         T = check_transform(T_world_cam, 'T_world_cam')
         origin = T[:3, 3]
-        if np.any(origin <= self._room_lo) or np.any(origin >= self._room_hi):
-            raise ValueError(f'camera position {origin.tolist()} is outside the room '
-                             f'{np.round(self.room_size, 3).tolist()}')
-        for box in self.boxes:
-            local = (origin - box.centre) @ box.R_world_box
-            if np.all(np.abs(local) < box.half_size):
-                raise ValueError(f'camera position {origin.tolist()} is inside a box')
+        self.check_camera_position(origin)
         R = T[:3, :3]
         X, Y = self._ray_x, self._ray_y
         d = [np.float32(R[k, 0]) * X + np.float32(R[k, 1]) * Y + np.float32(R[k, 2])
@@ -704,16 +711,32 @@ class SyntheticScene:
         s_sub[hit] = base + face[hit]
 
 
-def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height: int = 480,
-                  fps: float = 10.0, start_time_ns: int = 1_700_000_000_000_000_000,
-                  image_noise_std: float = 0.0, speed_ratio: float = 1.0
+def _checked_poses(scene: SyntheticScene, poses, num_frames) -> np.ndarray:
+    """Return ``poses`` as (N, 4, 4) float64 after checking them (see ``iter_sequence``)."""
+    poses = np.asarray(poses, dtype=np.float64)
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) < 1:
+        raise ValueError(f'poses must have shape (N >= 1, 4, 4), got {poses.shape}')
+    if num_frames is not None and num_frames != len(poses):
+        raise ValueError(f'num_frames ({num_frames!r}) differs from the number of poses '
+                         f'({len(poses)})')
+    for i, T in enumerate(poses):
+        check_transform(T, f'poses[{i}]')
+        scene.check_camera_position(T[:3, 3], f'poses[{i}]')
+    return poses
+
+
+def iter_sequence(num_frames: int | None = None, seed: int = 0, width: int = 640,
+                  height: int = 480, fps: float = 10.0,
+                  start_time_ns: int = 1_700_000_000_000_000_000,
+                  image_noise_std: float = 0.0, speed_ratio: float = 1.0, poses=None
                   ) -> tuple[Camera, collections.abc.Iterator[SyntheticFrame]]:
     """Return the camera and a lazy iterator over a rendered synthetic sequence.
 
     Arguments are validated at once; frames are rendered as the iterator is consumed.
 
     Args:
-        num_frames: number of frames (>= 1).
+        num_frames: number of frames (>= 1; default ``DEFAULT_SEQUENCE_FRAMES``, or
+            ``len(poses)``, which it must equal when both are given).
         seed: scene, texture, trajectory and noise seed (>= 0).
         width: image width in pixels.
         height: image height in pixels.
@@ -723,9 +746,17 @@ def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height
         image_noise_std: standard deviation of additive Gaussian noise in grey levels, applied
             to ``rgb`` only (seeded, >= 0).
         speed_ratio: fastest / slowest cruise speed (see ``SyntheticScene.trajectory``).
+        poses: optional (N, 4, 4) ``T_world_cam`` (metres) to render instead of the scene's
+            trajectory (``speed_ratio`` then has no effect), e.g. a camera that stops or turns
+            in place; every pose must be a finite rigid transform inside the room (see
+            ``SyntheticScene.render``). Frame i is still stamped at ``i / fps``.
 
     Returns:
         (camera, frames): the ``Camera`` and an iterator of ``SyntheticFrame``.
+
+    Raises:
+        ValueError: a bad argument, or ``poses`` that are not (N >= 1, 4, 4) rigid transforms
+            inside the room or outside every box.
     """
     if isinstance(start_time_ns, bool) or not isinstance(start_time_ns, (int, np.integer)) \
             or start_time_ns < 0:
@@ -734,7 +765,12 @@ def iter_sequence(num_frames: int = 100, seed: int = 0, width: int = 640, height
             and image_noise_std >= 0):
         raise ValueError(f'image_noise_std must be a finite number >= 0, got {image_noise_std!r}')
     scene = SyntheticScene(seed=seed, width=width, height=height)
-    poses = scene.trajectory(num_frames, fps, speed_ratio)
+    if poses is None:
+        poses = scene.trajectory(DEFAULT_SEQUENCE_FRAMES if num_frames is None else num_frames,
+                                 fps, speed_ratio)
+    else:
+        poses = _checked_poses(scene, poses, num_frames)
+        check_frame_rate(fps)
 
     def frames() -> collections.abc.Iterator[SyntheticFrame]:
         noise_rng = np.random.default_rng([int(seed), 0x5EED])

@@ -16,8 +16,11 @@ reference keyframe -> current frame):
    inliers seen under >= ``map_init_min_angle_deg``) and when a homography does not explain
    the matches as well (``map_init_max_homography_ratio``: rotation-only motion or a distant
    plane). The baseline of the very first map is its median parallax in units of
-   ``map_init_min_angle_deg`` (this defines the trajectory's unit); a re-initialisation takes
-   the constant-speed distance, so the unit is kept where possible. An RGB-D map starts from
+   ``map_init_min_angle_deg`` (this defines the trajectory's unit); a re-initialisation after
+   the map's tracking failed puts its points at the depths of the lost map's points in the
+   reference keyframe (:meth:`MapTracker.map_depth_baseline`), so the unit is kept and a turn
+   on the spot moves no position; without enough of them it takes the constant-speed
+   distance. An RGB-D map starts from
    a metric two-view step instead (:meth:`MapTracker.initialize_from_depth`): the keyframe's
    matched pixels with depth are its points.
 2. **Tracking** (:meth:`MapTracker.track`): the matched keyframe keypoints are looked up in
@@ -90,6 +93,11 @@ SCALE_JUMP_FACTOR = 2.0
 #: frames tracked against its reference on (parallax building up slowly); before, it is taken
 #: at ``map_min_angle_deg``, so that moderate motion keeps its keyframe rate.
 SLOW_PARALLAX_MIN_FRAMES = 3
+#: A re-initialisation keeps the unit of the map it replaces when at least this many of its
+#: points pair with a point of the map in the reference keyframe's image (nearest projected
+#: map point within ``_DEPTH_PAIR_RADIUS_PX``).
+MIN_DEPTH_PAIRS = 10
+_DEPTH_PAIR_RADIUS_PX = 20.0
 
 
 @dataclasses.dataclass
@@ -124,6 +132,8 @@ class MapInit:
         message: why (not) accepted.
         depths0: (N,) depth readings (metres) of the points in the reference keyframe, for an
             RGB-D map; None for a monocular one.
+        hinted: ``baseline_m`` was a translation hint (a metric map).
+        scale_from_map: the baseline came from the depths of the replaced map's points.
     """
 
     T_world_cam: np.ndarray
@@ -134,6 +144,8 @@ class MapInit:
     message: str
     depths0: np.ndarray | None = None
     hinted: bool = False
+    #: the baseline came from the depths of the replaced map's points (``previous_map``).
+    scale_from_map: bool = False
 
 
 class MapTracker:
@@ -334,7 +346,8 @@ class MapTracker:
     # ------------------------------------------------------------------ initialisation
 
     def initialize(self, T_world_kf: np.ndarray, matches: Matches, camera: Camera,
-                   baseline_m: float | None, hinted: bool = False) -> MapInit | str:
+                   baseline_m: float | None, hinted: bool = False,
+                   previous_map: MapKeyframe | None = None) -> MapInit | str:
         """Two-view initialisation reference keyframe -> frame (see the module docstring).
 
         ``baseline_m`` None (the first map): the baseline is the median parallax of the
@@ -346,6 +359,12 @@ class MapTracker:
         give a step biased up, or none at all).
         ``hinted``: ``baseline_m`` is a measured distance (a translation hint): the map
         becomes a ``'hinted'`` (metric) one.
+        ``previous_map``: the reference keyframe's keyframe in the current (monocular) map,
+        whose tracking failed: the baseline is chosen so that the triangulated points lie at
+        the depths (in the reference keyframe) of the map points next to them in its image
+        (:meth:`map_depth_baseline`), so the new map keeps the unit of the one it replaces
+        and a turn on the spot (no parallax: the points lie far away at unit baseline) gives
+        no translation; ``baseline_m`` (constant speed) only where there are too few points.
         """
         conf = self.conf
         keypoints0 = matches.keypoints0.astype(np.float64)
@@ -388,6 +407,13 @@ class MapTracker:
         # unit step in the essential matrix's arbitrary direction.
         measured = good if accepted else seen
         median_angle = float(np.nanmedian(angles[measured])) if np.any(measured) else 0.0
+        from_map = None
+        if previous_map is not None and not hinted:
+            depths_unit = (points[measured] - T_world_kf[:3, 3]) @ T_world_kf[:3, 2]
+            from_map = self.map_depth_baseline(previous_map, keypoints0[measured], depths_unit,
+                                               camera)
+            if from_map is not None:
+                baseline_m = from_map
         if baseline_m is None:
             baseline_m = (median_angle / conf['map_init_min_angle_deg']
                           if conf['map_init_min_angle_deg'] > 0 else 1.0)
@@ -399,7 +425,55 @@ class MapTracker:
             f'{np.count_nonzero(good)} points, median parallax {median_angle:.2f} deg'
             if accepted else '; '.join(reasons))
         return MapInit(T_world_cur, inliers, accepted, points if accepted else None,
-                       good if accepted else None, message, hinted=bool(hinted))
+                       good if accepted else None, message, hinted=bool(hinted),
+                       scale_from_map=from_map is not None)
+
+    def map_depth_baseline(self, reference: MapKeyframe, keypoints0: np.ndarray,
+                           depths_unit: np.ndarray, camera: Camera) -> float | None:
+        """Return the baseline that puts new points at the depths of the map's points.
+
+        Every map point in front of ``reference`` is projected into its image; a new point
+        pairs with the nearest projected one within ``_DEPTH_PAIR_RADIUS_PX`` of its keypoint.
+        The baseline is the median ratio of the paired depths (map / new), both in the
+        reference keyframe's camera frame: the depth of a point triangulated with a unit
+        baseline is proportional to the baseline. With fewer than :data:`MIN_DEPTH_PAIRS`
+        pairs (the new points lie where the keyframe's image shows no map point, e.g. after a
+        turn on the spot) it is the ratio of the median depths of all of them: the scene is
+        taken to be as deep there as where the map is.
+
+        Args:
+            reference: a keyframe of the map (its pose gives the depths of the map points).
+            keypoints0: (N, 2) pixels of the new points in the reference keyframe.
+            depths_unit: (N,) depths of the new points in the reference keyframe's camera
+                frame, triangulated with a unit baseline.
+            camera: intrinsics of the reference keyframe.
+
+        Returns:
+            The baseline (map units), or None with fewer than :data:`MIN_DEPTH_PAIRS` new
+            points in front or map points in the image.
+        """
+        depths_unit = np.asarray(depths_unit, dtype=np.float64)
+        front = np.isfinite(depths_unit) & (depths_unit > 0)
+        if reference.keyframe_id not in self.map.keyframes or not self.map.points \
+                or np.count_nonzero(front) < MIN_DEPTH_PAIRS:
+            return None
+        T_cam_world = invert_transform(reference.T_world_cam)
+        map_cam = np.array(list(self.map.points.values())) @ T_cam_world[:3, :3].T \
+            + T_cam_world[:3, 3]
+        map_cam = map_cam[map_cam[:, 2] > 0]
+        pixels = geometry.project(map_cam, camera)
+        inside = np.isfinite(pixels).all(axis=1) & (pixels[:, 0] >= 0) & (pixels[:, 1] >= 0) \
+            & (pixels[:, 0] <= camera.width - 1) & (pixels[:, 1] <= camera.height - 1)
+        if np.count_nonzero(inside) < MIN_DEPTH_PAIRS:
+            return None
+        map_depth = map_cam[inside, 2]
+        distance, index = cKDTree(pixels[inside]).query(
+            np.asarray(keypoints0, dtype=np.float64)[front],
+            distance_upper_bound=_DEPTH_PAIR_RADIUS_PX)
+        paired = np.isfinite(distance)
+        if np.count_nonzero(paired) >= MIN_DEPTH_PAIRS:
+            return float(np.median(map_depth[index[paired]] / depths_unit[front][paired]))
+        return float(np.median(map_depth) / np.median(depths_unit[front]))
 
     def initialize_from_depth(self, T_world_kf: np.ndarray, T_world_cur: np.ndarray,
                               matches: Matches, inlier_mask: np.ndarray, depth_kf: np.ndarray,

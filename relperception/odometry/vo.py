@@ -45,7 +45,9 @@ to the elapsed time, predicts ``T_cur_kf``; the matcher gets a ``predict`` calla
 keyframe pixels to their expected position in the current image, by back-projection with the
 keyframe depth (RGB-D) or by the infinite homography ``K R K^-1`` (rotation only, monocular).
 NaN is returned where the depth is unknown. No prediction is made before the first motion is
-known or when the gap is more than three times the last frame interval.
+known or when the gap is more than six times the last frame interval (a run of up to five
+dropped frames is still predicted: without a prediction the matcher searches around the
+keyframe's pixels, and the flow of the gap lost the map).
 
 Recovery: when matching or the pose estimate fails (fewer than ``min_matches`` matches or
 inliers, RANSAC failure, non-finite pose, matcher error) the result is ``'lost'`` with a
@@ -102,7 +104,7 @@ MODES = ('auto', 'rgbd', 'mono')
 
 #: Where the length of a frame's translation came from (``VOResult.scale_source``).
 SCALE_SOURCES = ('map', 'hinted_map', 'depth_map', 'depth', 'translation_norm_m',
-                 'constant speed', 'unit', 'static')
+                 'previous map', 'constant speed', 'unit', 'static')
 #: The scale sources of frames tracked against the local map (monocular, RGB-D).
 MAP_SCALE_SOURCES = ('map', 'hinted_map', 'depth_map')
 #: The scale sources that give metres; the others (a monocular map's parallax unit, constant
@@ -115,7 +117,7 @@ UNKNOWN_MOTION_SIGMA_RAD = 0.1
 UNKNOWN_MOTION_SIGMA_M = 1.0
 
 #: Largest ratio (gap / last frame interval) the constant-velocity prior is extrapolated over.
-_MAX_PRIOR_EXTRAPOLATION = 3.0
+_MAX_PRIOR_EXTRAPOLATION = 6.0
 #: Fewest depth-vs-triangulation pairs for a monocular scale from depth.
 _MIN_SCALE_SAMPLES = 5
 
@@ -978,10 +980,13 @@ class VisualOdometry:
             baseline, source = None, 'parallax (the first map defines the trajectory unit)'
         else:
             baseline, source = self._fallback_scale(frame, matches)
-        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted)
+        init = tracker.initialize(kf.T_world_cam, matches, frame.camera, baseline, hinted,
+                                  previous_map=reference)
         if isinstance(init, str):
             return _Failure(note + init, matches, 'mono')
         scale_source = 'unit' if baseline is None else scale_source_kind(source)
+        if init.scale_from_map:
+            scale_source, source = 'previous map', 'the points of the map it replaces'
         length = np.linalg.norm(init.T_world_cam[:3, 3] - kf.T_world_cam[:3, 3])
         return _Estimate(init.T_world_cam, matches, init.inlier_mask, init.accepted, 'mono',
                          f'{note}{init.message}; baseline {length:.4g} from {source}',
