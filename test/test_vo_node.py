@@ -379,6 +379,37 @@ class TestVisualOdometryNode:
                                    atol=1e-9)
         assert not np.asarray(run.odom[2].pose.covariance).any()
 
+    def test_reset_clears_the_scale_source_in_diagnostics(self, harness, sequence):
+        """After ~/reset the old trajectory's scale source is not reported as the new one's."""
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_srvs.srv import Trigger
+
+        camera, frames = sequence
+        run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        run.send_camera_info(camera)
+        for frame in frames[:3]:   # RGB-D: metric scale from depth
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(3)
+        assert run.node.scale_source == 'depth'
+        client = run.probe.create_client(
+            Trigger, f"{run.node.get_namespace().rstrip('/')}/visual_odometry_node/reset")
+        assert client.wait_for_service(timeout_sec=10.0)
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done, timeout=10.0) and future.result().success
+        # the first frame of the new trajectory is its origin: no scale measured yet
+        run.send_image(frames[3].rgb, frames[3].stamp_ns)
+        run.wait_odom(4)
+        assert run.node.tracking_state == 'initialized'
+        assert run.node.scale_source == ''
+        count = len(reports)
+        assert wait_for(lambda: len(reports) > count + 1, timeout=10.0)
+        values = {kv.key: kv.value for kv in reports[-1].status[0].values}
+        assert (values['tracking_state'], values['scale_source'],
+                values['metric_scale']) == ('initialized', '', 'false')
+
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
         from geometry_msgs.msg import PoseWithCovarianceStamped
 

@@ -288,7 +288,8 @@ class VisualOdometryNode(Node):
         covariance is large) and while another node publishes on ``odom``
         (:meth:`odometry_shared`); OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
-        frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
+        frame), ``scale_source`` ('' until a frame of the trajectory measured one, also after
+        a reset), ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
         ``reinitializations``, ``paused``, ``camera_mount_source`` (``tf`` or ``parameter``; ''
         until the first image resolved it) and ``camera_mount_detail`` (the frames, or why the
         parameter), and, from :class:`DepthSync`, ``depth_hits``, ``frames_without_depth`` and
@@ -411,6 +412,8 @@ class VisualOdometryNode(Node):
 
     def _reset(self) -> None:
         self.pipeline.reset()
+        # the new trajectory has no scale yet: the old one's source would read as its own
+        self.scale_source = ''
         self._last_published = None
         self._pending_anchor = None   # an initialpose not applied yet: the new trajectory is at 0
         self._T_anchor = np.eye(4)
