@@ -917,14 +917,32 @@ class TestVisualOdometryNode:
             self, harness, sequence, capfd):
         # before, the K of 640x480 images on 320x240 ones passed silently: its principal point
         # lies just inside the smaller image
+        # and /diagnostics says so (WARN, camera_info_suspect) while it holds
+        from diagnostic_msgs.msg import DiagnosticArray
+
         camera, _ = sequence
         run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+
+        def reported_suspect(expected):
+            for report in reports[-2:]:
+                values = {kv.key: kv.value for kv in report.status[0].values}
+                if expected(values['camera_info_suspect']):
+                    return report.status[0]
+            return None
+
         capfd.readouterr()
         doubled = camera_info_msg(camera.scaled(2.0))
         doubled.width, doubled.height = camera.width, camera.height
         run.publishers['camera_info'].publish(doubled)
         assert wait_for(lambda: run.node.camera is not None
                         and run.node.camera.cx > 1.5 * camera.cx)
+        assert wait_for(lambda: reported_suspect(bool) is not None, timeout=10.0)
+        status = reported_suspect(bool)
+        assert status.level == b'\x01' and run.node.tracking_report()[0] == 1
+        assert 'camera_info used, but CameraInfo K puts the principal point' in status.message
+        assert 'intrinsics for 640x480 used on 320x240 images?' in status.message
         for _ in range(2):
             run.publishers['camera_info'].publish(doubled)
         run.send_camera_info(camera)
@@ -933,6 +951,12 @@ class TestVisualOdometryNode:
         err = capfd.readouterr().err
         assert err.count('camera_info used, but CameraInfo K puts the principal point') == 1
         assert 'intrinsics for 640x480 used on 320x240 images?' in err
+        # a plausible camera_info: the warning ends
+        count = len(reports)
+        assert wait_for(lambda: len(reports) > count + 1, timeout=10.0)
+        status = reported_suspect(lambda text: text == '')
+        assert status is not None and 'camera_info' not in status.message
+        assert run.node.tracking_report()[:2] == (0, '')
 
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence
