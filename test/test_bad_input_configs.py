@@ -103,8 +103,7 @@ class TestConfigurationFiles:
         assert warnings == [f'{config} sets nothing (it is empty, or holds only comments): '
                             'running with the defaults']
 
-    def test_a_file_that_sets_something_or_a_preset_is_not_warned_about(self, tmp_path,
-                                                                         caplog):
+    def test_a_file_that_sets_something_is_not_warned_about(self, tmp_path, caplog):
         config = tmp_path / 'robot.yaml'
         config.write_text('# tuned\nmatcher: ncc\n')
         with caplog.at_level(logging.WARNING):
