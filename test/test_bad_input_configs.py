@@ -2,11 +2,14 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Bad configuration files and command lines through the CLI: one clear line, an exit code."""
 
+import argparse
+import logging
 import os
 from pathlib import Path
 
 from bad_input_support import one_clear_line, run_cli, write_bag
 import pytest
+from relperception.cli.common import warn_of_empty_config_files
 from relperception.cli.main import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED,
                                     main as cli_main)
 from relperception.config import load_config, MAX_CONFIG_DEPTH
@@ -85,6 +88,28 @@ class TestConfigurationFiles:
         good = tmp_path / 'good.yaml'
         good.write_text('/**:\n  ros__parameters:\n    odometry:\n      min_matches: 12\n')
         assert load_config(good)['odometry.min_matches'] == 12
+
+    @pytest.mark.parametrize('text', ['', '# tuned for the robot\n\n# (to do)\n', '{}\n'])
+    def test_a_file_that_sets_nothing_is_warned_about_once(self, text, small_bag, tmp_path,
+                                                           caplog):
+        # before, an empty file (not saved, the wrong one) ran with the defaults silently
+        config = tmp_path / 'robot.yaml'
+        config.write_text(text)
+        code, errors = run_cli(['eval', str(small_bag), '-o', str(tmp_path / 'out'),
+                                '--config', str(config), '--no-progress'], caplog)
+        assert code == 0 and not errors
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                    and 'sets nothing' in r.getMessage()]
+        assert warnings == [f'{config} sets nothing (it is empty, or holds only comments): '
+                            'running with the defaults']
+
+    def test_a_file_that_sets_something_is_not_warned_about(self, tmp_path, caplog):
+        config = tmp_path / 'robot.yaml'
+        config.write_text('# tuned\nmatcher: ncc\n')
+        with caplog.at_level(logging.WARNING):
+            warn_of_empty_config_files(argparse.Namespace(config=str(config)))
+            warn_of_empty_config_files(argparse.Namespace(config='fast_seg', params=None))
+        assert not caplog.records
 
     def test_exit_codes_are_documented(self, capsys):
         with pytest.raises(SystemExit):

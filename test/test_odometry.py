@@ -690,6 +690,22 @@ class TestVisualOdometry:
         assert result.status == 'initialized'
         np.testing.assert_array_equal(result.T_world_cam, np.eye(4))
 
+    def test_monocular_reset_starts_like_a_fresh_tracker(self, sequence):
+        # before, the first map after a reset took a unit baseline (its unit was defined by
+        # parallax only for the first map ever made): a first step of length 1 where a fresh
+        # tracker's is the map's own, and the scale of the new trajectory jumped after it
+        camera, frames = sequence
+        fresh = _run(VisualOdometry(NCCMatcher(), {'mode': 'mono'}), camera, frames[8:14],
+                     use_depth=False)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        _run(vo, camera, frames[:8], use_depth=False)
+        vo.reset()
+        after_reset = _run(vo, camera, frames[8:14], use_depth=False)
+        assert [r.status for r in after_reset] == [r.status for r in fresh]
+        assert [r.scale_source for r in after_reset] == [r.scale_source for r in fresh]
+        for got, expected in zip(after_reset, fresh):
+            np.testing.assert_allclose(got.T_world_cam, expected.T_world_cam, atol=1e-9)
+
     def test_bad_input(self, sequence):
         camera, frames = sequence
         with pytest.raises(ValueError):

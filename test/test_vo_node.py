@@ -379,6 +379,37 @@ class TestVisualOdometryNode:
                                    atol=1e-9)
         assert not np.asarray(run.odom[2].pose.covariance).any()
 
+    def test_reset_clears_the_scale_source_in_diagnostics(self, harness, sequence):
+        """After ~/reset the old trajectory's scale source is not reported as the new one's."""
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_srvs.srv import Trigger
+
+        camera, frames = sequence
+        run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        run.send_camera_info(camera)
+        for frame in frames[:3]:   # RGB-D: metric scale from depth
+            run.send_depth(frame.depth, frame.stamp_ns)
+            run.send_image(frame.rgb, frame.stamp_ns)
+        run.wait_odom(3)
+        assert run.node.scale_source == 'depth'
+        client = run.probe.create_client(
+            Trigger, f"{run.node.get_namespace().rstrip('/')}/visual_odometry_node/reset")
+        assert client.wait_for_service(timeout_sec=10.0)
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done, timeout=10.0) and future.result().success
+        # the first frame of the new trajectory is its origin: no scale measured yet
+        run.send_image(frames[3].rgb, frames[3].stamp_ns)
+        run.wait_odom(4)
+        assert run.node.tracking_state == 'initialized'
+        assert run.node.scale_source == ''
+        count = len(reports)
+        assert wait_for(lambda: len(reports) > count + 1, timeout=10.0)
+        values = {kv.key: kv.value for kv in reports[-1].status[0].values}
+        assert (values['tracking_state'], values['scale_source'],
+                values['metric_scale']) == ('initialized', '', 'false')
+
     def test_covariance_after_initialpose_stays_a_covariance(self, harness, sequence):
         from geometry_msgs.msg import PoseWithCovarianceStamped
 
@@ -886,14 +917,32 @@ class TestVisualOdometryNode:
             self, harness, sequence, capfd):
         # before, the K of 640x480 images on 320x240 ones passed silently: its principal point
         # lies just inside the smaller image
+        # and /diagnostics says so (WARN, camera_info_suspect) while it holds
+        from diagnostic_msgs.msg import DiagnosticArray
+
         camera, _ = sequence
         run = harness()
+        reports = []
+        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+
+        def reported_suspect(expected):
+            for report in reports[-2:]:
+                values = {kv.key: kv.value for kv in report.status[0].values}
+                if expected(values['camera_info_suspect']):
+                    return report.status[0]
+            return None
+
         capfd.readouterr()
         doubled = camera_info_msg(camera.scaled(2.0))
         doubled.width, doubled.height = camera.width, camera.height
         run.publishers['camera_info'].publish(doubled)
         assert wait_for(lambda: run.node.camera is not None
                         and run.node.camera.cx > 1.5 * camera.cx)
+        assert wait_for(lambda: reported_suspect(bool) is not None, timeout=10.0)
+        status = reported_suspect(bool)
+        assert status.level == b'\x01' and run.node.tracking_report()[0] == 1
+        assert 'camera_info used, but CameraInfo K puts the principal point' in status.message
+        assert 'intrinsics for 640x480 used on 320x240 images?' in status.message
         for _ in range(2):
             run.publishers['camera_info'].publish(doubled)
         run.send_camera_info(camera)
@@ -902,6 +951,12 @@ class TestVisualOdometryNode:
         err = capfd.readouterr().err
         assert err.count('camera_info used, but CameraInfo K puts the principal point') == 1
         assert 'intrinsics for 640x480 used on 320x240 images?' in err
+        # a plausible camera_info: the warning ends
+        count = len(reports)
+        assert wait_for(lambda: len(reports) > count + 1, timeout=10.0)
+        status = reported_suspect(lambda text: text == '')
+        assert status is not None and 'camera_info' not in status.message
+        assert run.node.tracking_report()[:2] == (0, '')
 
     def test_parameters(self, harness, context, sequence):
         camera, frames = sequence

@@ -210,3 +210,31 @@ def write_report_of_interrupted_run(output, command: str, config) -> None:
         write_report(output, eval_report(summary, output, command, config, defaults()))
     except (OSError, ValueError, KeyError, TypeError) as error:   # never hide the interruption
         logging.getLogger(__name__).warning('no report.html for the interrupted run: %s', error)
+
+
+#: The options of the verbs that name a configuration file (``--config``, ``--params``); a
+#: ``--config`` that names a preset is no file and is left alone.
+CONFIG_FILE_OPTIONS = ('config', 'params')
+
+
+def warn_of_empty_config_files(args: argparse.Namespace) -> None:
+    """Log one warning per configuration file of ``args`` that sets nothing.
+
+    A file that is empty, holds only comments or an empty mapping runs with the defaults, as
+    if no file had been given, which is seldom what was meant (a file not saved, the wrong
+    one). A file that cannot be read is left to the verb, which says why.
+    """
+    from relperception.config import read_config_file
+
+    for option in CONFIG_FILE_OPTIONS:
+        value = getattr(args, option, None)
+        if not isinstance(value, str) or not Path(value).is_file():
+            continue
+        try:
+            tree = read_config_file(value)
+        except (OSError, ValueError):
+            continue
+        if not tree:
+            logging.getLogger('relperception').warning(
+                '%s sets nothing (it is empty, or holds only comments): running with the '
+                'defaults', value)

@@ -23,7 +23,8 @@ from typing import List, Optional
 
 import relperception
 import relperception.cli as cli_package
-from relperception.cli.common import check_output_file, check_output_folder
+from relperception.cli.common import (check_output_file, check_output_folder,
+                                      warn_of_empty_config_files)
 from relperception.interruption import raise_on_sigterm, sigterm_received, Terminated
 
 _NOT_VERBS = {'main', 'common', 'seg_adjust'}   # seg_adjust: the `train seg-adjust` task
@@ -107,6 +108,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             check_output_folder(args.output)
         elif getattr(module, 'WRITES_FILE', False):
             check_output_file(args.output)
+        warn_of_empty_config_files(args)
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         log.error('interrupted')

@@ -219,8 +219,9 @@ class VisualOdometryNode(Node):
         self.camera_info_refused = 0
         # per reason: a camera_info refused for another reason is logged at once
         self._camera_info_throttle = ReasonThrottle(5.0)
-        # the suspect-intrinsics warning last logged: logged again only when it changes
-        self._camera_info_warned = ''
+        #: why the ``camera_info`` in use looks like another image size's ('' when it looks
+        #: plausible): logged when it changes, in ``/diagnostics`` (WARN) while it holds.
+        self.camera_info_suspect = ''
         # per reason: a frame lost for another reason within the period is logged at once
         self._lost_throttle = ReasonThrottle(1.0)
         #: stamp-ordered state of the tracker: last status and scale source, lost streak.
@@ -285,10 +286,12 @@ class VisualOdometryNode(Node):
         and a held pose would read as a robot standing still); WARN while images are skipped
         for want of a valid ``camera_info`` (:meth:`camera_info_problem` says why), while
         the translation has no metric scale (monocular without depth or a scale hint: its
-        covariance is large) and while another node publishes on ``odom``
-        (:meth:`odometry_shared`); OK otherwise. Values: ``tracking_state`` (one of
+        covariance is large), while the ``camera_info`` in use looks like another image size's
+        (``camera_info_suspect``: why, '' when plausible) and while another node publishes on
+        ``odom`` (:meth:`odometry_shared`); OK otherwise. Values: ``tracking_state`` (one of
         :data:`relperception.odometry.vo.TRACKING_STATES`, '' before the first
-        frame), ``scale_source``, ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
+        frame), ``scale_source`` ('' until a frame of the trajectory measured one, also after
+        a reset), ``metric_scale``, ``frames_lost_in_a_row``, ``frames_lost``,
         ``reinitializations``, ``paused``, ``camera_mount_source`` (``tf`` or ``parameter``; ''
         until the first image resolved it) and ``camera_mount_detail`` (the frames, or why the
         parameter), and, from :class:`DepthSync`, ``depth_hits``, ``frames_without_depth`` and
@@ -301,7 +304,8 @@ class VisualOdometryNode(Node):
                   'reinitializations': self.status_counts[STATUS_REINITIALIZED],
                   'paused': str(self.control.paused).lower(),
                   'camera_mount_source': self.camera_mount.source,
-                  'camera_mount_detail': self.camera_mount.detail}
+                  'camera_mount_detail': self.camera_mount.detail,
+                  'camera_info_suspect': self.camera_info_suspect}
         depth_level, depth_message, depth_values = self.depth_sync.report()
         values.update(depth_values)
         missing_camera = self.camera_info_problem() if self.stats.snapshot().received else ''
@@ -320,10 +324,12 @@ class VisualOdometryNode(Node):
             level, message = LEVEL_OK, ''
         if depth_level > LEVEL_OK:
             message = f'{message}; {depth_message}' if message else depth_message
+        suspect = self.camera_info_suspect and f'camera_info used, but {self.camera_info_suspect}'
         shared = self.odometry_shared()
-        if shared:
-            level = max(level, LEVEL_WARN)
-            message = f'{message}; {shared}' if message else shared
+        for note in (suspect, shared):
+            if note:
+                level = max(level, LEVEL_WARN)
+                message = f'{message}; {note}' if message else note
         return max(level, depth_level), message, values
 
     def odometry_shared(self) -> str:
@@ -386,9 +392,9 @@ class VisualOdometryNode(Node):
                 self.get_logger().warning(text)
             return False
         text = '; '.join(warnings)
-        if text and text != self._camera_info_warned:
+        if text and text != self.camera_info_suspect:
             self.get_logger().warning(f'camera_info used, but {text}')
-        self._camera_info_warned = text
+        self.camera_info_suspect = text
         self._camera = camera
         return True
 
@@ -411,6 +417,8 @@ class VisualOdometryNode(Node):
 
     def _reset(self) -> None:
         self.pipeline.reset()
+        # the new trajectory has no scale yet: the old one's source would read as its own
+        self.scale_source = ''
         self._last_published = None
         self._pending_anchor = None   # an initialpose not applied yet: the new trajectory is at 0
         self._T_anchor = np.eye(4)

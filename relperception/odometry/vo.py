@@ -592,6 +592,9 @@ class VisualOdometry:
         self._static: tuple[int, float] | None = None
         self._hint_since_keyframe: float | None = None
         self._map_tracker.reset()
+        # maps made before: the first map of this trajectory defines its unit (parallax), as
+        # at the start; a re-initialisation after a loss keeps the lost map's unit instead
+        self._initializations_at_reset = self._map_tracker.initializations
         #: Time the last :meth:`step` waited for the previous keyframe's background work (ms).
         self.last_keyframe_wait_ms = 0.0
 
@@ -976,7 +979,7 @@ class VisualOdometry:
                              f'{note}static (median flow {flow:.2f} px < '
                              'keyframe_min_parallax_px): pose and keyframe kept', 'static')
         hinted = self._hint_since_keyframe is not None
-        if tracker.initializations == 0 and not hinted:
+        if tracker.initializations == self._initializations_at_reset and not hinted:
             baseline, source = None, 'parallax (the first map defines the trajectory unit)'
         else:
             baseline, source = self._fallback_scale(frame, matches)
