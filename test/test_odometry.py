@@ -1026,12 +1026,20 @@ class TestRotationOnlyKeyframes:
         points = rays * rng.uniform(2.0, 8.0, (200, 1))          # (N, 3) in view a
         R = cv2.Rodrigues(np.radians([2.0, 10.0, 1.0]))[0]
         turned = geometry.project(points @ R.T, camera)
-        assert rotation_parallax_deg(pixels, turned, camera) < 0.01
+        parallax, R_fit = rotation_parallax_deg(pixels, turned, camera)
+        assert parallax < 0.01 and np.allclose(R_fit, R, atol=1e-6)
         noisy = turned + rng.normal(0.0, 0.3, turned.shape)
-        assert rotation_parallax_deg(pixels, noisy, camera) < 0.1
+        assert rotation_parallax_deg(pixels, noisy, camera)[0] < 0.1
         moved = geometry.project(points @ R.T + [0.05, 0.0, -0.3], camera)   # mostly forward
-        assert rotation_parallax_deg(pixels, moved, camera) > 0.5
-        assert np.isnan(rotation_parallax_deg(pixels[:2], turned[:2], camera))
+        assert rotation_parallax_deg(pixels, moved, camera)[0] > 0.5
+        assert np.isnan(rotation_parallax_deg(pixels[:2], turned[:2], camera)[0])
+        # Sideways past a wall: a rotation fits too, but the camera did not turn (the
+        # tracker compares the fitted rotation with the tracked poses').
+        wall = rays * 4.0
+        slid = geometry.project(wall + [-0.2, 0.0, 0.0], camera)
+        parallax, R_fit = rotation_parallax_deg(pixels, slid, camera)
+        assert parallax < 0.25              # under the check at the default map_min_angle_deg
+        assert rotation_angle_deg(make_transform(R_fit, np.zeros(3))) > 2.0
         with pytest.raises(ValueError, match='differ in length'):
             rotation_parallax_deg(pixels, turned[:5], camera)
 

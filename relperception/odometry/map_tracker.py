@@ -75,7 +75,7 @@ from relperception.odometry.bundle_adjustment import (BundleAdjustmentResult,
 from relperception.odometry.local_map import (LocalMap, MapKeyframe, ray_angles_deg,
                                               rotation_parallax_deg,
                                               triangulate_checked, WindowProblem)
-from relperception.transforms import invert_transform
+from relperception.transforms import invert_transform, rotation_angle_deg
 from scipy.spatial import cKDTree
 
 logger = logging.getLogger(__name__)
@@ -792,8 +792,8 @@ class MapTracker:
             if use_depth:   # metric points from depth only: triangulation is far less precise
                 points, good = self._points_from_depth(
                     own_cam[new], in_reference[new], T_world_cam, reference.T_world_cam, camera)
-            elif rotation_parallax_deg(in_reference, own, camera) \
-                    < ROTATION_PARALLAX_FRACTION * self.conf['map_min_angle_deg']:
+            elif self._rotation_only(in_reference, own, reference.T_world_cam, T_world_cam,
+                                     camera):
                 # A rotation explains the views (a turn on the spot): the baseline between the
                 # poses is tracking error, and points triangulated on it take its length.
                 points, good = np.zeros((len(new), 3)), np.zeros(len(new), dtype=bool)
@@ -819,6 +819,26 @@ class MapTracker:
             ' (a rotation explains the views: no new points)' if rotation_only else '') + note
         logger.debug('keyframe %d: %s', stamp_ns, note)
         return correction
+
+    def _rotation_only(self, pixels_reference: np.ndarray, pixels: np.ndarray,
+                       T_world_reference: np.ndarray, T_world_cam: np.ndarray,
+                       camera: Camera) -> bool:
+        """Whether the camera only rotated between the reference keyframe and the keyframe.
+
+        True when the matches ``pixels_reference`` -> ``pixels`` (N, 2) leave less than
+        ``ROTATION_PARALLAX_FRACTION * map_min_angle_deg`` of median parallax after the
+        best-fitting rotation, and the tracked poses rotated by about that rotation (a
+        camera moving sideways past a wall also fits a rotation, but its poses do not turn).
+        """
+        parallax, R_fit = rotation_parallax_deg(pixels_reference, pixels, camera)
+        if not parallax < ROTATION_PARALLAX_FRACTION * self.conf['map_min_angle_deg']:
+            return False
+        R_tracked = invert_transform(T_world_cam)[:3, :3] @ T_world_reference[:3, :3]
+        fitted = np.eye(4)
+        fitted[:3, :3] = R_fit
+        disagreement = np.eye(4)
+        disagreement[:3, :3] = R_fit.T @ R_tracked
+        return rotation_angle_deg(disagreement) <= 0.5 * rotation_angle_deg(fitted)
 
     def _points_from_depth(self, points_cam: np.ndarray, pixels_reference: np.ndarray,
                            T_world_cam: np.ndarray, T_world_reference: np.ndarray,
