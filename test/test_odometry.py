@@ -16,6 +16,7 @@ from relperception.core_types import Camera, Frame, Matches
 from relperception.data.synthetic import iter_sequence, SyntheticScene
 from relperception.matching.ncc import NCCMatcher
 from relperception.odometry import geometry
+from relperception.odometry.local_map import rotation_parallax_deg
 from relperception.odometry.vo import VisualOdometry, VOResult
 from relperception.transforms import (
     invert_transform,
@@ -1028,6 +1029,57 @@ class TestTurnOnTheSpot:
                                       @ invert_transform(r.T_world_cam))
                    for i, r in enumerate(results)]
         assert max(R_error) < 5.0
+
+
+class TestRotationOnlyKeyframes:
+    """Keyframes taken while the camera turns on the spot: no baseline to triangulate on."""
+
+    def test_rotation_parallax_tells_rotation_from_translation(self):
+        camera = _camera()
+        rng = np.random.default_rng(0)
+        pixels = rng.uniform([0, 0], [WIDTH, HEIGHT], (200, 2))
+        rays = geometry.normalized_rays(pixels, camera)
+        points = rays * rng.uniform(2.0, 8.0, (200, 1))          # (N, 3) in view a
+        R = cv2.Rodrigues(np.radians([2.0, 10.0, 1.0]))[0]
+        turned = geometry.project(points @ R.T, camera)
+        parallax, R_fit = rotation_parallax_deg(pixels, turned, camera)
+        assert parallax < 0.01 and np.allclose(R_fit, R, atol=1e-6)
+        noisy = turned + rng.normal(0.0, 0.3, turned.shape)
+        assert rotation_parallax_deg(pixels, noisy, camera)[0] < 0.1
+        moved = geometry.project(points @ R.T + [0.05, 0.0, -0.3], camera)   # mostly forward
+        assert rotation_parallax_deg(pixels, moved, camera)[0] > 0.5
+        assert np.isnan(rotation_parallax_deg(pixels[:2], turned[:2], camera)[0])
+        # Sideways past a wall: a rotation fits too, but the camera did not turn (the
+        # tracker compares the fitted rotation with the tracked poses').
+        wall = rays * 4.0
+        slid = geometry.project(wall + [-0.2, 0.0, 0.0], camera)
+        parallax, R_fit = rotation_parallax_deg(pixels, slid, camera)
+        assert parallax < 0.25              # under the check at the default map_min_angle_deg
+        assert rotation_angle_deg(make_transform(R_fit, np.zeros(3))) > 2.0
+        with pytest.raises(ValueError, match='differ in length'):
+            rotation_parallax_deg(pixels, turned[:5], camera)
+
+    def test_keyframes_on_the_spot_add_no_points(self):
+        # Before, a keyframe taken in the turn triangulated new points on the baseline the
+        # tracking error gave it (none in truth): points at a wrong depth, and the map's unit
+        # shrank with them (about 2x per 90-degree turn on longer recordings).
+        drive = 20
+        poses = _turn_on_the_spot(seed=22, drive=drive, turn=30, turn_deg=60.0)
+        camera, frames = iter_sequence(seed=22, width=WIDTH, height=HEIGHT, fps=10.0,
+                                       poses=poses)
+        vo = VisualOdometry(NCCMatcher(), {'mode': 'mono'})
+        created, keyframes = [], []
+        for f in frames:
+            result = vo.step(Frame(f.rgb, f.stamp_ns, camera))
+            created.append(vo.map_stats()['map_points_created'])
+            keyframes.append(result.is_keyframe)
+        stats = vo.map_stats()
+        vo.close()
+        assert stats['map_initializations'] == 1
+        # The keyframe that starts the turn still moved since its reference; later ones not.
+        on_the_spot = [i for i in range(drive + 3, len(poses)) if keyframes[i]]
+        assert len(on_the_spot) >= 2
+        assert created[-1] == created[drive + 2]
 
 
 class TestDroppedFrames:

@@ -382,3 +382,44 @@ def ray_angles_deg(points_world, T_world_a: np.ndarray, T_world_b: np.ndarray) -
         cosine = np.sum(rays_a * rays_b, axis=1) / (
             np.linalg.norm(rays_a, axis=1) * np.linalg.norm(rays_b, axis=1))
         return np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))
+
+
+def rotation_parallax_deg(pixels_a, pixels_b, camera: Camera) -> tuple[float, np.ndarray]:
+    """Return the median parallax that no rotation of the camera explains, and that rotation.
+
+    The rotation that best maps the viewing rays of ``pixels_a`` onto those of ``pixels_b``
+    is fitted (least squares on unit rays, refitted once on the better half); what is left
+    is the angle between each ray of b and its rotated ray of a. A camera that only rotated
+    between the views (a turn on the spot) leaves pixel noise only, whatever poses the
+    tracking gave the views; any translation leaves the parallax of the scene.
+
+    Args:
+        pixels_a: (N, 2) pixels in view a.
+        pixels_b: (N, 2) the same points' pixels in view b.
+        camera: intrinsics of both views.
+
+    Returns:
+        ``(parallax_deg, R_b_a)``: the median residual angle in degrees and the (3, 3)
+        fitted rotation taking view a's rays to view b's; NaN and the identity with fewer
+        than 3 finite pairs.
+    """
+    pixels_a = as_rows('pixels_a', pixels_a, 2)
+    pixels_b = as_rows('pixels_b', pixels_b, 2)
+    if len(pixels_a) != len(pixels_b):
+        raise ValueError(f'pixels_a and pixels_b differ in length: '
+                         f'{len(pixels_a)} != {len(pixels_b)}')
+    rays_a = geometry.normalized_rays(pixels_a, camera)
+    rays_b = geometry.normalized_rays(pixels_b, camera)
+    finite = np.isfinite(rays_a).all(axis=1) & np.isfinite(rays_b).all(axis=1)
+    if np.count_nonzero(finite) < 3:
+        return float('nan'), np.eye(3)
+    rays_a = rays_a[finite] / np.linalg.norm(rays_a[finite], axis=1, keepdims=True)
+    rays_b = rays_b[finite] / np.linalg.norm(rays_b[finite], axis=1, keepdims=True)
+    use = np.ones(len(rays_a), dtype=bool)
+    for _ in range(2):
+        u, _, vt = np.linalg.svd(rays_b[use].T @ rays_a[use])
+        R_b_a = u @ np.diag([1.0, 1.0, np.linalg.det(u @ vt)]) @ vt
+        cosine = np.sum(rays_b * (rays_a @ R_b_a.T), axis=1)
+        angles = np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))
+        use = angles <= np.median(angles)
+    return float(np.median(angles)), R_b_a

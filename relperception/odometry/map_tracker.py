@@ -73,8 +73,9 @@ from relperception.odometry.ba_worker import start_worker, submit_bundle_adjustm
 from relperception.odometry.bundle_adjustment import (BundleAdjustmentResult,
                                                       BundleAdjustmentUnavailable)
 from relperception.odometry.local_map import (LocalMap, MapKeyframe, ray_angles_deg,
+                                              rotation_parallax_deg,
                                               triangulate_checked, WindowProblem)
-from relperception.transforms import invert_transform
+from relperception.transforms import invert_transform, rotation_angle_deg
 from scipy.spatial import cKDTree
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,10 @@ SLOW_PARALLAX_MIN_FRAMES = 3
 #: points pair with a point of the map in the reference keyframe's image (nearest projected
 #: map point within ``_DEPTH_PAIR_RADIUS_PX``).
 MIN_DEPTH_PAIRS = 10
+#: A monocular keyframe triangulates no new points when the parallax that no rotation explains
+#: (:func:`~relperception.odometry.local_map.rotation_parallax_deg`, median over its matches
+#: into the reference keyframe) is below this fraction of ``map_min_angle_deg``.
+ROTATION_PARALLAX_FRACTION = 0.5
 _DEPTH_PAIR_RADIUS_PX = 20.0
 
 
@@ -748,6 +753,7 @@ class MapTracker:
         own = reverse.keypoints0.astype(np.float64)
         in_reference = reverse.keypoints1.astype(np.float64)
         ids = np.full(len(own), -1, dtype=np.int64)
+        rotation_only = False
         use_depth = self.kind == 'rgbd' and depth is not None
         own_cam = geometry.backproject(own, depth, camera) if use_depth and len(own) \
             else np.full((len(own), 3), np.nan)
@@ -786,6 +792,12 @@ class MapTracker:
             if use_depth:   # metric points from depth only: triangulation is far less precise
                 points, good = self._points_from_depth(
                     own_cam[new], in_reference[new], T_world_cam, reference.T_world_cam, camera)
+            elif self._rotation_only(in_reference, own, reference.T_world_cam, T_world_cam,
+                                     camera):
+                # A rotation explains the views (a turn on the spot): the baseline between the
+                # poses is tracking error, and points triangulated on it take its length.
+                points, good = np.zeros((len(new), 3)), np.zeros(len(new), dtype=bool)
+                rotation_only = True
             else:
                 points, good = triangulate_checked(
                     in_reference[new], own[new], reference.T_world_cam, T_world_cam, camera,
@@ -803,9 +815,30 @@ class MapTracker:
         note = self._speed_check(stamp_ns, T_world_cam)
         self._start_adjustment(camera)
         self._insertion_ms.append(1e3 * (time.perf_counter() - started))
-        note = f'keyframe: {reobserved} map points seen again, {created} new' + note
+        note = f'keyframe: {reobserved} map points seen again, {created} new' + (
+            ' (a rotation explains the views: no new points)' if rotation_only else '') + note
         logger.debug('keyframe %d: %s', stamp_ns, note)
         return correction
+
+    def _rotation_only(self, pixels_reference: np.ndarray, pixels: np.ndarray,
+                       T_world_reference: np.ndarray, T_world_cam: np.ndarray,
+                       camera: Camera) -> bool:
+        """Whether the camera only rotated between the reference keyframe and the keyframe.
+
+        True when the matches ``pixels_reference`` -> ``pixels`` (N, 2) leave less than
+        ``ROTATION_PARALLAX_FRACTION * map_min_angle_deg`` of median parallax after the
+        best-fitting rotation, and the tracked poses rotated by about that rotation (a
+        camera moving sideways past a wall also fits a rotation, but its poses do not turn).
+        """
+        parallax, R_fit = rotation_parallax_deg(pixels_reference, pixels, camera)
+        if not parallax < ROTATION_PARALLAX_FRACTION * self.conf['map_min_angle_deg']:
+            return False
+        R_tracked = invert_transform(T_world_cam)[:3, :3] @ T_world_reference[:3, :3]
+        fitted = np.eye(4)
+        fitted[:3, :3] = R_fit
+        disagreement = np.eye(4)
+        disagreement[:3, :3] = R_fit.T @ R_tracked
+        return rotation_angle_deg(disagreement) <= 0.5 * rotation_angle_deg(fitted)
 
     def _points_from_depth(self, points_cam: np.ndarray, pixels_reference: np.ndarray,
                            T_world_cam: np.ndarray, T_world_reference: np.ndarray,
