@@ -425,8 +425,8 @@ class TestExposureChange:
         return np.concatenate(errors)
 
     def test_clipped_patches_do_not_bias_matches_after_a_gain_step(self):
-        # Exact ground truth from the synthetic renderer. A +50 % gain clips ~10 % of the
-        # pixels at 255; those patches no longer follow the gain and their NCC peaks moved
+        # Exact ground truth from the synthetic renderer. A +50 % gain clips part of the
+        # image at 255; those patches no longer follow the gain and their NCC peaks moved
         # off the true position (the tail of the error distribution grew), which monocular
         # VO turned into scale drift. Dimming clips nothing and must change nothing.
         reference = self.match_errors(1.0)
