@@ -389,6 +389,56 @@ class TestNCCMatcher:
         assert np.mean(error < 3.0) > 0.9
 
 
+class TestExposureChange:
+    """A gain step between the two images (auto-exposure) must not degrade the matches."""
+
+    @staticmethod
+    def grey(rgb, gain):
+        """Scale an (H, W, 3) uint8 image by ``gain``, clip to uint8 (as a camera does), grey."""
+        scaled = np.clip(rgb.astype(np.float32) * gain + 0.5, 0, 255).astype(np.uint8)
+        return cv2.cvtColor(scaled, cv2.COLOR_RGB2GRAY)
+
+    @staticmethod
+    def true_positions(keypoints0, depth0, K, T_world_cam0, T_world_cam1):
+        """Project (N, 2) image-0 pixels with their rendered depth into image 1 (pixels)."""
+        z = depth0[keypoints0[:, 1].astype(int), keypoints0[:, 0].astype(int)]
+        points = np.c_[keypoints0, np.ones(len(keypoints0))] @ np.linalg.inv(K).T * z[:, None]
+        T = np.linalg.inv(T_world_cam1) @ T_world_cam0
+        pixels = (points @ T[:3, :3].T + T[:3, 3]) @ K.T
+        return pixels[:, :2] / pixels[:, 2:3]
+
+    def match_errors(self, gain):
+        """Return the (N,) pixel errors of all matches keyframe (gain 1) -> frame (``gain``)."""
+        from relperception.data.synthetic import SyntheticScene
+        errors = []
+        for seed in (20, 21, 22):
+            scene = SyntheticScene(seed=seed)
+            poses = scene.trajectory(300, 10.0)
+            for i in (50, 250):
+                rgb0, depth0, _ = scene.render(poses[i])
+                rgb1, _, _ = scene.render(poses[i + 3])
+                matches = NCCMatcher().match(self.grey(rgb0, 1.0), self.grey(rgb1, gain))
+                truth = self.true_positions(matches.keypoints0, depth0, scene.camera.K,
+                                            poses[i], poses[i + 3])
+                error = np.linalg.norm(matches.keypoints1 - truth, axis=1)
+                errors.append(error[np.isfinite(error)])
+        return np.concatenate(errors)
+
+    def test_clipped_patches_do_not_bias_matches_after_a_gain_step(self):
+        # Exact ground truth from the synthetic renderer. A +50 % gain clips part of the
+        # image at 255; those patches no longer follow the gain and their NCC peaks moved
+        # off the true position (the tail of the error distribution grew), which monocular
+        # VO turned into scale drift. Dimming clips nothing and must change nothing.
+        reference = self.match_errors(1.0)
+        brighter = self.match_errors(1.5)
+        darker = self.match_errors(0.5)
+        assert np.percentile(brighter, 90) <= 1.05 * np.percentile(reference, 90)
+        assert np.mean(brighter > 0.5) <= 1.05 * np.mean(reference > 0.5)
+        assert len(brighter) >= 0.6 * len(reference)
+        assert len(darker) >= 0.95 * len(reference)
+        assert np.percentile(darker, 90) <= 1.05 * np.percentile(reference, 90)
+
+
 class TestBaselineMatchers:
     @pytest.mark.parametrize('name, conf, message', [
         ('klt', {'window_size': 0}, 'klt.window_size must be >= 5'),         # was a cv2.error

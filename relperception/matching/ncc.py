@@ -24,6 +24,13 @@ Pipeline of ``NCCMatcher.match``:
    ~25 % less time, same VO accuracy); matches whose round trip misses by more than
    ``max_forward_backward_px``, or whose NCC score (either way) is below ``min_score``, or
    whose patch is too flat (``min_patch_std``), are dropped.
+6. Clipping check after an exposure step: when the brightness of the two images differs by
+   more than ``EXPOSURE_STEP_RATIO`` (the median ratio of the matched patches' means, i.e. an
+   auto-exposure step), a match whose full-resolution patch holds clipped pixels (grey level
+   255) in one image and none in the other is dropped. NCC is invariant to a gain change
+   only where no pixel saturates: the clipped patches no longer follow the gain and their
+   peaks move off the true position. Without such a step (small exposure changes, patches
+   clipped in both images) every match is kept.
 
 All correlations of one pyramid level are computed at once (in blocks of 512 points):
 patches are gathered into ``(p, p, N)`` arrays (points last, so every reduction runs over
@@ -56,6 +63,10 @@ _LOGGER = logging.getLogger(__name__)
 #: Score given to candidate positions whose patch leaves the image (NCC lies in [-1, 1]).
 INVALID_SCORE = -2.0
 _VALID_ABOVE = -1.5
+
+#: Brightness ratio between two images (either way) from which their exposure differs enough
+#: for clipped patches to be dropped (step 6 of the module docstring).
+EXPOSURE_STEP_RATIO = 1.2
 
 #: Points correlated together (bounds the size of temporaries, see ``_ncc_surfaces``).
 _BLOCK_POINTS = 512
@@ -590,6 +601,12 @@ class NCCMatcher:
         points1 = np.where(aligned[:, None], refined1, forward.points1)[keep]
         confidence = np.clip(np.minimum(forward.score, backward.score)[keep], 0.0, 1.0)
         index = index[keep]
+        if len(index):
+            clipped = (_clipped_in_patch(image0, keypoints0[index], half)
+                       != _clipped_in_patch(image1, points1, half))
+            if clipped.any() and _exposure_step(image0, keypoints0[index], image1, points1, half):
+                points1, confidence = points1[~clipped], confidence[~clipped]
+                index = index[~clipped]
         _LOGGER.debug('ncc: %d keypoints, %d forward, %d after forward-backward',
                       len(points0), int(forward_ok.sum()), len(index))
         return Matches(keypoints0[index], points1.astype(np.float32),
@@ -598,6 +615,51 @@ class NCCMatcher:
     def _pyramid(self, image: np.ndarray, levels: int, pad: int) -> List[_Level]:
         return self.cache.get(image, ('pyramid', levels, pad), lambda: [
             _Level(level, pad) for level in gaussian_pyramid(image, levels)])
+
+
+def _clipped_in_patch(image: np.ndarray, points: np.ndarray, half: int) -> np.ndarray:
+    """Return (N,) bool: whether a point's patch holds a clipped pixel (grey level 255).
+
+    ``image`` is (H, W) uint8, ``points`` (N, 2) pixels (x, y), rounded to the nearest pixel;
+    the patch is ``2 * half + 1`` pixels square and pixels outside the image do not count.
+    """
+    if len(points) == 0 or int(image.max()) < 255:
+        return np.zeros(len(points), dtype=bool)
+    side = 2 * half + 1
+    counts = cv2.boxFilter((image == 255).astype(np.float32), -1, (side, side),
+                           normalize=False, borderType=cv2.BORDER_CONSTANT)
+    height, width = image.shape
+    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
+    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
+    return counts[y, x] > 0
+
+
+def _patch_means(image: np.ndarray, points: np.ndarray, half: int) -> np.ndarray:
+    """Return the (N,) mean grey level of the ``2 * half + 1`` square patch at each point."""
+    side = 2 * half + 1
+    means = cv2.boxFilter(image.astype(np.float32), -1, (side, side),
+                          borderType=cv2.BORDER_REPLICATE)
+    height, width = image.shape
+    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
+    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
+    return means[y, x]
+
+
+def _exposure_step(image0: np.ndarray, points0: np.ndarray, image1: np.ndarray,
+                   points1: np.ndarray, half: int) -> bool:
+    """Whether the exposure changed by more than ``EXPOSURE_STEP_RATIO`` between the images.
+
+    The gain is the median ratio of the patch means of the matches (``points0`` and
+    ``points1``, (N, 2) pixels in the (H, W) uint8 images), over the patches that are neither
+    near black nor near clipped in either image; False when there are none.
+    """
+    mean0 = _patch_means(image0, points0, half)
+    mean1 = _patch_means(image1, points1, half)
+    usable = (np.minimum(mean0, mean1) > 8.0) & (np.maximum(mean0, mean1) < 247.0)
+    if not usable.any():
+        return False
+    gain = float(np.median(mean1[usable] / mean0[usable]))
+    return abs(np.log(gain)) > np.log(EXPOSURE_STEP_RATIO)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
