@@ -125,6 +125,15 @@ def harness(context, harnesses):
     return make
 
 
+def subscribe_diagnostics(run) -> list:
+    """Subscribe the harness's probe to /diagnostics; return the list the reports arrive in."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    reports = []
+    run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+    return reports
+
+
 def camera_poses(run, T_base_cam):
     """Return the received poses converted back to T_world_cam of the optical frame."""
     return [invert_transform(T_base_cam) @ transform_from_pose_msg(msg.pose.pose) @ T_base_cam
@@ -189,12 +198,10 @@ class TestVisualOdometryNode:
             assert len(matches) >= 30
 
     def test_odometry_carries_covariance_twist_and_tracking_state(self, harness, sequence):
-        from diagnostic_msgs.msg import DiagnosticArray
 
         camera, frames = sequence
         run = harness()
-        reports = []
-        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        reports = subscribe_diagnostics(run)
         run.send_camera_info(camera)
         for frame in frames[:8]:
             run.send_depth(frame.depth, frame.stamp_ns)
@@ -381,13 +388,11 @@ class TestVisualOdometryNode:
 
     def test_reset_clears_the_scale_source_in_diagnostics(self, harness, sequence):
         """After ~/reset the old trajectory's scale source is not reported as the new one's."""
-        from diagnostic_msgs.msg import DiagnosticArray
         from std_srvs.srv import Trigger
 
         camera, frames = sequence
         run = harness()
-        reports = []
-        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        reports = subscribe_diagnostics(run)
         run.send_camera_info(camera)
         for frame in frames[:3]:   # RGB-D: metric scale from depth
             run.send_depth(frame.depth, frame.stamp_ns)
@@ -757,12 +762,10 @@ class TestVisualOdometryNode:
         assert 'relocalisation failed' in lines[1] and 'relocalisation' not in lines[0]
 
     def test_skipped_frames_are_counted_by_reason_in_diagnostics(self, harness, sequence):
-        from diagnostic_msgs.msg import DiagnosticArray
 
         camera, frames = sequence
         run = harness()
-        reports = []
-        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        reports = subscribe_diagnostics(run)
         run.send_image(frames[0].rgb, frames[0].stamp_ns)   # no camera_info yet
         run.send_camera_info(camera)
         run.send_image(frames[0].rgb[:HEIGHT // 2], frames[0].stamp_ns)   # another size
@@ -849,12 +852,10 @@ class TestVisualOdometryNode:
 
     def test_implausible_depth_and_camera_info_are_counted_in_diagnostics(
             self, harness, sequence):
-        from diagnostic_msgs.msg import DiagnosticArray
 
         camera, frames = sequence
         run = harness()
-        reports = []
-        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        reports = subscribe_diagnostics(run)
         broken = camera_info_msg(camera)
         broken.k = [0.0] * 9   # no focal length
         run.publishers['camera_info'].publish(broken)
@@ -918,12 +919,10 @@ class TestVisualOdometryNode:
         # before, the K of 640x480 images on 320x240 ones passed silently: its principal point
         # lies just inside the smaller image
         # and /diagnostics says so (WARN, camera_info_suspect) while it holds
-        from diagnostic_msgs.msg import DiagnosticArray
 
         camera, _ = sequence
         run = harness()
-        reports = []
-        run.probe.create_subscription(DiagnosticArray, 'diagnostics', reports.append, 10)
+        reports = subscribe_diagnostics(run)
 
         def reported_suspect(expected):
             for report in reports[-2:]:
