@@ -356,14 +356,23 @@ class TestReplay:
             offline = evaluate_bag(bag, tmp_path / f'offline{frames}', progress=False,
                                    plots=False)
             for summary in (live, offline):
-                assert summary['ate_rmse_m'] is None and summary['num_errors'] == 1
-            # one frame offline: nothing was tracked, and it says so
-            for summary in (live, offline) if frames == 2 else (live,):
-                error, = summary['errors']
+                assert summary['ate_rmse_m'] is None
+                assert not any('poses associated' in error for error in summary['errors'])
+            # offline: one frame is not tracked (it initialises), two are too few to score
+            error, = offline['errors']
+            assert error.startswith('no frame was tracked' if frames == 1 else
+                                    'only 2 frame(s) with a pose and ground truth: too few '
+                                    'to score the trajectory'), error
+            # live: DDS does not order the image and camera_info topics, so the node may get
+            # a frame before its camera_info: then the refused frame is named as well
+            refused = [e for e in live['errors'] if 'frames_without_camera_info' in e]
+            if not refused:
+                error, = live['errors']
                 assert error.startswith(f'only {frames} frame(s) with a pose and ground truth: '
                                         'too few to score the trajectory'), error
-            if frames == 1:
-                assert offline['errors'][0].startswith('no frame was tracked')
+            else:
+                assert any('too few to score the trajectory' in e
+                           or e.startswith('no frame was tracked') for e in live['errors'])
 
     def test_repeated_image_stamps_are_named(self, tmp_path):
         """Images of one header stamp: counted once, and the summary now says so."""
