@@ -617,6 +617,22 @@ class NCCMatcher:
             _Level(level, pad) for level in gaussian_pyramid(image, levels)])
 
 
+def _box_filter_at(values: np.ndarray, points: np.ndarray, half: int, normalize: bool,
+                   border: int) -> np.ndarray:
+    """Return (N,) the square box filter of ``values`` at the nearest pixels of ``points``.
+
+    ``values`` is (H, W) float32, ``points`` (N, 2) pixels (x, y); the box is ``2 * half + 1``
+    pixels square: the patch sum, or with ``normalize`` its mean; ``border`` is the OpenCV
+    border mode (pixels outside the image).
+    """
+    side = 2 * half + 1
+    filtered = cv2.boxFilter(values, -1, (side, side), normalize=normalize, borderType=border)
+    height, width = values.shape
+    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
+    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
+    return filtered[y, x]
+
+
 def _clipped_in_patch(image: np.ndarray, points: np.ndarray, half: int) -> np.ndarray:
     """Return (N,) bool: whether a point's patch holds a clipped pixel (grey level 255).
 
@@ -625,24 +641,14 @@ def _clipped_in_patch(image: np.ndarray, points: np.ndarray, half: int) -> np.nd
     """
     if len(points) == 0 or int(image.max()) < 255:
         return np.zeros(len(points), dtype=bool)
-    side = 2 * half + 1
-    counts = cv2.boxFilter((image == 255).astype(np.float32), -1, (side, side),
-                           normalize=False, borderType=cv2.BORDER_CONSTANT)
-    height, width = image.shape
-    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
-    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
-    return counts[y, x] > 0
+    return _box_filter_at((image == 255).astype(np.float32), points, half, normalize=False,
+                          border=cv2.BORDER_CONSTANT) > 0
 
 
 def _patch_means(image: np.ndarray, points: np.ndarray, half: int) -> np.ndarray:
     """Return the (N,) mean grey level of the ``2 * half + 1`` square patch at each point."""
-    side = 2 * half + 1
-    means = cv2.boxFilter(image.astype(np.float32), -1, (side, side),
-                          borderType=cv2.BORDER_REPLICATE)
-    height, width = image.shape
-    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
-    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
-    return means[y, x]
+    return _box_filter_at(image.astype(np.float32), points, half, normalize=True,
+                          border=cv2.BORDER_REPLICATE)
 
 
 def _exposure_step(image0: np.ndarray, points0: np.ndarray, image1: np.ndarray,
