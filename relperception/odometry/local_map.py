@@ -30,6 +30,7 @@ from relperception.odometry import geometry
 from relperception.transforms import invert_transform, nearest_rigid
 from relperception.validation import as_rows
 from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
 
 #: Largest distance (pixels) between a matched keyframe pixel and a landmark-table keypoint
 #: for the two to be the same keypoint (matchers return the keypoints themselves).
@@ -388,7 +389,8 @@ def rotation_parallax_deg(pixels_a, pixels_b, camera: Camera) -> tuple[float, np
     """Return the median parallax that no rotation of the camera explains, and that rotation.
 
     The rotation that best maps the viewing rays of ``pixels_a`` onto those of ``pixels_b``
-    is fitted (least squares on unit rays, refitted once on the better half); what is left
+    is fitted (least squares on unit rays, scipy's ``Rotation.align_vectors``, refitted once
+    on the better half); what is left
     is the angle between each ray of b and its rotated ray of a. A camera that only rotated
     between the views (a turn on the spot) leaves pixel noise only, whatever poses the
     tracking gave the views; any translation leaves the parallax of the scene.
@@ -417,8 +419,7 @@ def rotation_parallax_deg(pixels_a, pixels_b, camera: Camera) -> tuple[float, np
     rays_b = rays_b[finite] / np.linalg.norm(rays_b[finite], axis=1, keepdims=True)
     use = np.ones(len(rays_a), dtype=bool)
     for _ in range(2):
-        u, _, vt = np.linalg.svd(rays_b[use].T @ rays_a[use])
-        R_b_a = u @ np.diag([1.0, 1.0, np.linalg.det(u @ vt)]) @ vt
+        R_b_a = Rotation.align_vectors(rays_b[use], rays_a[use])[0].as_matrix()
         cosine = np.sum(rays_b * (rays_a @ R_b_a.T), axis=1)
         angles = np.rad2deg(np.arccos(np.clip(cosine, -1.0, 1.0)))
         use = angles <= np.median(angles)

@@ -75,8 +75,9 @@ from relperception.odometry.bundle_adjustment import (BundleAdjustmentResult,
 from relperception.odometry.local_map import (LocalMap, MapKeyframe, ray_angles_deg,
                                               rotation_parallax_deg,
                                               triangulate_checked, WindowProblem)
-from relperception.transforms import invert_transform, rotation_angle_deg
+from relperception.transforms import invert_transform
 from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
 
 logger = logging.getLogger(__name__)
 
@@ -833,12 +834,9 @@ class MapTracker:
         parallax, R_fit = rotation_parallax_deg(pixels_reference, pixels, camera)
         if not parallax < ROTATION_PARALLAX_FRACTION * self.conf['map_min_angle_deg']:
             return False
-        R_tracked = invert_transform(T_world_cam)[:3, :3] @ T_world_reference[:3, :3]
-        fitted = np.eye(4)
-        fitted[:3, :3] = R_fit
-        disagreement = np.eye(4)
-        disagreement[:3, :3] = R_fit.T @ R_tracked
-        return rotation_angle_deg(disagreement) <= 0.5 * rotation_angle_deg(fitted)
+        fitted = Rotation.from_matrix(R_fit)
+        tracked = Rotation.from_matrix(T_world_cam[:3, :3].T @ T_world_reference[:3, :3])
+        return (fitted.inv() * tracked).magnitude() <= 0.5 * fitted.magnitude()
 
     def _points_from_depth(self, points_cam: np.ndarray, pixels_reference: np.ndarray,
                            T_world_cam: np.ndarray, T_world_reference: np.ndarray,
